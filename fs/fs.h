@@ -1,0 +1,119 @@
+/**
+ * fs/fs.h - the filesystem core: what each FUSE request means, without
+ * FUSE (public header of fs; used by the FUSE adapter and the tests).
+ *
+ * A struct fs is created from a configuration by listing the bucket, and
+ * then answers lookups, attributes, directory reads, opens and reads by
+ * inode number. The namespace is a snapshot taken at mount (DESIGN.md
+ * 2.1), so inode numbers are stable for the life of the mount and need no
+ * reference counting: forget is a no-op.
+ *
+ * Every function returns 0 (or a byte count) or a -errno meant for the
+ * kernel, and may be called from any thread at once; none holds a lock
+ * across network I/O.
+ */
+#ifndef HINTFS_FS_FS_H
+#define HINTFS_FS_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "prefetch/prefetch.h"
+
+/** The root's inode number, FUSE_ROOT_ID. */
+#define FS_INO_ROOT 1
+/** The control directory <mount>/.hintfs; far above any listed node. */
+#define FS_INO_CTL_DIR (UINT64_C(1) << 48)
+/** Its name: looked up, never listed by readdir. */
+#define FS_CTL_NAME ".hintfs"
+/** The extended attribute holding a file's ETag (quotes removed). */
+#define FS_XATTR_ETAG "user.hintfs.etag"
+
+struct fs_config {
+	struct s3_config s3; /**< the bucket and how to reach it */
+	const char *prefix;  /**< "" or a key prefix ending in '/' */
+	uid_t uid;           /**< owner shown for every inode */
+	gid_t gid;
+};
+
+struct fs;
+
+/**
+ * Lists the bucket and builds the namespace. On failure returns a -errno
+ * and writes one line for the user into @err (@err_len bytes): what was
+ * wrong, never a credential. Call from one thread.
+ */
+int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
+	      size_t err_len);
+
+/** Frees @fs after every other call has returned. Accepts NULL. */
+void fs_destroy(struct fs *fs);
+
+/** Fills @st for inode @ino. -ENOENT for an unknown inode. */
+int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
+
+/**
+ * Finds @name in directory @parent; on success stores the child's inode
+ * in *@ino and its attributes in @st. -ENOENT when absent, -ENOTDIR when
+ * @parent is a file.
+ */
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name, uint64_t *ino,
+	      struct stat *st);
+
+/** One entry of a directory, as fs_readdir() passes it on. */
+struct fs_dirent {
+	const char *name; /**< not NUL-terminated */
+	size_t name_len;
+	uint64_t ino;
+	struct stat st;   /**< full attributes (for readdirplus) */
+};
+
+/**
+ * Called by fs_readdir() for each entry from offset @off on; @next_off is
+ * the offset that resumes after this entry. Return non-zero to stop (the
+ * reply buffer is full): that entry was not consumed.
+ */
+typedef int (*fs_dirent_cb)(void *arg, const struct fs_dirent *e,
+			    off_t next_off);
+
+/**
+ * Lists directory @ino from offset @off (0 = start; "." and ".." come
+ * first), calling @cb until it stops or the directory ends. Returns 0,
+ * -ENOENT or -ENOTDIR.
+ */
+int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
+	       void *arg);
+
+/**
+ * Checks that inode @ino may be opened with open(2) @flags: -EROFS for
+ * any write access, -EISDIR for a directory opened as a file, -ENOENT.
+ */
+int fs_open(struct fs *fs, uint64_t ino, int flags);
+
+/**
+ * Reads up to @size bytes at @off of file @ino into @buf. Returns the
+ * bytes read (0 at or past the end of file) or -errno: -EIO when the
+ * server failed, -ESTALE when the object changed or vanished since the
+ * listing, -EACCES when access was refused.
+ */
+ssize_t fs_read(struct fs *fs, uint64_t ino, char *buf, size_t size, off_t off);
+
+/**
+ * getxattr: copies attribute @name of @ino into @buf of @size bytes.
+ * With @size 0 only returns the value's length. Returns the length,
+ * -ENODATA when absent, -ERANGE when @buf is too small.
+ */
+ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf,
+		    size_t size);
+
+/** listxattr: the NUL-separated names of @ino's attributes, like getxattr. */
+ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
+
+/** Fills @sv: the dataset's size, its object count, NAME_MAX. */
+int fs_statfs(struct fs *fs, struct statvfs *sv);
+
+#endif /* HINTFS_FS_FS_H */

@@ -1,0 +1,350 @@
+/*
+ * fs/fs_ops.c - the thin FUSE adapter: turns fuse_req_t into calls on the
+ * fs core (fs/fs.c) and the core's results into replies.
+ *
+ * This is the only file that calls fuse_reply_*. Every request gets
+ * exactly one reply on every path, and every write-type request is
+ * answered EROFS here: hintfs is read-only by itself rather than through
+ * the kernel's "ro" flag, so that the control directory can stay writable.
+ */
+#include "fs/fs_ops.h"
+#include "fs/fs.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * NOTE(fuse): the namespace is a snapshot that never changes while mounted
+ * (DESIGN.md 2.1), so the kernel may keep entries, attributes and absent
+ * names for as long as it likes. A day is "forever" without overflowing
+ * anything; a relist (later) invalidates entries explicitly.
+ */
+#define FS_TTL_S 86400.0
+
+static struct fs *req_fs(fuse_req_t req)
+{
+	return *(struct fs **)fuse_req_userdata(req);
+}
+
+static void reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
+{
+	struct fuse_entry_param e = {
+		.ino = ino,
+		.generation = 1,
+		.attr_timeout = FS_TTL_S,
+		.entry_timeout = FS_TTL_S,
+	};
+
+	if (st)
+		e.attr = *st;
+	fuse_reply_entry(req, &e);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+	uint64_t ino;
+	int rc = fs_lookup(req_fs(req), parent, name, &ino, &st);
+
+	if (rc == -ENOENT)
+		reply_entry(req, 0, NULL); /* a cached negative entry */
+	else if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, ino, &st);
+}
+
+/* Inodes live as long as the mount: lookup counts need no bookkeeping. */
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = fs_getattr(req_fs(req), ino, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, FS_TTL_S);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct stat st;
+	int rc = fs_getattr(req_fs(req), ino, &st);
+
+	if (!rc && (mask & W_OK))
+		rc = -EROFS;
+	fuse_reply_err(req, -rc);
+}
+
+/* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */
+struct dir_buf {
+	fuse_req_t req;
+	char *buf;
+	size_t size;
+	size_t used;
+	bool plus;
+};
+
+static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
+{
+	struct dir_buf *db = arg;
+	char name[256];
+	size_t need;
+
+	/* NOTE(fuse): fuse_add_direntry wants a NUL-terminated name; tree
+	 * names are at most 255 bytes. */
+	memcpy(name, e->name, e->name_len);
+	name[e->name_len] = '\0';
+	if (db->plus) {
+		struct fuse_entry_param ep = {
+			.ino = e->ino,
+			.generation = 1,
+			.attr = e->st,
+			.attr_timeout = FS_TTL_S,
+			.entry_timeout = FS_TTL_S,
+		};
+
+		/* NOTE(fuse): an entry with inode 0 gives the kernel no dentry
+		 * to hold, as "." and ".." must not. */
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			ep = (struct fuse_entry_param){ .attr = e->st };
+		need = fuse_add_direntry_plus(db->req, db->buf + db->used,
+					      db->size - db->used, name, &ep,
+					      next_off);
+	} else {
+		need = fuse_add_direntry(db->req, db->buf + db->used,
+					 db->size - db->used, name, &e->st,
+					 next_off);
+	}
+	if (need > db->size - db->used)
+		return 1;
+	db->used += need;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       bool plus)
+{
+	struct dir_buf db = { .req = req, .size = size, .plus = plus };
+	int rc;
+
+	db.buf = malloc(size);
+	if (!db.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = fs_readdir(req_fs(req), ino, off, fill_dirent, &db);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, db.buf, db.used);
+	free(db.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int rc = fs_open(req_fs(req), ino, fi->flags);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* NOTE(fuse): objects never change under a mount (a changed one
+	 * fails with ESTALE), so pages read once stay valid across opens. */
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = fs_read(req_fs(req), ino, buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	fs_statfs(req_fs(req), &sv);
+	fuse_reply_statfs(req, &sv);
+}
+
+static void reply_xattr(fuse_req_t req, ssize_t n, char *buf, size_t size)
+{
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr(req, fs_getxattr(req_fs(req), ino, name, buf, size), buf, size);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr(req, fs_listxattr(req_fs(req), ino, buf, size), buf, size);
+	free(buf);
+}
+
+/* ---- every write-type request: EROFS ------------------------------------ */
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			 off_t length, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+const struct fuse_lowlevel_ops fs_ll_ops = {
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.access = op_access,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.write = op_write,
+	.create = op_create,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+};

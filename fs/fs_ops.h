@@ -1,0 +1,17 @@
+/**
+ * fs/fs_ops.h - the FUSE low-level adapter (private to fs).
+ */
+#ifndef HINTFS_FS_FS_OPS_H
+#define HINTFS_FS_FS_OPS_H
+
+#include <fuse_lowlevel.h>
+
+/**
+ * The operations table. The session's userdata must point to the struct
+ * fs * the operations act on, which must be set before the session is
+ * mounted: so the session (and its option checks) can come before the
+ * listing. The table is static; callers must not modify it.
+ */
+extern const struct fuse_lowlevel_ops fs_ll_ops;
+
+#endif /* HINTFS_FS_FS_OPS_H */

@@ -1,0 +1,211 @@
+/*
+ * fs/main.c - the hintfs daemon: options, listing, mount, session loop.
+ *
+ * Everything that can fail for a reason the user must fix (options,
+ * credentials, bucket, endpoint, mount point) is checked before the mount
+ * and before the daemon detaches, so that it reaches the user as one line
+ * on stderr and a non-zero exit status.
+ */
+#include "fs/fs.h"
+#include "fs/fs_ops.h"
+#include "fs/options.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <fuse_log.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int check_mountpoint(const char *path, char *err, size_t err_len)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		snprintf(err, err_len, "mount point '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, err_len, "mount point '%s' is not a directory", path);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+/* fsname=s3://bucket/prefix, with fuse_opt's escapes for ',' and '\'. */
+static int add_fsname(struct fuse_args *args, const char *source)
+{
+	size_t n = strlen(source);
+	char *opt = malloc(2 * n + sizeof("fsname=,subtype=hintfs"));
+	char *p;
+	int rc;
+
+	if (!opt)
+		return -1;
+	p = stpcpy(opt, "fsname=");
+	for (const char *s = source; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*p++ = '\\';
+		*p++ = *s;
+	}
+	strcpy(p, ",subtype=hintfs");
+	rc = fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, opt);
+	free(opt);
+	return rc ? -1 : 0;
+}
+
+/* Set once libfuse has reported an error itself, so we add no second line. */
+static bool fuse_said_error;
+
+/*
+ * NOTE(fuse): libfuse prints its own messages ("fuse: unknown option"),
+ * sometimes in several calls per line. Gather the pieces up to the newline
+ * and send whole lines through our log: one format, one line each.
+ */
+static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	static __thread char line[1024];
+	static __thread size_t len;
+	int n;
+
+	n = vsnprintf(line + len, sizeof(line) - len, fmt, ap);
+	if (n < 0)
+		return;
+	len += (size_t)n;
+	if (len >= sizeof(line))
+		len = sizeof(line) - 1;
+	if (len == 0 || (line[len - 1] != '\n' && len < sizeof(line) - 1))
+		return;
+	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	line[len] = '\0';
+	len = 0;
+	if (level <= FUSE_LOG_ERR) {
+		fuse_said_error = true;
+		log_error("%s", line);
+	} else if (level <= FUSE_LOG_INFO) {
+		log_info("%s", line);
+	} else {
+		log_debug("%s", line);
+	}
+}
+
+static int run(struct hintfs_opts *o)
+{
+	struct fs_config cfg = {
+		.s3 = {
+			.bucket = o->bucket,
+			.endpoint = o->endpoint,
+			.region = o->region,
+			.path_style = o->path_style,
+			.no_sign = o->no_sign,
+			.insecure = o->insecure,
+			.ca_file = o->ca_file,
+			.access_key = o->access_key,
+			.secret_key = o->secret_key,
+			.session_token = o->session_token,
+			/* Retries: the full policy comes with the reliability
+			 * work; a mount must survive a passing blip. */
+			.max_attempts = 4,
+		},
+		.prefix = o->prefix,
+		.uid = getuid(),
+		.gid = getgid(),
+	};
+	struct fuse_loop_config *loop_cfg = NULL;
+	struct fuse_session *se = NULL;
+	struct fs *fs = NULL;
+	char err[1024];
+	int rc;
+
+	rc = check_mountpoint(o->mountpoint, err, sizeof(err));
+	if (rc)
+		goto fail_msg;
+	if (add_fsname(&o->fuse_args, o->source)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* The session first: it checks libfuse's options, and a typo there
+	 * should fail before a listing of millions of keys, not after. */
+	se = fuse_session_new(&o->fuse_args, &fs_ll_ops, sizeof(fs_ll_ops), &fs);
+	if (!se) {
+		if (!fuse_said_error)
+			log_error("cannot start a FUSE session; see --help");
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = fs_create(&cfg, &fs, err, sizeof(err));
+	if (rc) {
+		log_error("%s", err);
+		goto out_session;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		rc = -EIO;
+		goto out_session;
+	}
+	if (fuse_session_mount(se, o->mountpoint)) {
+		log_error("cannot mount at '%s' (is /dev/fuse there and "
+			  "fusermount3 installed?)", o->mountpoint);
+		rc = -EIO;
+		goto out_signals;
+	}
+	log_info("mounted %s at %s", o->source, o->mountpoint);
+	if (fuse_daemonize(o->foreground)) {
+		rc = -EIO;
+		goto out_unmount;
+	}
+	if (!o->foreground)
+		log_use_syslog("hintfs");
+
+	loop_cfg = fuse_loop_cfg_create();
+	if (!loop_cfg) {
+		rc = -ENOMEM;
+		goto out_unmount;
+	}
+	fuse_loop_cfg_set_max_threads(loop_cfg, o->max_threads);
+	fuse_loop_cfg_set_idle_threads(loop_cfg, o->max_threads / 4 + 1);
+	fuse_loop_cfg_set_clone_fd(loop_cfg, 1);
+	rc = fuse_session_loop_mt(se, loop_cfg) ? -EIO : 0;
+	fuse_loop_cfg_destroy(loop_cfg);
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out:
+	fs_destroy(fs);
+	return rc;
+fail_msg:
+	log_error("%s", err);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct hintfs_opts o;
+	char err[1024];
+	int rc;
+
+	fuse_set_log_func(fuse_log_cb);
+	rc = opts_parse(argc, argv, &o, err, sizeof(err));
+	if (rc) {
+		log_error("%s", err);
+	} else if (o.help) {
+		opts_usage(argv[0]);
+	} else if (o.version) {
+		printf("hintfs %s (libfuse %s)\n", HINTFS_VERSION, fuse_pkgversion());
+	} else {
+		if (o.debug)
+			log_set_level(LOG_LVL_DEBUG);
+		rc = run(&o);
+	}
+	opts_fini(&o);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,314 @@
+/*
+ * fs/options.c - parses and checks the daemon's command line.
+ *
+ * Owns the rules that turn argv + AWS_* variables into one configuration:
+ * precedence (option over environment over default), the generic mount(8)
+ * options that are accepted and ignored, and the checks that give a bad
+ * value a clear one-line error before anything touches the network.
+ */
+#include "fs/options.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 64 FUSE threads: reads block on the network for a round trip each, so
+ * 16 reader threads plus kernel readahead need this many to never queue. */
+#define OPTS_MAX_THREADS_DEFAULT 64
+#define OPTS_MAX_THREADS_LIMIT 1024
+
+enum {
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_HELP,
+	KEY_VERSION,
+};
+
+#define OPT(t, field, val) { t, offsetof(struct hintfs_opts, field), val }
+
+static const struct fuse_opt opt_spec[] = {
+	OPT("endpoint=%s", endpoint, 0),
+	OPT("region=%s", region, 0),
+	OPT("ca_file=%s", ca_file, 0),
+	OPT("max_threads=%s", max_threads_str, 0),
+	OPT("path_style", path_style, 1),
+	OPT("no_sign", no_sign, 1),
+	OPT("insecure", insecure, 1),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
+
+/*
+ * Options mount(8) and fstab pass to every filesystem. hintfs is always
+ * read-only, has no devices, setuid files or executables to speak of, so
+ * they change nothing; "rw" does not make it writable.
+ */
+static const char *const generic_opts[] = {
+	"ro", "rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec",
+	"auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
+	"atime", "noatime", "relatime", "norelatime", "strictatime",
+	"diratime", "nodiratime", "sync", "async", "defaults",
+};
+
+static bool is_generic(const char *arg)
+{
+	if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
+		return true;
+	for (size_t i = 0; i < sizeof(generic_opts) / sizeof(generic_opts[0]); i++)
+		if (!strcmp(arg, generic_opts[i]))
+			return true;
+	return false;
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct hintfs_opts *o = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (!o->source)
+			return (o->source = strdup(arg)) ? 0 : -1;
+		if (!o->mountpoint)
+			return (o->mountpoint = strdup(arg)) ? 0 : -1;
+		return 1; /* a third: fuse_session_new rejects it */
+	case FUSE_OPT_KEY_OPT:
+		return is_generic(arg) ? 0 : 1;
+	case KEY_FOREGROUND:
+		o->foreground = true;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = o->foreground = true;
+		return 1; /* libfuse's own request trace */
+	case KEY_HELP:
+		o->help = true;
+		return 0;
+	case KEY_VERSION:
+		o->version = true;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+static int __attribute__((format(printf, 3, 4)))
+fail(char *err, size_t err_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, err_len, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static const char *env_first(const char *a, const char *b)
+{
+	const char *v = getenv(a);
+
+	if (v && *v)
+		return v;
+	v = b ? getenv(b) : NULL;
+	return v && *v ? v : NULL;
+}
+
+/* NOTE(s3): bucket names are 3-63 of [a-z0-9.-]; older regions and other
+ * servers allow upper case and '_', so only what breaks a URL is refused. */
+static bool bucket_ok(const char *b)
+{
+	if (!*b)
+		return false;
+	for (; *b; b++)
+		if (!((*b >= 'a' && *b <= 'z') || (*b >= 'A' && *b <= 'Z') ||
+		      (*b >= '0' && *b <= '9') || *b == '.' || *b == '-' ||
+		      *b == '_'))
+			return false;
+	return true;
+}
+
+/* Splits "s3://bucket/some/prefix" into bucket and "some/prefix/". */
+static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
+{
+	const char *s = o->source, *slash;
+	size_t plen;
+
+	if (strncmp(s, "s3://", 5))
+		return fail(err, err_len,
+			    "'%s' is not an S3 URL: expected s3://BUCKET[/PREFIX]", s);
+	s += 5;
+	slash = strchr(s, '/');
+	o->bucket = slash ? strndup(s, slash - s) : strdup(s);
+	if (!o->bucket)
+		return -ENOMEM;
+	if (!bucket_ok(o->bucket))
+		return fail(err, err_len, "'%s': bad bucket name", o->source);
+
+	s = slash ? slash + 1 : "";
+	while (*s == '/')
+		s++;
+	plen = strlen(s);
+	while (plen && s[plen - 1] == '/')
+		plen--;
+	/* NOTE(s3): a prefix names a "directory": "a/b" mounts keys under
+	 * "a/b/", not "a/bc". */
+	o->prefix = malloc(plen + 2);
+	if (!o->prefix)
+		return -ENOMEM;
+	memcpy(o->prefix, s, plen);
+	if (plen)
+		o->prefix[plen++] = '/';
+	o->prefix[plen] = '\0';
+	if (strstr(o->prefix, "//"))
+		return fail(err, err_len, "'%s': empty component in the prefix",
+			    o->source);
+	return 0;
+}
+
+/* Whether an endpoint's host is an IP address or localhost, where the
+ * bucket cannot be a subdomain: then path-style is the only addressing. */
+static bool endpoint_needs_path_style(const char *ep)
+{
+	const char *h = strstr(ep, "://");
+	char host[256];
+	size_t n;
+	unsigned char addr[16];
+
+	if (!h)
+		return false;
+	h += 3;
+	if (*h == '[')
+		return true;
+	n = strcspn(h, ":/");
+	if (n >= sizeof(host))
+		return false;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	return !strcmp(host, "localhost") || inet_pton(AF_INET, host, addr) == 1;
+}
+
+static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
+{
+	int rc;
+
+	if (!o->source)
+		return fail(err, err_len, "missing the bucket URL (s3://BUCKET[/PREFIX]); "
+			    "see --help");
+	if (!o->mountpoint)
+		return fail(err, err_len, "missing the mount point; see --help");
+	rc = parse_source(o, err, err_len);
+	if (rc)
+		return rc;
+
+	if (!o->region) {
+		const char *r = env_first("AWS_REGION", "AWS_DEFAULT_REGION");
+
+		o->region = strdup(r ? r : "us-east-1");
+		if (!o->region)
+			return -ENOMEM;
+	}
+	if (!*o->region)
+		return fail(err, err_len, "-o region= needs a value");
+
+	if (!o->endpoint) {
+		const char *e = env_first("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
+
+		if (e)
+			o->endpoint = strdup(e);
+		else if (asprintf(&o->endpoint, "https://s3.%s.amazonaws.com",
+				  o->region) < 0)
+			o->endpoint = NULL;
+		if (!o->endpoint)
+			return -ENOMEM;
+	}
+	if (strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
+		return fail(err, err_len,
+			    "endpoint '%s' is not an http:// or https:// URL", o->endpoint);
+	if (endpoint_needs_path_style(o->endpoint))
+		o->path_style = true;
+
+	o->max_threads = OPTS_MAX_THREADS_DEFAULT;
+	if (o->max_threads_str) {
+		char *end;
+		unsigned long v = strtoul(o->max_threads_str, &end, 10);
+
+		if (!*o->max_threads_str || *end || v < 1 || v > OPTS_MAX_THREADS_LIMIT)
+			return fail(err, err_len,
+				    "-o max_threads=%s: expected a number from 1 to 1024",
+				    o->max_threads_str);
+		o->max_threads = (unsigned int)v;
+	}
+	if (o->ca_file && !*o->ca_file)
+		return fail(err, err_len, "-o ca_file= needs a path");
+
+	if (!o->no_sign) {
+		o->access_key = env_first("AWS_ACCESS_KEY_ID", NULL);
+		o->secret_key = env_first("AWS_SECRET_ACCESS_KEY", NULL);
+		o->session_token = env_first("AWS_SESSION_TOKEN", NULL);
+		if (!o->access_key || !o->secret_key)
+			return fail(err, err_len, "no credentials: set AWS_ACCESS_KEY_ID "
+				    "and AWS_SECRET_ACCESS_KEY, or mount a public "
+				    "bucket with -o no_sign");
+	}
+	return 0;
+}
+
+int opts_parse(int argc, char **argv, struct hintfs_opts *o, char *err,
+	       size_t err_len)
+{
+	memset(o, 0, sizeof(*o));
+	o->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	if (fuse_opt_parse(&o->fuse_args, o, opt_spec, opt_proc) == -1)
+		return fail(err, err_len, "bad command line; see --help");
+	if (o->help || o->version)
+		return 0;
+	return resolve(o, err, err_len);
+}
+
+void opts_fini(struct hintfs_opts *o)
+{
+	free(o->source);
+	free(o->mountpoint);
+	free(o->endpoint);
+	free(o->region);
+	free(o->ca_file);
+	free(o->max_threads_str);
+	free(o->bucket);
+	free(o->prefix);
+	fuse_opt_free_args(&o->fuse_args);
+}
+
+void opts_usage(const char *prog)
+{
+	printf("usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
+	       "\n"
+	       "Mounts an S3 bucket (or a prefix of it) read-only.\n"
+	       "\n"
+	       "options:\n"
+	       "  -f                     stay in the foreground\n"
+	       "  -d, -o debug           debug log and FUSE request trace (implies -f)\n"
+	       "  -o endpoint=URL        S3 endpoint (default: $AWS_ENDPOINT_URL_S3,\n"
+	       "                         $AWS_ENDPOINT_URL, or AWS's for the region)\n"
+	       "  -o region=REGION       signing region (default: $AWS_REGION,\n"
+	       "                         $AWS_DEFAULT_REGION, or us-east-1)\n"
+	       "  -o path_style          address the bucket as ENDPOINT/BUCKET (implied\n"
+	       "                         when the endpoint is an IP address or localhost)\n"
+	       "  -o no_sign             anonymous requests, for public buckets\n"
+	       "  -o insecure            do not verify the server's TLS certificate\n"
+	       "  -o ca_file=FILE        trust the CAs in FILE as well\n"
+	       "  -o max_threads=N       FUSE worker threads (default 64)\n"
+	       "  -o allow_other, ...    options of libfuse, passed on\n"
+	       "\n"
+	       "Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"
+	       "AWS_SESSION_TOKEN; never put them on the command line.\n",
+	       prog);
+}

@@ -1,0 +1,64 @@
+/**
+ * fs/options.h - the command line of the daemon (private to fs).
+ *
+ *   hintfs s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o opt[,opt...]]
+ *
+ * Parsing is separate from main() so that it can be unit-tested: it reads
+ * argv and the AWS_* environment variables, checks every value, and
+ * leaves the options it does not own (allow_other, ...) in fuse_args for
+ * fuse_session_new(), which rejects unknown ones.
+ */
+#ifndef HINTFS_FS_OPTIONS_H
+#define HINTFS_FS_OPTIONS_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+struct hintfs_opts {
+	/* From the command line; malloc'd. */
+	char *source;     /**< "s3://bucket/prefix" as given */
+	char *mountpoint; /**< as given */
+	char *endpoint;   /**< -o endpoint=, else AWS_ENDPOINT_URL_S3 or
+			       AWS_ENDPOINT_URL, else AWS's for the region */
+	char *region;     /**< -o region=, else AWS_REGION, AWS_DEFAULT_REGION,
+			       else us-east-1 */
+	char *ca_file;    /**< -o ca_file= */
+	char *max_threads_str;
+	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
+	 * must be int, or setting one overwrites its neighbours. */
+	int path_style;   /**< -o path_style, or implied by an IP endpoint */
+	int no_sign;      /**< -o no_sign: anonymous requests */
+	int insecure;     /**< -o insecure: no TLS verification */
+	bool foreground;  /**< -f (or -d) */
+	bool debug;       /**< -d / -o debug: debug log and FUSE trace */
+	bool help;
+	bool version;
+
+	/* Derived by opts_parse(). */
+	char *bucket;      /**< malloc'd */
+	char *prefix;      /**< malloc'd; "" or ends in '/' */
+	unsigned int max_threads; /**< FUSE worker threads */
+
+	/* From the environment; not owned (getenv's storage). */
+	const char *access_key;
+	const char *secret_key;
+	const char *session_token;
+
+	struct fuse_args fuse_args; /**< what fuse_session_new() gets */
+};
+
+/**
+ * Parses @argc/@argv and the environment into @o (zeroed by the call).
+ * Returns 0, or -EINVAL with a one-line reason in @err (@err_len bytes).
+ * Release @o with opts_fini() in both cases. Not thread-safe (getenv).
+ */
+int opts_parse(int argc, char **argv, struct hintfs_opts *o, char *err,
+	       size_t err_len);
+
+/** Frees what opts_parse() allocated. */
+void opts_fini(struct hintfs_opts *o);
+
+/** Prints the usage text to stdout. */
+void opts_usage(const char *prog);
+
+#endif /* HINTFS_FS_OPTIONS_H */

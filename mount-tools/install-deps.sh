@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs, from Debian's apt, everything hintfs needs to build, test, demo
+# and benchmark. Idempotent: a package already installed is not touched, and
+# `apt-get update` runs only when something is missing.
+#
+# Usage: mount-tools/install-deps.sh [--no-torch]
+set -euo pipefail
+
+pkgs=(
+	# build
+	gcc pkg-config meson ninja-build
+	libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liblmdb-dev
+	liburing-dev libexpat1-dev libxxhash-dev
+	# the S3 server for tests, demo and benchmark (shared/notes/ceph-rgw.md)
+	ceph-mon ceph-osd radosgw ceph-common
+	# tests and the demo
+	python3 python3-pytest python3-pil python3-boto3
+)
+if [ "${1:-}" != "--no-torch" ]; then
+	pkgs+=(python3-torch python3-torchvision python3-matplotlib)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing packages (${missing[*]}); run as root or install them" >&2
+	exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

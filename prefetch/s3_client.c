@@ -1,0 +1,790 @@
+/*
+ * prefetch/s3_client.c - the S3 client: addressing, signing, HTTP, errors.
+ *
+ * Owns the pool of curl easy handles and the one table that turns HTTP
+ * statuses, S3 error codes and curl codes into errno (s3_errno()). No other
+ * code in hintfs knows an HTTP status.
+ *
+ * Invariants:
+ * - A curl easy handle is used by one thread at a time: it is taken from
+ *   the pool for one request and given back after it (libcurl-thread(3)).
+ *   Each handle keeps its connections open, so the pool is also the
+ *   connection cache.
+ * - The path curl sends is the path we signed: CURLOPT_PATH_AS_IS stops curl
+ *   from squashing "/./" or "//", which are legal in S3 keys, and the Host
+ *   header is set by us to the value we signed.
+ * - Credentials go into headers only; nothing here logs a header.
+ */
+#include "prefetch/prefetch.h"
+#include "prefetch/s3_xml.h"
+#include "prefetch/sigv4.h"
+#include "common/log.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A list page of 1,000 keys is ~300 KB; 16 MiB means a broken server. */
+#define S3_LIST_BODY_MAX (16u << 20)
+/* Error documents are small; keep enough for a long <Message>. */
+#define S3_ERROR_BODY_MAX (64u << 10)
+/* Idle handles kept for reuse: more than the FUSE threads that read at
+ * once, fewer than would hold sockets open for nothing. */
+#define S3_POOL_MAX 64
+/* Connect within 10 s, or the endpoint is down. */
+#define S3_CONNECT_TIMEOUT_MS 10000L
+/* A transfer that moves nothing for 30 s is stalled. */
+#define S3_STALL_TIME_S 30L
+/* First retry after 50 ms, doubling, capped at 2 s, with jitter. */
+#define S3_BACKOFF_BASE_MS 50
+#define S3_BACKOFF_CAP_MS 2000
+
+struct s3_client {
+	char *bucket;
+	char *scheme;      /* "http" or "https" */
+	char *host;        /* host part of the endpoint, no port */
+	char *host_header; /* what we send and sign as Host */
+	char *base_url;    /* scheme://host[:port], bucket host if vhost */
+	char *region;
+	char *access_key;
+	char *secret_key;
+	char *session_token;
+	char *ca_file;
+	bool path_style;
+	bool no_sign;
+	bool insecure;
+	int max_attempts;
+
+	pthread_mutex_t pool_lock; /* guards pool[] and n_pool */
+	CURL *pool[S3_POOL_MAX];
+	int n_pool;
+};
+
+/* Where a response body goes: a caller's buffer, or a growing one. */
+struct s3_body {
+	char *buf;
+	size_t len;
+	size_t cap;
+	size_t max;     /* more than this is a protocol error */
+	bool growable;  /* realloc up to max (lists, errors) */
+	bool overflow;
+};
+
+/* One request's description, before signing. */
+struct s3_req {
+	const char *method;
+	char *path;  /* encoded, begins '/' */
+	char *query; /* encoded, may be "" */
+	char range[64];
+	const char *if_match;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_global_once(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int __attribute__((format(printf, 3, 4)))
+set_err(char *err, size_t err_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && err_len) {
+		va_start(ap, fmt);
+		vsnprintf(err, err_len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/*
+ * Splits "scheme://host[:port][/]" and fills the client's addressing. An
+ * IPv6 literal keeps its brackets in host, as URLs and Host headers want.
+ */
+static int parse_endpoint(struct s3_client *c, const char *ep, char *err,
+			  size_t err_len)
+{
+	const char *hp, *end, *colon;
+	size_t hlen;
+	long port = 0;
+
+	if (!strncmp(ep, "https://", 8)) {
+		c->scheme = strdup("https");
+		hp = ep + 8;
+	} else if (!strncmp(ep, "http://", 7)) {
+		c->scheme = strdup("http");
+		hp = ep + 7;
+	} else {
+		return set_err(err, err_len,
+			       "endpoint '%s' is not an http:// or https:// URL", ep);
+	}
+	end = hp + strcspn(hp, "/?#");
+	if (*end && strcmp(end, "/"))
+		return set_err(err, err_len,
+			       "endpoint '%s' must not have a path", ep);
+	if (*hp == '[') {
+		colon = memchr(hp, ']', end - hp);
+		if (!colon)
+			return set_err(err, err_len, "endpoint '%s': bad IPv6 address", ep);
+		colon++;
+		if (colon < end && *colon != ':')
+			return set_err(err, err_len, "endpoint '%s': bad port", ep);
+	} else {
+		colon = memchr(hp, ':', end - hp);
+		if (!colon)
+			colon = end;
+	}
+	hlen = colon - hp;
+	if (hlen == 0)
+		return set_err(err, err_len, "endpoint '%s' has no host", ep);
+	if (colon < end) {
+		char *pend;
+
+		port = strtol(colon + 1, &pend, 10);
+		if (pend != end || port <= 0 || port > 65535)
+			return set_err(err, err_len, "endpoint '%s': bad port", ep);
+	}
+	c->host = strndup(hp, hlen);
+	if (!c->scheme || !c->host)
+		return -ENOMEM;
+
+	/* NOTE(s3): the signed Host carries ":port" only when it is not the
+	 * scheme's default, exactly as curl would send it. */
+	bool dflt = port == 0 || (port == 80 && !strcmp(c->scheme, "http")) ||
+		    (port == 443 && !strcmp(c->scheme, "https"));
+	char portpart[16] = "";
+	if (!dflt)
+		snprintf(portpart, sizeof(portpart), ":%ld", port);
+
+	const char *bkt = c->path_style ? "" : c->bucket;
+	const char *dot = c->path_style ? "" : ".";
+	if (asprintf(&c->host_header, "%s%s%s%s", bkt, dot, c->host, portpart) < 0 ||
+	    asprintf(&c->base_url, "%s://%s", c->scheme, c->host_header) < 0) {
+		c->host_header = c->base_url = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
+		     char *err, size_t err_len)
+{
+	struct s3_client *c;
+	int rc;
+
+	pthread_once(&curl_once, curl_global_once);
+	if (curl_init_rc != CURLE_OK)
+		return -ENOMEM;
+	if (!cfg->bucket || !*cfg->bucket)
+		return set_err(err, err_len, "no bucket given");
+	if (!cfg->no_sign && (!cfg->access_key || !cfg->secret_key))
+		return set_err(err, err_len, "no credentials: set AWS_ACCESS_KEY_ID "
+			       "and AWS_SECRET_ACCESS_KEY, or use -o no_sign");
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->pool_lock, NULL);
+	c->path_style = cfg->path_style;
+	c->no_sign = cfg->no_sign;
+	c->insecure = cfg->insecure;
+	c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : 1;
+	c->bucket = strdup(cfg->bucket);
+	c->region = strdup(cfg->region ? cfg->region : "us-east-1");
+	c->access_key = dup_or_null(cfg->access_key);
+	c->secret_key = dup_or_null(cfg->secret_key);
+	c->session_token = dup_or_null(cfg->session_token);
+	c->ca_file = dup_or_null(cfg->ca_file);
+	if (!c->bucket || !c->region) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = parse_endpoint(c, cfg->endpoint, err, err_len);
+	if (rc)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	s3_client_destroy(c);
+	return rc;
+}
+
+static void free_secret(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+void s3_client_destroy(struct s3_client *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->n_pool; i++)
+		curl_easy_cleanup(c->pool[i]);
+	pthread_mutex_destroy(&c->pool_lock);
+	free(c->bucket);
+	free(c->scheme);
+	free(c->host);
+	free(c->host_header);
+	free(c->base_url);
+	free(c->region);
+	free(c->access_key);
+	free_secret(c->secret_key);
+	free_secret(c->session_token);
+	free(c->ca_file);
+	free(c);
+}
+
+/* ---- the handle pool -------------------------------------------------- */
+
+static CURL *pool_get(struct s3_client *c)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->n_pool > 0)
+		h = c->pool[--c->n_pool];
+	pthread_mutex_unlock(&c->pool_lock);
+	return h ? h : curl_easy_init();
+}
+
+static void pool_put(struct s3_client *c, CURL *h, bool healthy)
+{
+	if (healthy) {
+		pthread_mutex_lock(&c->pool_lock);
+		if (c->n_pool < S3_POOL_MAX) {
+			c->pool[c->n_pool++] = h;
+			h = NULL;
+		}
+		pthread_mutex_unlock(&c->pool_lock);
+	}
+	/* A handle whose transfer broke may hold a half-dead connection: a
+	 * retry must start on a fresh one. */
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+/* ---- errors: the one place foreign codes become errno ----------------- */
+
+struct s3_code_map {
+	const char *code;
+	int err;
+};
+
+static const struct s3_code_map s3_codes[] = {
+	{ "NoSuchBucket", -ENOENT },
+	{ "NoSuchKey", -ESTALE },         /* deleted since the listing */
+	{ "PreconditionFailed", -ESTALE }, /* If-Match: changed since */
+	{ "AccessDenied", -EACCES },
+	{ "SignatureDoesNotMatch", -EACCES },
+	{ "InvalidAccessKeyId", -EACCES },
+	{ "ExpiredToken", -EACCES },
+	{ "InvalidToken", -EACCES },
+	{ "RequestTimeTooSkewed", -EACCES },
+	{ "InvalidBucketName", -EINVAL },
+	{ "SlowDown", -EAGAIN },
+	{ "RequestTimeout", -ETIMEDOUT },
+	{ "InternalError", -EIO },
+	{ "ServiceUnavailable", -EAGAIN },
+};
+
+static int s3_errno(long http, const char *code, CURLcode cc)
+{
+	if (cc != CURLE_OK) {
+		switch (cc) {
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+			return -EHOSTUNREACH;
+		case CURLE_COULDNT_CONNECT:
+			return -ECONNREFUSED;
+		case CURLE_OPERATION_TIMEDOUT:
+			return -ETIMEDOUT;
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CACERT_BADFILE:
+			return -EPROTO;
+		case CURLE_WRITE_ERROR: /* our sink refused: body too large */
+			return -EPROTO;
+		case CURLE_OUT_OF_MEMORY:
+			return -ENOMEM;
+		default: /* resets, truncated bodies, empty replies */
+			return -ECONNRESET;
+		}
+	}
+	for (size_t i = 0; i < sizeof(s3_codes) / sizeof(s3_codes[0]); i++)
+		if (!strcmp(code, s3_codes[i].code))
+			return s3_codes[i].err;
+	if (http == 404)
+		return -ENOENT;
+	if (http == 403 || http == 401)
+		return -EACCES;
+	if (http == 412)
+		return -ESTALE;
+	if (http == 408 || http == 429 || http == 503)
+		return -EAGAIN;
+	return -EIO;
+}
+
+/* Whether another attempt may succeed where this one failed. */
+static bool s3_retryable(int err, long http)
+{
+	switch (err) {
+	case -EAGAIN:
+	case -ETIMEDOUT:
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+		return true;
+	case -EIO:
+		return http >= 500 || http == 0;
+	default:
+		return false;
+	}
+}
+
+void s3_status_describe(const struct s3_status *st, int err, char *buf,
+			size_t len)
+{
+	const char *hint = "";
+
+	switch (err) {
+	case -EACCES:
+		if (!strcmp(st->code, "SignatureDoesNotMatch"))
+			hint = " (check AWS_SECRET_ACCESS_KEY)";
+		else if (!strcmp(st->code, "InvalidAccessKeyId"))
+			hint = " (check AWS_ACCESS_KEY_ID)";
+		else if (!strcmp(st->code, "RequestTimeTooSkewed"))
+			hint = " (check the system clock)";
+		break;
+	case -ECONNREFUSED:
+	case -EHOSTUNREACH:
+		hint = " (is the endpoint right and the server up?)";
+		break;
+	default:
+		break;
+	}
+	if (st->http)
+		snprintf(buf, len, "%s%s%s (HTTP %ld)%s",
+			 st->code[0] ? st->code : "error",
+			 st->message[0] ? ": " : "", st->message, st->http, hint);
+	else
+		snprintf(buf, len, "%s%s", st->message[0] ? st->message : strerror(-err),
+			 hint);
+}
+
+/* ---- one HTTP exchange -------------------------------------------------- */
+
+static size_t body_append(struct s3_body *b, const char *ptr, size_t n)
+{
+	if (b->len + n > b->max) {
+		b->overflow = true;
+		return CURL_WRITEFUNC_ERROR;
+	}
+	if (b->len + n > b->cap) {
+		size_t ncap = b->cap ? b->cap : 16384;
+		char *nb;
+
+		if (!b->growable) {
+			b->overflow = true;
+			return CURL_WRITEFUNC_ERROR;
+		}
+		while (ncap < b->len + n)
+			ncap *= 2;
+		if (ncap > b->max)
+			ncap = b->max;
+		nb = realloc(b->buf, ncap);
+		if (!nb)
+			return CURL_WRITEFUNC_ERROR;
+		b->buf = nb;
+		b->cap = ncap;
+	}
+	memcpy(b->buf + b->len, ptr, n);
+	b->len += n;
+	return n;
+}
+
+/*
+ * The body of a 2xx answer goes to the caller's sink; any other body is an
+ * error document and goes to a side buffer, so it never lands in a read
+ * buffer as if it were file data.
+ */
+struct s3_sink {
+	CURL *h;
+	struct s3_body *ok;
+	struct s3_body *err;
+};
+
+static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct s3_sink *s = arg;
+	long code = 0;
+
+	curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &code);
+	return body_append(code / 100 == 2 ? s->ok : s->err, ptr, size * nmemb);
+}
+
+static struct curl_slist *append_header(struct curl_slist *l, bool *ok,
+					const char *name, const char *value)
+{
+	struct curl_slist *nl;
+	char *line;
+
+	if (!*ok)
+		return l;
+	if (asprintf(&line, "%s: %s", name, value) < 0) {
+		*ok = false;
+		return l;
+	}
+	nl = curl_slist_append(l, line);
+	explicit_bzero(line, strlen(line));
+	free(line);
+	if (!nl) {
+		*ok = false;
+		return l;
+	}
+	return nl;
+}
+
+/* Builds the header list of @rq, signed unless the mount is anonymous. */
+static int build_headers(struct s3_client *c, const struct s3_req *rq,
+			 struct curl_slist **out)
+{
+	struct sigv4_header hdrs[8];
+	struct sigv4_result sig = { 0 };
+	struct curl_slist *l = NULL;
+	char date[17];
+	size_t n = 0;
+	bool ok = true;
+	int rc = 0;
+
+	sigv4_format_date((long long)time(NULL), date);
+	hdrs[n++] = (struct sigv4_header){ "Host", c->host_header };
+	hdrs[n++] = (struct sigv4_header){ "x-amz-content-sha256", SIGV4_EMPTY_SHA256 };
+	hdrs[n++] = (struct sigv4_header){ "x-amz-date", date };
+	if (c->session_token)
+		hdrs[n++] = (struct sigv4_header){ "x-amz-security-token",
+						   c->session_token };
+	if (rq->range[0])
+		hdrs[n++] = (struct sigv4_header){ "Range", rq->range };
+	if (rq->if_match)
+		hdrs[n++] = (struct sigv4_header){ "If-Match", rq->if_match };
+
+	for (size_t i = 0; i < n; i++)
+		l = append_header(l, &ok, hdrs[i].name, hdrs[i].value);
+	if (!c->no_sign && ok) {
+		struct sigv4_creds cr = { c->access_key, c->secret_key,
+					  c->session_token };
+		struct sigv4_request sr = {
+			.method = rq->method, .path = rq->path, .query = rq->query,
+			.headers = hdrs, .n_headers = n,
+			.payload_hash = SIGV4_EMPTY_SHA256, .amz_date = date,
+			.region = c->region, .service = "s3",
+		};
+		rc = sigv4_sign(&cr, &sr, &sig);
+		if (!rc)
+			l = append_header(l, &ok, "Authorization", sig.authorization);
+		sigv4_result_fini(&sig);
+	}
+	/* curl adds an "Accept: any" header on its own; "Accept:" removes it, so every
+	 * header on the wire is one we chose. */
+	if (ok) {
+		struct curl_slist *nl = curl_slist_append(l, "Accept:");
+
+		if (nl)
+			l = nl;
+		else
+			ok = false;
+	}
+	if (!ok && !rc)
+		rc = -ENOMEM;
+	if (rc) {
+		curl_slist_free_all(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+static void status_from_curl(struct s3_status *st, CURLcode cc,
+			     const char *curl_err)
+{
+	st->http = 0;
+	snprintf(st->code, sizeof(st->code), "curl-%d", (int)cc);
+	snprintf(st->message, sizeof(st->message), "%s",
+		 curl_err[0] ? curl_err : curl_easy_strerror(cc));
+}
+
+/*
+ * Performs @rq once. A 2xx body is in @body; any other answer's error
+ * document is parsed into @st. Returns 0 or the -errno of s3_errno();
+ * *@http gets the status (0 when no answer came).
+ */
+static int s3_perform_once(struct s3_client *c, const struct s3_req *rq,
+			   struct s3_body *body, struct s3_status *st, long *http)
+{
+	struct s3_body errbody = { .max = S3_ERROR_BODY_MAX, .growable = true };
+	struct curl_slist *hdrs = NULL;
+	char curl_err[CURL_ERROR_SIZE] = "";
+	struct s3_sink sink;
+	char *url = NULL;
+	CURLcode cc;
+	CURL *h;
+	int rc;
+
+	*http = 0;
+	rc = build_headers(c, rq, &hdrs);
+	if (rc)
+		return rc;
+	if (asprintf(&url, "%s%s%s%s", c->base_url, rq->path,
+		     rq->query[0] ? "?" : "", rq->query) < 0) {
+		curl_slist_free_all(hdrs);
+		return -ENOMEM;
+	}
+	h = pool_get(c);
+	if (!h) {
+		free(url);
+		curl_slist_free_all(hdrs);
+		return -ENOMEM;
+	}
+	sink = (struct s3_sink){ h, body, &errbody };
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, S3_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, S3_STALL_TIME_S);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "hintfs/" HINTFS_VERSION);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	if (c->insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (c->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
+	if (cc == CURLE_WRITE_ERROR && (body->overflow || errbody.overflow)) {
+		st->http = *http;
+		snprintf(st->code, sizeof(st->code), "BodyTooLarge");
+		snprintf(st->message, sizeof(st->message),
+			 "response body larger than expected");
+		rc = -EPROTO;
+	} else if (cc != CURLE_OK) {
+		status_from_curl(st, cc, curl_err);
+		*http = 0;
+		rc = s3_errno(0, "", cc);
+	} else if (*http / 100 != 2) {
+		struct s3_error_doc doc;
+
+		s3_error_parse(errbody.buf, errbody.len, &doc);
+		st->http = *http;
+		snprintf(st->code, sizeof(st->code), "%s", doc.code);
+		snprintf(st->message, sizeof(st->message), "%s", doc.message);
+		rc = s3_errno(*http, doc.code, CURLE_OK);
+	}
+	pool_put(c, h, cc == CURLE_OK);
+	free(errbody.buf);
+	free(url);
+	curl_slist_free_all(hdrs);
+	return rc;
+}
+
+/* Sleeps before attempt @attempt (1-based, > 1): capped exponential
+ * backoff with full jitter, so retrying readers spread out. */
+static void backoff_sleep(int attempt)
+{
+	unsigned int cap = S3_BACKOFF_BASE_MS << (attempt < 8 ? attempt - 1 : 7);
+	unsigned int seed = (unsigned int)(uintptr_t)&attempt ^ (unsigned int)time(NULL);
+
+	if (cap > S3_BACKOFF_CAP_MS)
+		cap = S3_BACKOFF_CAP_MS;
+	usleep(1000u * (cap / 2 + rand_r(&seed) % (cap / 2 + 1)));
+}
+
+/*
+ * Performs @rq with retries. @reset_body empties the sink before each
+ * attempt, so a retried transfer never appends to a broken one's bytes.
+ */
+static int s3_perform(struct s3_client *c, const struct s3_req *rq,
+		      struct s3_body *body, struct s3_status *st)
+{
+	struct s3_status local;
+	long http = 0;
+	int rc = -EIO;
+
+	if (!st)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	for (int attempt = 1; attempt <= c->max_attempts; attempt++) {
+		if (attempt > 1)
+			backoff_sleep(attempt);
+		body->len = 0;
+		body->overflow = false;
+		rc = s3_perform_once(c, rq, body, st, &http);
+		if (!rc || !s3_retryable(rc, http))
+			break;
+		log_debug("s3: %s %s: attempt %d failed: %s %s", rq->method,
+			  rq->path, attempt, st->code, st->message);
+	}
+	return rc;
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+/* The request path of @key (encoded once, NOTE(s3): never normalized). */
+static char *object_path(struct s3_client *c, const char *key, size_t key_len)
+{
+	char *enc = sigv4_uri_encode(key, key_len, true);
+	char *path = NULL;
+
+	if (!enc)
+		return NULL;
+	if (c->path_style) {
+		if (asprintf(&path, "/%s/%s", c->bucket, enc) < 0)
+			path = NULL;
+	} else {
+		if (asprintf(&path, "/%s", enc) < 0)
+			path = NULL;
+	}
+	free(enc);
+	return path;
+}
+
+static char *bucket_path(struct s3_client *c)
+{
+	char *path = NULL;
+
+	if (c->path_style) {
+		if (asprintf(&path, "/%s", c->bucket) < 0)
+			path = NULL;
+	} else {
+		path = strdup("/");
+	}
+	return path;
+}
+
+/* NOTE(s3): query pairs go on the wire already encoded; the signer
+ * re-canonicalizes them, so their order here does not matter. */
+static char *list_query(const char *prefix, const char *token)
+{
+	char *p = sigv4_uri_encode(prefix, strlen(prefix), false);
+	char *t = token ? sigv4_uri_encode(token, strlen(token), false) : NULL;
+	char *q = NULL;
+
+	if (p && (!token || t)) {
+		if (asprintf(&q, "list-type=2&encoding-type=url&max-keys=1000"
+			     "&prefix=%s%s%s", p, t ? "&continuation-token=" : "",
+			     t ? t : "") < 0)
+			q = NULL;
+	}
+	free(p);
+	free(t);
+	return q;
+}
+
+int s3_list(struct s3_client *c, const char *prefix, s3_list_cb cb, void *arg,
+	    struct s3_status *st)
+{
+	struct s3_body body = { .max = S3_LIST_BODY_MAX, .growable = true };
+	struct s3_status local;
+	char *token = NULL;
+	int rc = 0;
+
+	if (!st)
+		st = &local;
+	do {
+		struct s3_req rq = { .method = "GET" };
+		struct s3_list_page page = { 0 };
+
+		rq.path = bucket_path(c);
+		rq.query = list_query(prefix, token);
+		if (!rq.path || !rq.query) {
+			free(rq.path);
+			free(rq.query);
+			rc = -ENOMEM;
+			break;
+		}
+		rc = s3_perform(c, &rq, &body, st);
+		free(rq.path);
+		free(rq.query);
+		if (rc)
+			break;
+		rc = s3_list_parse(body.buf, body.len, true, &page, st->message,
+				   sizeof(st->message));
+		if (rc) {
+			snprintf(st->code, sizeof(st->code), "MalformedListing");
+			st->http = 200;
+			break;
+		}
+		for (size_t i = 0; i < page.n_entries && !rc; i++) {
+			const struct s3_list_entry *e = &page.entries[i];
+			struct s3_object o = {
+				.key = e->key, .key_len = e->key_len,
+				.size = e->size, .mtime = e->mtime, .etag = e->etag,
+			};
+			rc = cb(arg, &o);
+		}
+		free(token);
+		token = NULL;
+		if (!rc && page.truncated) {
+			if (!page.next_token || !page.next_token[0]) {
+				snprintf(st->code, sizeof(st->code), "MalformedListing");
+				snprintf(st->message, sizeof(st->message),
+					 "truncated listing without NextContinuationToken");
+				rc = -EPROTO;
+			} else {
+				token = page.next_token;
+				page.next_token = NULL;
+			}
+		}
+		s3_list_page_fini(&page);
+	} while (!rc && token);
+	free(token);
+	free(body.buf);
+	return rc;
+}
+
+ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
+		     const char *etag, uint64_t off, size_t len, void *buf,
+		     struct s3_status *st)
+{
+	struct s3_body body = { .buf = buf, .cap = len, .max = len };
+	struct s3_req rq = { .method = "GET", .query = "", .if_match = etag };
+	int rc;
+
+	if (len == 0)
+		return 0;
+	snprintf(rq.range, sizeof(rq.range), "bytes=%llu-%llu",
+		 (unsigned long long)off, (unsigned long long)(off + len - 1));
+	rq.path = object_path(c, key, key_len);
+	if (!rq.path)
+		return -ENOMEM;
+	rc = s3_perform(c, &rq, &body, st);
+	free(rq.path);
+	if (rc)
+		return rc;
+	return (ssize_t)body.len;
+}

@@ -1,0 +1,112 @@
+"""Mounting: what a user sees when something is wrong (the daemon exits
+non-zero, prints exactly one `hintfs: error:` line, mounts nothing, logs no
+secret), and the clean way out (`fusermount3 -u`, then exit 0)."""
+
+import os
+import re
+import socket
+import uuid
+
+import pytest
+
+WRONG_SECRET = "wrong-secret-" + uuid.uuid4().hex
+
+
+def closed_port():
+    """A local TCP port where nothing listens (connections are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _mountpoint_is_file(tmp_path):
+    p = tmp_path / "a-file"
+    p.write_bytes(b"not a directory")
+    return p
+
+
+# id -> (mount() arguments, given the test's bucket and tmp_path; a regex the
+# error line must match, naming what was wrong)
+CASES = {
+    "bucket-missing": (
+        lambda b, t: dict(bucket=f"hintfs-missing-{uuid.uuid4().hex[:12]}"),
+        r"(?i)bucket|hintfs-missing"),
+    "wrong-secret": (
+        lambda b, t: dict(bucket=b, env={"AWS_SECRET_ACCESS_KEY": WRONG_SECRET}),
+        r"(?i)signature|credential|secret|denied|forbidden|403|auth"),
+    "unknown-access-key": (
+        lambda b, t: dict(bucket=b, env={"AWS_ACCESS_KEY_ID": "nosuchaccesskey"}),
+        r"(?i)access.?key|credential|denied|forbidden|403|auth"),
+    "no-credentials": (
+        lambda b, t: dict(bucket=b, env={"AWS_ACCESS_KEY_ID": None,
+                                         "AWS_SECRET_ACCESS_KEY": None}),
+        r"(?i)credential|access.?key|denied|forbidden|403|auth"),
+    "endpoint-unreachable": (
+        lambda b, t: dict(bucket=b, endpoint=f"http://127.0.0.1:{closed_port()}"),
+        r"(?i)connect|reach|refused|endpoint|127\.0\.0\.1"),
+    "mountpoint-missing": (
+        lambda b, t: dict(bucket=b, mountpoint=t / "no-such-dir"),
+        r"(?i)no-such-dir|mount ?point|no such"),
+    "mountpoint-is-file": (
+        lambda b, t: dict(bucket=b, mountpoint=_mountpoint_is_file(t)),
+        r"(?i)a-file|mount ?point|directory"),
+    "region-empty": (
+        lambda b, t: dict(bucket=b, options=("region=",)),
+        r"(?i)region"),
+    "endpoint-not-a-url": (
+        lambda b, t: dict(bucket=b, endpoint="notaurl"),
+        r"(?i)endpoint|url|notaurl"),
+    "unknown-option": (
+        lambda b, t: dict(bucket=b, options=("no_such_option=1",)),
+        r"(?i)no_such_option|option"),
+    "url-not-s3": (
+        lambda b, t: dict(bucket=b, url="notans3url"),
+        r"(?i)notans3url|s3://|url"),
+    "url-no-bucket": (
+        lambda b, t: dict(bucket=b, url="s3://"),
+        r"(?i)s3://|bucket|url"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_mount_fails_with_one_clear_line(bucket, mount, tmp_path, case):
+    make_args, names_what = CASES[case]
+    m = mount(expect_fail=True, **make_args(bucket, tmp_path))
+    lines = m.log_lines()
+    assert m.returncode > 0, f"exit code {m.returncode}, want > 0"
+    assert len(lines) == 1, f"want exactly one line on stderr, got {lines}"
+    assert lines[0].startswith("hintfs: error: "), lines[0]
+    assert re.search(names_what, lines[0]), (
+        f"the error does not say what was wrong: {lines[0]!r}")
+    assert not m.is_mounted()
+    assert WRONG_SECRET not in m.log()
+
+
+def test_clean_unmount_exits_zero(s3, bucket, mount):
+    s3.put_object(Bucket=bucket, Key="d/f.txt", Body=b"data")
+    m = mount(bucket)
+    with open(m / "d/f.txt", "rb") as f:
+        assert f.read() == b"data"
+    r = m.unmount()
+    assert r.returncode == 0, r.stderr
+    rc = m.wait_exit()
+    assert rc == 0, f"daemon exit code after fusermount3 -u: {rc}\n{m.log()}"
+    assert not m.is_mounted()
+
+
+def test_secret_not_on_command_line(rgw, s3, bucket, mount):
+    m = mount(bucket)
+    with open(f"/proc/{m.pid}/cmdline", "rb") as f:
+        assert rgw.secret_key.encode() not in f.read()
+
+
+def test_endpoint_from_environment(s3, bucket, mount, rgw):
+    s3.put_object(Bucket=bucket, Key="f.txt", Body=b"via env")
+    m = mount(bucket, endpoint=False, env={"AWS_ENDPOINT_URL": rgw.endpoint})
+    with open(m / "f.txt", "rb") as f:
+        assert f.read() == b"via env"
+
+
+def test_empty_bucket_mounts_empty(bucket, mount):
+    m = mount(bucket)
+    assert os.listdir(m.path) == []

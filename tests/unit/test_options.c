@@ -1,0 +1,165 @@
+/*
+ * tests/unit/test_options.c - the daemon's command line: URL and prefix,
+ * precedence of options over AWS_* variables, implied path-style, generic
+ * mount(8) options dropped, and a clear error for each bad value.
+ */
+#include "fs/options.h"
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ARGV(...) ((char *[]){ "hintfs", __VA_ARGS__, NULL })
+#define ARGC(...) ((int)(sizeof((char *[]){ "hintfs", __VA_ARGS__ }) / sizeof(char *)))
+#define PARSE(o, err, ...) \
+	opts_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (o), (err), sizeof(err))
+
+static void clear_env(void)
+{
+	static const char *const vars[] = {
+		"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+		"AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN",
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	setenv("AWS_ACCESS_KEY_ID", "AKID", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SECRET", 1);
+}
+
+static bool has_arg(const struct hintfs_opts *o, const char *s)
+{
+	for (int i = 0; i < o->fuse_args.argc; i++)
+		if (strstr(o->fuse_args.argv[i], s))
+			return true;
+	return false;
+}
+
+static void test_good(void)
+{
+	struct hintfs_opts o;
+	char err[256] = "";
+
+	clear_env();
+	CHECK(PARSE(&o, err, "s3://bkt/some//prefix/", "/mnt") != 0);
+	CHECK(strstr(err, "empty component") != NULL);
+	opts_fini(&o);
+
+	CHECK(PARSE(&o, err, "s3://bkt/train/imgs/", "/mnt", "-f") == 0);
+	CHECK(!strcmp(o.bucket, "bkt"));
+	CHECK(!strcmp(o.prefix, "train/imgs/"));
+	CHECK(!strcmp(o.region, "us-east-1"));
+	CHECK(!strcmp(o.endpoint, "https://s3.us-east-1.amazonaws.com"));
+	CHECK(!o.path_style && o.foreground && !o.debug);
+	CHECK(o.max_threads == 64);
+	CHECK(!strcmp(o.access_key, "AKID") && !strcmp(o.secret_key, "SECRET"));
+	opts_fini(&o);
+
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
+	CHECK(!strcmp(o.prefix, ""));
+	CHECK(!o.foreground && !o.path_style && !o.no_sign && !o.insecure);
+	opts_fini(&o);
+
+	/* Flags set after -f leave it alone (fuse_opt writes ints). */
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-f", "-o",
+		    "path_style,no_sign,insecure") == 0);
+	CHECK(o.foreground && o.path_style && o.no_sign && o.insecure);
+	opts_fini(&o);
+
+	CHECK(PARSE(&o, err, "s3://bkt/a", "/mnt") == 0);
+	CHECK(!strcmp(o.prefix, "a/")); /* a "directory", not "a*" */
+	opts_fini(&o);
+
+	/* Environment, then options over it. */
+	setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
+	setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:7480", 1);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
+	CHECK(!strcmp(o.region, "eu-west-1"));
+	CHECK(!strcmp(o.endpoint, "http://127.0.0.1:7480"));
+	CHECK(o.path_style); /* an IP cannot carry a bucket subdomain */
+	opts_fini(&o);
+
+	setenv("AWS_REGION", "ap-south-1", 1);
+	setenv("AWS_ENDPOINT_URL_S3", "https://s3.example.com", 1);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
+	CHECK(!strcmp(o.region, "ap-south-1"));
+	CHECK(!strcmp(o.endpoint, "https://s3.example.com"));
+	CHECK(!o.path_style);
+	opts_fini(&o);
+
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
+		    "region=r1,endpoint=http://localhost:9000,max_threads=8") == 0);
+	CHECK(!strcmp(o.region, "r1"));
+	CHECK(!strcmp(o.endpoint, "http://localhost:9000"));
+	CHECK(o.path_style && o.max_threads == 8);
+	opts_fini(&o);
+
+	/* Generic mount(8) options are dropped; libfuse's are passed on. */
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
+		    "rw,ro,nodev,nosuid,_netdev,x-systemd.automount,allow_other",
+		    "-d") == 0);
+	CHECK(has_arg(&o, "allow_other"));
+	CHECK(!has_arg(&o, "_netdev") && !has_arg(&o, "x-systemd") &&
+	      !has_arg(&o, "nosuid") && !has_arg(&o, "rw"));
+	CHECK(o.debug && o.foreground);
+	opts_fini(&o);
+
+	/* Anonymous mounts need no keys. */
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "no_sign") == 0);
+	CHECK(o.no_sign && !o.access_key);
+	opts_fini(&o);
+}
+
+/* Each bad input fails with a message naming the problem. */
+static void test_bad(void)
+{
+	static const struct {
+		const char *a1, *a2, *a3, *a4, *msg;
+	} cases[] = {
+		{ "notans3url", "/mnt", NULL, NULL, "not an S3 URL" },
+		{ "s3://", "/mnt", NULL, NULL, "bad bucket name" },
+		{ "s3://b@d", "/mnt", NULL, NULL, "bad bucket name" },
+		{ "s3://bkt", NULL, NULL, NULL, "missing the mount point" },
+		{ "s3://bkt", "/mnt", "-o", "region=", "region= needs a value" },
+		{ "s3://bkt", "/mnt", "-o", "endpoint=notaurl", "not an http" },
+		{ "s3://bkt", "/mnt", "-o", "max_threads=0", "max_threads=0" },
+		{ "s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x" },
+		{ "s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[] = { "hintfs", (char *)cases[i].a1, (char *)cases[i].a2,
+				 (char *)cases[i].a3, (char *)cases[i].a4, NULL };
+		int argc = 1;
+		struct hintfs_opts o;
+		char err[256] = "";
+
+		clear_env();
+		while (argv[argc])
+			argc++;
+		CHECK(opts_parse(argc, argv, &o, err, sizeof(err)) != 0);
+		if (!strstr(err, cases[i].msg)) {
+			fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err,
+				cases[i].msg);
+			CHECK(0);
+		}
+		opts_fini(&o);
+	}
+
+	struct hintfs_opts o;
+	char err[256] = "";
+
+	clear_env();
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") != 0);
+	CHECK(strstr(err, "no credentials") != NULL);
+	opts_fini(&o);
+}
+
+int main(void)
+{
+	test_good();
+	test_bad();
+	return check_done();
+}
