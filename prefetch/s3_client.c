@@ -16,6 +16,7 @@
  * - Credentials go into headers only; nothing here logs a header.
  */
 #include "prefetch/prefetch.h"
+#include "prefetch/s3_xfer.h"
 #include "prefetch/s3_xml.h"
 #include "prefetch/sigv4.h"
 #include "common/log.h"
@@ -82,7 +83,7 @@ struct s3_req {
 	char *path;  /* encoded, begins '/' */
 	char *query; /* encoded, may be "" */
 	char range[64];
-	const char *if_match;
+	const char *if_match; /* NULL: none */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -531,42 +532,69 @@ static void status_from_curl(struct s3_status *st, CURLcode cc,
 }
 
 /*
- * Performs @rq once. A 2xx body is in @body; any other answer's error
- * document is parsed into @st. Returns 0 or the -errno of s3_errno();
- * *@http gets the status (0 when no answer came).
+ * One exchange in progress: the request, its curl handle and its sinks.
+ * Used synchronously by s3_perform_once() and asynchronously by the
+ * engine's multi handle through the s3_xfer_* functions (s3_xfer.h).
  */
-static int s3_perform_once(struct s3_client *c, const struct s3_req *rq,
-			   struct s3_body *body, struct s3_status *st, long *http)
-{
-	struct s3_body errbody = { .max = S3_ERROR_BODY_MAX, .growable = true };
-	struct curl_slist *hdrs = NULL;
-	char curl_err[CURL_ERROR_SIZE] = "";
+struct s3_xfer {
+	struct s3_client *c;
+	struct s3_req rq;        /* owns rq.path and rq.query */
+	struct s3_body body;     /* where a 2xx body goes */
+	struct s3_body errbody;  /* where any other body goes */
 	struct s3_sink sink;
-	char *url = NULL;
-	CURLcode cc;
+	struct curl_slist *hdrs;
+	char *url;
+	CURL *h;                 /* from the pool while armed, else NULL */
+	char *etag;              /* If-Match value, owned */
+	char curl_err[CURL_ERROR_SIZE];
+	void *user;              /* the caller's, see s3_xfer_user() */
+};
+
+/* Gives the handle back and frees what one attempt built. */
+static void xfer_disarm(struct s3_xfer *x, bool healthy)
+{
+	if (x->h)
+		pool_put(x->c, x->h, healthy);
+	x->h = NULL;
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+	free(x->url);
+	x->url = NULL;
+	free(x->errbody.buf);
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
+}
+
+/*
+ * Readies @x for one attempt: signs it now (a retry gets a fresh date),
+ * takes a handle from the pool and sets it up. The 2xx sink starts empty,
+ * so a retried transfer never appends to a broken one's bytes.
+ */
+static int xfer_arm(struct s3_xfer *x)
+{
+	struct s3_client *c = x->c;
 	CURL *h;
 	int rc;
 
-	*http = 0;
-	rc = build_headers(c, rq, &hdrs);
+	xfer_disarm(x, true);
+	x->body.len = 0;
+	x->body.overflow = false;
+	x->curl_err[0] = '\0';
+	rc = build_headers(c, &x->rq, &x->hdrs);
 	if (rc)
 		return rc;
-	if (asprintf(&url, "%s%s%s%s", c->base_url, rq->path,
-		     rq->query[0] ? "?" : "", rq->query) < 0) {
-		curl_slist_free_all(hdrs);
+	if (asprintf(&x->url, "%s%s%s%s", c->base_url, x->rq.path,
+		     x->rq.query[0] ? "?" : "", x->rq.query) < 0) {
+		x->url = NULL;
 		return -ENOMEM;
 	}
-	h = pool_get(c);
-	if (!h) {
-		free(url);
-		curl_slist_free_all(hdrs);
+	h = x->h = pool_get(c);
+	if (!h)
 		return -ENOMEM;
-	}
-	sink = (struct s3_sink){ h, body, &errbody };
+	x->sink = (struct s3_sink){ h, &x->body, &x->errbody };
 	curl_easy_reset(h);
-	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_URL, x->url);
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, S3_CONNECT_TIMEOUT_MS);
@@ -574,42 +602,67 @@ static int s3_perform_once(struct s3_client *c, const struct s3_req *rq,
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, S3_STALL_TIME_S);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "hintfs/" HINTFS_VERSION);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->curl_err);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->sink);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, x);
 	if (c->insecure) {
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
 	if (c->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+	return 0;
+}
 
-	cc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
-	if (cc == CURLE_WRITE_ERROR && (body->overflow || errbody.overflow)) {
+/*
+ * Interprets the end of an attempt whose curl result is @cc, fills @st and
+ * gives the handle back. Returns 0 or the -errno of s3_errno(); *@http
+ * gets the status (0 when no answer came).
+ */
+static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
+			 long *http)
+{
+	int rc = 0;
+
+	*http = 0;
+	memset(st, 0, sizeof(*st));
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, http);
+	if (cc == CURLE_WRITE_ERROR && (x->body.overflow || x->errbody.overflow)) {
 		st->http = *http;
 		snprintf(st->code, sizeof(st->code), "BodyTooLarge");
 		snprintf(st->message, sizeof(st->message),
 			 "response body larger than expected");
 		rc = -EPROTO;
 	} else if (cc != CURLE_OK) {
-		status_from_curl(st, cc, curl_err);
+		status_from_curl(st, cc, x->curl_err);
 		*http = 0;
 		rc = s3_errno(0, "", cc);
 	} else if (*http / 100 != 2) {
 		struct s3_error_doc doc;
 
-		s3_error_parse(errbody.buf, errbody.len, &doc);
+		s3_error_parse(x->errbody.buf, x->errbody.len, &doc);
 		st->http = *http;
 		snprintf(st->code, sizeof(st->code), "%s", doc.code);
 		snprintf(st->message, sizeof(st->message), "%s", doc.message);
 		rc = s3_errno(*http, doc.code, CURLE_OK);
 	}
-	pool_put(c, h, cc == CURLE_OK);
-	free(errbody.buf);
-	free(url);
-	curl_slist_free_all(hdrs);
+	xfer_disarm(x, cc == CURLE_OK);
 	return rc;
+}
+
+/* Performs one armed attempt of @x in the calling thread. */
+static int s3_perform_once(struct s3_xfer *x, struct s3_status *st, long *http)
+{
+	int rc = xfer_arm(x);
+
+	if (rc) {
+		*http = 0;
+		memset(st, 0, sizeof(*st));
+		snprintf(st->message, sizeof(st->message), "%s", strerror(-rc));
+		return rc;
+	}
+	return xfer_conclude(x, curl_easy_perform(x->h), st, http);
 }
 
 /* Sleeps before attempt @attempt (1-based, > 1): capped exponential
@@ -624,12 +677,8 @@ static void backoff_sleep(int attempt)
 	usleep(1000u * (cap / 2 + rand_r(&seed) % (cap / 2 + 1)));
 }
 
-/*
- * Performs @rq with retries. @reset_body empties the sink before each
- * attempt, so a retried transfer never appends to a broken one's bytes.
- */
-static int s3_perform(struct s3_client *c, const struct s3_req *rq,
-		      struct s3_body *body, struct s3_status *st)
+/* Performs @x with retries, each a fresh attempt on a fresh sink. */
+static int s3_perform(struct s3_xfer *x, struct s3_status *st)
 {
 	struct s3_status local;
 	long http = 0;
@@ -637,17 +686,14 @@ static int s3_perform(struct s3_client *c, const struct s3_req *rq,
 
 	if (!st)
 		st = &local;
-	memset(st, 0, sizeof(*st));
-	for (int attempt = 1; attempt <= c->max_attempts; attempt++) {
+	for (int attempt = 1; attempt <= x->c->max_attempts; attempt++) {
 		if (attempt > 1)
 			backoff_sleep(attempt);
-		body->len = 0;
-		body->overflow = false;
-		rc = s3_perform_once(c, rq, body, st, &http);
+		rc = s3_perform_once(x, st, &http);
 		if (!rc || !s3_retryable(rc, http))
 			break;
-		log_debug("s3: %s %s: attempt %d failed: %s %s", rq->method,
-			  rq->path, attempt, st->code, st->message);
+		log_debug("s3: %s %s: attempt %d failed: %s %s", x->rq.method,
+			  x->rq.path, attempt, st->code, st->message);
 	}
 	return rc;
 }
@@ -708,31 +754,34 @@ static char *list_query(const char *prefix, const char *token)
 int s3_list(struct s3_client *c, const char *prefix, s3_list_cb cb, void *arg,
 	    struct s3_status *st)
 {
-	struct s3_body body = { .max = S3_LIST_BODY_MAX, .growable = true };
+	struct s3_xfer x = {
+		.c = c,
+		.rq = { .method = "GET" },
+		.body = { .max = S3_LIST_BODY_MAX, .growable = true },
+	};
 	struct s3_status local;
 	char *token = NULL;
 	int rc = 0;
 
 	if (!st)
 		st = &local;
+	memset(st, 0, sizeof(*st));
+	x.rq.path = bucket_path(c);
+	if (!x.rq.path)
+		return -ENOMEM;
 	do {
-		struct s3_req rq = { .method = "GET" };
 		struct s3_list_page page = { 0 };
 
-		rq.path = bucket_path(c);
-		rq.query = list_query(prefix, token);
-		if (!rq.path || !rq.query) {
-			free(rq.path);
-			free(rq.query);
+		free(x.rq.query);
+		x.rq.query = list_query(prefix, token);
+		if (!x.rq.query) {
 			rc = -ENOMEM;
 			break;
 		}
-		rc = s3_perform(c, &rq, &body, st);
-		free(rq.path);
-		free(rq.query);
+		rc = s3_perform(&x, st);
 		if (rc)
 			break;
-		rc = s3_list_parse(body.buf, body.len, true, &page, st->message,
+		rc = s3_list_parse(x.body.buf, x.body.len, true, &page, st->message,
 				   sizeof(st->message));
 		if (rc) {
 			snprintf(st->code, sizeof(st->code), "MalformedListing");
@@ -763,28 +812,95 @@ int s3_list(struct s3_client *c, const char *prefix, s3_list_cb cb, void *arg,
 		s3_list_page_fini(&page);
 	} while (!rc && token);
 	free(token);
-	free(body.buf);
+	free(x.rq.path);
+	free(x.rq.query);
+	free(x.body.buf);
 	return rc;
+}
+
+/* ---- ranged GETs, synchronous and for the engine ------------------------ */
+
+int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
+		   const char *etag, uint64_t off, size_t len, void *buf,
+		   void *user, struct s3_xfer **out)
+{
+	struct s3_xfer *x;
+
+	if (len == 0)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->c = c;
+	x->user = user;
+	x->rq.method = "GET";
+	x->rq.if_match = NULL;
+	x->body = (struct s3_body){ .buf = buf, .cap = len, .max = len };
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
+	snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
+		 (unsigned long long)off, (unsigned long long)(off + len - 1));
+	x->rq.path = object_path(c, key, key_len);
+	x->rq.query = strdup("");
+	x->etag = etag ? strdup(etag) : NULL;
+	x->rq.if_match = x->etag;
+	if (!x->rq.path || !x->rq.query || (etag && !x->etag)) {
+		s3_xfer_destroy(x);
+		return -ENOMEM;
+	}
+	*out = x;
+	return 0;
+}
+
+void s3_xfer_destroy(struct s3_xfer *x)
+{
+	if (!x)
+		return;
+	xfer_disarm(x, false);
+	free(x->errbody.buf);
+	free(x->rq.path);
+	free(x->rq.query);
+	free(x->etag);
+	free(x);
+}
+
+int s3_xfer_arm(struct s3_xfer *x, CURL **easy)
+{
+	int rc = xfer_arm(x);
+
+	*easy = rc ? NULL : x->h;
+	return rc;
+}
+
+ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
+		       bool *retryable)
+{
+	long http;
+	int rc = xfer_conclude(x, cc, st, &http);
+
+	*retryable = rc && s3_retryable(rc, http);
+	return rc ? rc : (ssize_t)x->body.len;
+}
+
+void *s3_xfer_user(const struct s3_xfer *x)
+{
+	return x->user;
 }
 
 ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
 		     const char *etag, uint64_t off, size_t len, void *buf,
 		     struct s3_status *st)
 {
-	struct s3_body body = { .buf = buf, .cap = len, .max = len };
-	struct s3_req rq = { .method = "GET", .query = "", .if_match = etag };
-	int rc;
+	struct s3_xfer *x;
+	ssize_t rc;
 
 	if (len == 0)
 		return 0;
-	snprintf(rq.range, sizeof(rq.range), "bytes=%llu-%llu",
-		 (unsigned long long)off, (unsigned long long)(off + len - 1));
-	rq.path = object_path(c, key, key_len);
-	if (!rq.path)
-		return -ENOMEM;
-	rc = s3_perform(c, &rq, &body, st);
-	free(rq.path);
+	rc = s3_xfer_create(c, key, key_len, etag, off, len, buf, NULL, &x);
 	if (rc)
 		return rc;
-	return (ssize_t)body.len;
+	rc = s3_perform(x, st);
+	if (!rc)
+		rc = (ssize_t)x->body.len;
+	s3_xfer_destroy(x);
+	return rc;
 }

@@ -1,0 +1,51 @@
+/**
+ * prefetch/s3_xfer.h - one ranged GET as a curl easy handle, for the
+ * engine's multi handle (private to prefetch).
+ *
+ * The S3 client builds, signs and interprets the request; the caller only
+ * drives the transfer: s3_xfer_arm() gives an easy handle to add to a
+ * multi handle, and once curl reports it done, s3_xfer_finish() says what
+ * happened and takes the handle back. A retry is another arm/finish pair:
+ * each arm signs anew and empties the body, so a retried transfer never
+ * appends to a broken one's bytes. An s3_xfer belongs to one thread at a
+ * time.
+ */
+#ifndef HINTFS_PREFETCH_S3_XFER_H
+#define HINTFS_PREFETCH_S3_XFER_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+
+#include "prefetch/prefetch.h"
+
+struct s3_xfer;
+
+/**
+ * Describes a GET of bytes [@off, @off + @len) of @key into @buf (which
+ * must hold @len bytes and outlive the transfer), with If-Match @etag when
+ * not NULL. @user is the caller's, returned by s3_xfer_user(); curl's
+ * CURLINFO_PRIVATE of the armed handle is the s3_xfer. Returns 0, -EINVAL
+ * (@len 0) or -ENOMEM.
+ */
+int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
+		   const char *etag, uint64_t off, size_t len, void *buf,
+		   void *user, struct s3_xfer **out);
+
+/** Readies one attempt; stores the easy handle to run in *@easy. */
+int s3_xfer_arm(struct s3_xfer *x, CURL **easy);
+
+/**
+ * Concludes the attempt whose curl result is @cc (remove the handle from
+ * the multi handle first). Returns the bytes received, or a -errno with
+ * details in @st; *@retryable says whether another attempt may succeed.
+ */
+ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
+		       bool *retryable);
+
+/** The @user given to s3_xfer_create(). */
+void *s3_xfer_user(const struct s3_xfer *x);
+
+/** Frees @x (and gives back a handle still armed). Accepts NULL. */
+void s3_xfer_destroy(struct s3_xfer *x);
+
+#endif /* HINTFS_PREFETCH_S3_XFER_H */
