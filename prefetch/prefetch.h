@@ -103,4 +103,43 @@ ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
 void s3_status_describe(const struct s3_status *st, int err, char *buf,
 			size_t len);
 
+/* ---- hint files (DESIGN.md 2.2) ------------------------------------------ */
+
+/** What resolving a path gives when the path is not in the listing. */
+#define HINT_NO_ID UINT32_MAX
+
+/**
+ * Resolves @path (@len bytes, relative to the mount root, normalized: no
+ * empty, "." or ".." components, no leading '/') to the caller's object id,
+ * or HINT_NO_ID when it is not a file of the listing.
+ */
+typedef uint32_t (*hint_resolve_cb)(void *arg, const char *path, size_t len);
+
+/** What a hint held besides its entries; all counted, none fatal. */
+struct hint_report {
+	uint64_t lines;       /**< lines read */
+	uint64_t entries;     /**< entries resolved to objects */
+	uint64_t unknown;     /**< paths not in the listing */
+	uint64_t too_long;    /**< lines over HINT_LINE_MAX bytes */
+	uint64_t bad_utf8;    /**< lines that are not UTF-8 */
+	uint64_t dotdot;      /**< paths with a ".." component */
+	uint64_t outside;     /**< absolute paths not under the mount point */
+	int64_t epoch;        /**< from "#hintfs v1 epoch=N", else -1 */
+	char first_bad[160];  /**< the first refused line, printable, with why */
+};
+
+/** Longest line taken as an entry (DESIGN.md 2.2). */
+#define HINT_LINE_MAX 4096
+
+/**
+ * Parses a hint file of @len bytes. @mountpoint (absolute, no trailing
+ * '/') is stripped from absolute entries. Stores the resolved ids, in file
+ * order and with duplicates, in a malloc'd array *@ids (owned by the
+ * caller; *@n of them; NULL when empty) and fills @rep. Returns 0 or
+ * -ENOMEM; bad lines are counted in @rep, never fatal. Thread-safe.
+ */
+int hint_parse(const char *text, size_t len, const char *mountpoint,
+	       hint_resolve_cb resolve, void *arg, uint32_t **ids, size_t *n,
+	       struct hint_report *rep);
+
 #endif /* HINTFS_PREFETCH_PREFETCH_H */
