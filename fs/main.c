@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fuse_log.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <fuse_lowlevel.h>
@@ -170,7 +171,13 @@ static int run(struct hintfs_opts *o)
 	fuse_loop_cfg_set_max_threads(loop_cfg, o->max_threads);
 	fuse_loop_cfg_set_idle_threads(loop_cfg, o->max_threads / 4 + 1);
 	fuse_loop_cfg_set_clone_fd(loop_cfg, 1);
-	rc = fuse_session_loop_mt(se, loop_cfg) ? -EIO : 0;
+	rc = fuse_session_loop_mt(se, loop_cfg);
+	/* NOTE(fuse): after SIGINT/SIGTERM/SIGHUP the loop returns the
+	 * signal's number. Being told to stop is a clean stop (systemd marks
+	 * a unit that exits non-zero on SIGTERM as failed). */
+	if (rc == SIGINT || rc == SIGTERM || rc == SIGHUP)
+		rc = 0;
+	rc = rc ? -EIO : 0;
 	fuse_loop_cfg_destroy(loop_cfg);
 
 out_unmount:

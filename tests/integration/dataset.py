@@ -204,6 +204,8 @@ def issue_tree(seed=1234):
     add("x/y", 20)
     add("s/t", 30)                        # file t, and
     add("s/t/u", 40)                      # directory t wins
+    add("both", 5)                        # a file, and
+    objs["both/"] = b""                   # an empty directory: it wins
     add("m" * 255, 255)                   # a 255-byte name is fine
     add("long/" + "\u00e9" * 127 + "a", 9)  # 255 bytes in UTF-8
     add("mid/3mib.bin", 3 << 20 | 12345)

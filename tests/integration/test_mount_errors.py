@@ -1,9 +1,11 @@
 """Mounting: what a user sees when something is wrong (the daemon exits
 non-zero, prints exactly one `hintfs: error:` line, mounts nothing, logs no
-secret), and the clean way out (`fusermount3 -u`, then exit 0)."""
+secret), the ways out (`fusermount3 -u` or a signal: unmounted, exit 0),
+and where the endpoint and credentials may come from."""
 
 import os
 import re
+import signal
 import socket
 import uuid
 
@@ -41,6 +43,9 @@ CASES = {
         lambda b, t: dict(bucket=b, env={"AWS_ACCESS_KEY_ID": None,
                                          "AWS_SECRET_ACCESS_KEY": None}),
         r"(?i)credential|access.?key|denied|forbidden|403|auth"),
+    "anonymous-on-private-bucket": (
+        lambda b, t: dict(bucket=b, options=("no_sign",)),
+        r"(?i)denied|forbidden|403|anonymous|no_sign"),
     "endpoint-unreachable": (
         lambda b, t: dict(bucket=b, endpoint=f"http://127.0.0.1:{closed_port()}"),
         r"(?i)connect|reach|refused|endpoint|127\.0\.0\.1"),
@@ -92,6 +97,28 @@ def test_clean_unmount_exits_zero(s3, bucket, mount):
     rc = m.wait_exit()
     assert rc == 0, f"daemon exit code after fusermount3 -u: {rc}\n{m.log()}"
     assert not m.is_mounted()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
+def test_signal_unmounts_and_exits_zero(bucket, mount, sig):
+    """Ctrl-C (or a service manager's SIGTERM) on `hintfs -f` unmounts."""
+    m = mount(bucket)
+    m.signalled = True
+    m.proc.send_signal(sig)
+    rc = m.wait_exit()
+    assert rc is not None, f"still running after {sig.name}"
+    assert not m.is_mounted()
+    # A stop that was asked for is a success (systemd marks a service that
+    # exits non-zero on SIGTERM as failed).
+    assert rc == 0, f"exit code after {sig.name}: {rc}\n{m.log()}"
+
+
+def test_endpoint_with_trailing_slash(s3, bucket, mount, rgw):
+    s3.put_object(Bucket=bucket, Key="f.txt", Body=b"slash")
+    m = mount(bucket, endpoint=rgw.endpoint + "/")
+    with open(m / "f.txt", "rb") as f:
+        assert f.read() == b"slash"
 
 
 def test_secret_not_on_command_line(rgw, s3, bucket, mount):

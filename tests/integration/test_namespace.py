@@ -135,6 +135,8 @@ def test_directory_shadows_file(issue_bucket, mount):
         assert f.read() == objects["x/y"]
     assert os.path.isdir(m / "s/t")
     assert os.listdir(m / "s") == ["t"]
+    assert os.path.isdir(m / "both")
+    assert os.listdir(m / "both") == []
     with pytest.raises(IsADirectoryError):
         open(m / "x", "rb")
 
@@ -183,10 +185,13 @@ PREFIX_KEYS = {
     "top.txt": b"no",
     "sub dir+x/f g.txt": b"odd prefix",
     "sub dir+x/h/i.txt": b"odd prefix 2",
+    "caf\u00e9/j.txt": b"unicode prefix",
+    "caf\u00e9/k/l m.txt": b"unicode prefix 2",
 }
 
 
-@pytest.mark.parametrize("prefix", ["sub", "sub/", "sub/d", "sub dir+x"])
+@pytest.mark.parametrize("prefix", ["sub", "sub/", "sub/d", "sub dir+x",
+                                    "caf\u00e9"])
 def test_prefix_mount_shows_only_prefix(s3, bucket, mount, prefix):
     dataset.upload(s3, bucket, PREFIX_KEYS)
     m = mount(bucket, prefix=prefix)

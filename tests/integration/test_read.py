@@ -226,9 +226,28 @@ def test_nothing_changed_after_write_attempts(ro_mount):
     (lambda m: os.stat(m / "odd/with space.txt/x"), errno.ENOTDIR),
     (lambda m: os.listdir(m / "odd/with space.txt"), errno.ENOTDIR),
     (lambda m: os.getxattr(m / "odd/with space.txt", "user.nope"), errno.ENODATA),
+    (lambda m: os.getxattr(m / "deep/l1", "user.hintfs.etag"), errno.ENODATA),
 ], ids=["stat", "stat-in-dir", "stat-deep", "open", "listdir", "getxattr",
-        "creat-in-absent-dir", "file-as-dir", "listdir-file", "absent-xattr"])
+        "creat-in-absent-dir", "file-as-dir", "listdir-file", "absent-xattr",
+        "dir-has-no-etag"])
 def test_absent_names(ro_mount, call, err):
     with pytest.raises(OSError) as e:
         call(ro_mount)
     assert e.value.errno == err, (errno.errorcode.get(e.value.errno), e.value)
+
+
+def test_changed_or_deleted_object_fails_with_estale(s3, bucket, mount):
+    """The mount is a snapshot (DESIGN.md 2.1): an object overwritten or
+    deleted since the listing fails with ESTALE, never mixes versions."""
+    rng = random.Random("estale")
+    old = rng.randbytes(1 << 20)
+    s3.put_object(Bucket=bucket, Key="changed.bin", Body=old)
+    s3.put_object(Bucket=bucket, Key="deleted.bin", Body=old)
+    m = mount(bucket, allowed_errors=[r"changed\.bin|deleted\.bin"])
+    s3.put_object(Bucket=bucket, Key="changed.bin", Body=rng.randbytes(1 << 20))
+    s3.delete_object(Bucket=bucket, Key="deleted.bin")
+    for rel in ["changed.bin", "deleted.bin"]:
+        with pytest.raises(OSError) as e:
+            with open(m / rel, "rb") as f:
+                f.read()
+        assert e.value.errno == errno.ESTALE, (rel, e.value)
