@@ -1,15 +1,19 @@
 /*
  * fs/fs.c - the filesystem core: inode numbers, attributes, directory
- * listing and reads, on top of the tree (fs/tree.c) and the S3 client.
+ * listing and reads, on top of the tree (fs/tree.c), the prefetch engine
+ * and the cache.
  *
  * Owns the mapping between inode numbers and tree nodes: node index i is
- * inode i + 1, and the control directory sits at FS_INO_CTL_DIR, far above
- * any node. The tree is immutable after fs_create(), so nothing here takes
- * a lock; reads go straight to the S3 client, which runs concurrent calls
- * on separate connections.
+ * inode i + 1 and object id i for the engine; the control directory and its
+ * files sit at FS_INO_CTL_*, far above any node. The tree is immutable
+ * after fs_create(), so nothing here takes a lock on the read path.
+ *
+ * Start-up order matters: the cache opens first (it holds the listing
+ * snapshot), then the namespace is built, then the engine starts; the
+ * cache's eviction callback finds no engine until then and treats every
+ * object as unhinted.
  */
-#include "fs/fs.h"
-#include "fs/tree.h"
+#include "fs/fs_internal.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -18,27 +22,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
-/* S3 keys are at most 1,024 bytes and so is a prefix: with room. */
-#define FS_KEY_MAX 4096
 /* Advertised I/O size: readers (Python's io, PIL) size their reads on it,
  * and one 128 KiB read covers a typical ~110 KB training sample. */
 #define FS_BLKSIZE 131072
 
-struct fs {
-	struct s3_client *s3;
-	struct tree *tree;
-	char *prefix;      /* "" or ends in '/' */
-	char *source;      /* "s3://bucket/prefix", for messages */
-	uid_t uid;
-	gid_t gid;
-	int64_t mount_time;
-};
 
 /* The context of one listing: the builder and what the prefix strips. */
 struct list_ctx {
 	struct tree_builder *b;
+	struct listing_buf *snap; /* recording for the cache, or NULL */
 	const char *prefix;
 	size_t prefix_len;
 	uint64_t foreign; /* keys outside the prefix: a confused server */
@@ -47,11 +43,17 @@ struct list_ctx {
 static int list_cb(void *arg, const struct s3_object *o)
 {
 	struct list_ctx *lc = arg;
+	int rc;
 
 	if (o->key_len < lc->prefix_len ||
 	    memcmp(o->key, lc->prefix, lc->prefix_len)) {
 		lc->foreign++;
 		return 0;
+	}
+	if (lc->snap) {
+		rc = listing_buf_add(lc->snap, o);
+		if (rc)
+			return rc;
 	}
 	return tree_builder_add(lc->b, o->key + lc->prefix_len,
 				o->key_len - lc->prefix_len, o->size, o->mtime,
@@ -76,27 +78,236 @@ static void log_skips(const struct fs *fs)
 			 (unsigned long long)sk->reserved, FS_CTL_NAME);
 }
 
-int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
-	      size_t err_len)
+static uint64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (uint64_t)(t1.tv_sec - t0->tv_sec) * 1000 +
+	       (uint64_t)(t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/*
+ * Builds the namespace: from the snapshot saved in the cache when there is
+ * one (and no relist was asked), else from ListObjectsV2, saving it.
+ */
+static int build_namespace(struct fs *fs, const struct fs_config *cfg,
+			   char *err, size_t err_len)
 {
 	struct list_ctx lc = { .prefix = cfg->prefix,
 			       .prefix_len = strlen(cfg->prefix) };
 	struct s3_status st = { 0 };
+	struct timespec t0;
+	char *name = NULL, why[512];
+	uint64_t count;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* NOTE(s3): the same bucket name at another endpoint is another
+	 * bucket; the snapshot's name says which. */
+	if (asprintf(&name, "listing\n%s\n%s\n%s", cfg->s3.endpoint,
+		     cfg->s3.bucket, cfg->prefix) < 0)
+		return -ENOMEM;
+
+	if (!cfg->relist) {
+		lc.b = tree_builder_create(FS_CTL_NAME);
+		if (!lc.b) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = listing_load(fs->cache, name, list_cb, &lc, &count);
+		if (!rc) {
+			fs->listed_from_cache = true;
+			goto build;
+		}
+		tree_builder_destroy(lc.b);
+		lc.b = NULL;
+		lc.foreign = 0;
+		if (rc == -EPROTO)
+			log_warn("%s: the listing saved in the cache is damaged; "
+				 "listing again", fs->source);
+		else if (rc != -ENODATA)
+			log_warn("%s: cannot read the saved listing (%s); listing "
+				 "again", fs->source, strerror(-rc));
+	}
+
+	lc.b = tree_builder_create(FS_CTL_NAME);
+	lc.snap = listing_buf_create();
+	if (!lc.b || !lc.snap) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = s3_list(fs->s3, cfg->prefix, list_cb, &lc, &st);
+	if (rc) {
+		if (rc == -ENOMEM || rc == -EFBIG) {
+			snprintf(err, err_len, "cannot hold the listing of %s: %s",
+				 fs->source, strerror(-rc));
+		} else {
+			s3_status_describe(&st, rc, why, sizeof(why));
+			snprintf(err, err_len, "cannot list %s at %s: %s",
+				 fs->source, cfg->s3.endpoint, why);
+		}
+		goto out;
+	}
+	rc = listing_save(fs->cache, name, lc.snap);
+	if (rc)
+		log_warn("%s: cannot save the listing in the cache (%s); the "
+			 "next mount lists again", fs->source, strerror(-rc));
+build:
+	rc = tree_build(lc.b, fs->mount_time, &fs->tree);
+	lc.b = NULL;
+	if (rc) {
+		snprintf(err, err_len, "cannot build the namespace: %s",
+			 strerror(-rc));
+		goto out;
+	}
+	fs->list_ms = ms_since(&t0);
+	if (lc.foreign)
+		log_warn("%s: the server listed %llu key(s) outside the prefix; "
+			 "ignored", fs->source, (unsigned long long)lc.foreign);
+	log_skips(fs);
+out:
+	tree_builder_destroy(lc.b);
+	listing_buf_destroy(lc.snap);
+	free(name);
+	return rc;
+}
+
+/* ---- what the engine and the cache ask of the namespace ----------------- */
+
+uint32_t fs_walk(const struct fs *fs, const char *path, size_t len)
+{
+	uint32_t cur = 0;
+	size_t i = 0;
+
+	while (i < len) {
+		const char *c = path + i;
+		const char *slash = memchr(c, '/', len - i);
+		size_t clen = slash ? (size_t)(slash - c) : len - i;
+
+		cur = tree_lookup(fs->tree, cur, c, clen);
+		if (!cur)
+			return 0;
+		i += clen + 1;
+	}
+	return cur;
+}
+
+static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
+		       struct pf_object *o)
+{
+	struct fs *fs = arg;
+	const struct tree_node *n = tree_node(fs->tree, id);
+	int klen;
+
+	if (!n || n->is_dir)
+		return -ENOENT;
+	klen = tree_path(fs->tree, id, fs->prefix, keybuf, cap);
+	if (klen < 0)
+		return klen;
+	o->key = keybuf;
+	o->key_len = (size_t)klen;
+	o->etag = tree_etag(fs->tree, n);
+	o->size = n->size;
+	return 0;
+}
+
+uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len)
+{
+	uint32_t idx = len ? fs_walk(fs, path, len) : 0;
+
+	if (!idx || tree_node(fs->tree, idx)->is_dir)
+		return HINT_NO_ID;
+	return idx;
+}
+
+static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
+{
+	struct fs *fs = arg;
+	size_t plen = strlen(fs->prefix);
+
+	if (key_len < plen || memcmp(key, fs->prefix, plen))
+		return HINT_NO_ID;
+	return fs_file_id(fs, key + plen, key_len - plen);
+}
+
+static uint64_t next_use_cb(void *arg, const char *key, size_t key_len)
+{
+	struct fs *fs = arg;
+	struct pf *pf = atomic_load(&fs->pf);
+
+	return pf ? pf_next_use(pf, key, key_len) : CACHE_NEVER;
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+/* The capacity: as given, or a share of the free space of the cache's disk. */
+static uint64_t cache_capacity(const struct fs_config *cfg)
+{
+	struct statvfs sv;
+
+	if (cfg->cache_size)
+		return cfg->cache_size;
+	if (statvfs(cfg->cache_dir, &sv) < 0)
+		return 1ull << 30;
+	return (uint64_t)sv.f_bavail * sv.f_frsize / 100 * cfg->cache_size_pct;
+}
+
+/* mkdir -p with mode 0700 for what it creates. */
+static int make_dirs(const char *path)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; ; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+
+		*s = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+			rc = -errno;
+			break;
+		}
+		*s = c;
+		if (!c)
+			break;
+	}
+	free(p);
+	return rc;
+}
+
+int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
+	      size_t err_len)
+{
+	size_t plen = strlen(cfg->prefix);
+	struct cache_config cc = { 0 };
+	struct pf_config pc = { 0 };
 	struct fs *fs;
 	char why[512];
+	struct pf *pf;
 	int rc;
 
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
+	pthread_mutex_init(&fs->hint_mu, NULL);
+	pthread_mutex_init(&fs->watch_mu, NULL);
+	pthread_cond_init(&fs->watch_cv, NULL);
+	fs->last_hint.epoch = -1;
 	fs->uid = cfg->uid;
 	fs->gid = cfg->gid;
 	fs->mount_time = (int64_t)time(NULL);
 	fs->prefix = strdup(cfg->prefix);
-	if (!fs->prefix || asprintf(&fs->source, "s3://%s%s%.*s", cfg->s3.bucket,
-				    cfg->prefix[0] ? "/" : "",
-				    (int)(lc.prefix_len ? lc.prefix_len - 1 : 0),
-				    cfg->prefix) < 0) {
+	fs->mountpoint = strdup(cfg->mountpoint ? cfg->mountpoint : "");
+	fs->cache_dir = strdup(cfg->cache_dir);
+	fs->hint_file = cfg->hint_file ? strdup(cfg->hint_file) : NULL;
+	if (!fs->prefix || !fs->mountpoint || !fs->cache_dir ||
+	    (cfg->hint_file && !fs->hint_file) ||
+	    asprintf(&fs->source, "s3://%s%s%.*s", cfg->s3.bucket,
+		     plen ? "/" : "", (int)(plen ? plen - 1 : 0), cfg->prefix) < 0) {
 		fs->source = NULL;
 		rc = -ENOMEM;
 		goto fail;
@@ -106,34 +317,50 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 		snprintf(err, err_len, "%s", why);
 		goto fail;
 	}
-	lc.b = tree_builder_create(FS_CTL_NAME);
-	if (!lc.b) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	rc = s3_list(fs->s3, cfg->prefix, list_cb, &lc, &st);
+
+	rc = make_dirs(cfg->cache_dir);
 	if (rc) {
-		tree_builder_destroy(lc.b);
-		if (rc == -ENOMEM || rc == -EFBIG) {
-			snprintf(err, err_len, "cannot hold the listing of %s: %s",
-				 fs->source, strerror(-rc));
-		} else {
-			s3_status_describe(&st, rc, why, sizeof(why));
-			snprintf(err, err_len, "cannot list %s at %s: %s",
-				 fs->source, cfg->s3.endpoint, why);
-		}
-		goto fail;
-	}
-	rc = tree_build(lc.b, fs->mount_time, &fs->tree);
-	if (rc) {
-		snprintf(err, err_len, "cannot build the namespace: %s",
+		snprintf(err, err_len, "cache directory '%s': %s", cfg->cache_dir,
 			 strerror(-rc));
 		goto fail;
 	}
-	if (lc.foreign)
-		log_warn("%s: the server listed %llu key(s) outside the prefix; "
-			 "ignored", fs->source, (unsigned long long)lc.foreign);
-	log_skips(fs);
+	cc.dir = cfg->cache_dir;
+	cc.capacity = cache_capacity(cfg);
+	cc.next_use = next_use_cb;
+	cc.next_use_arg = fs;
+	rc = cache_open(&cc, &fs->cache, why, sizeof(why));
+	if (rc) {
+		snprintf(err, err_len, "%s", why);
+		goto fail;
+	}
+
+	rc = build_namespace(fs, cfg, err, err_len);
+	if (rc)
+		goto fail;
+
+	pc.s3 = fs->s3;
+	pc.cache = fs->cache;
+	pc.describe = describe_cb;
+	pc.key_id = key_id_cb;
+	pc.arg = fs;
+	pc.n_ids = tree_count(fs->tree);
+	pc.max_inflight = cfg->max_inflight;
+	pc.window_objects = cfg->window;
+	rc = pf_start(&pc, &pf);
+	if (rc) {
+		snprintf(err, err_len, "cannot start the prefetch engine: %s",
+			 strerror(-rc));
+		goto fail;
+	}
+	atomic_store(&fs->pf, pf);
+	if (fs->hint_file) {
+		rc = fs_hint_watch_start(fs);
+		if (rc) {
+			snprintf(err, err_len, "cannot watch the hint file: %s",
+				 strerror(-rc));
+			goto fail;
+		}
+	}
 	*out = fs;
 	return 0;
 fail:
@@ -145,10 +372,19 @@ void fs_destroy(struct fs *fs)
 {
 	if (!fs)
 		return;
+	fs_hint_watch_stop(fs);
+	pf_stop(atomic_load(&fs->pf));
+	cache_close(fs->cache);
 	tree_destroy(fs->tree);
 	s3_client_destroy(fs->s3);
+	pthread_mutex_destroy(&fs->hint_mu);
+	pthread_mutex_destroy(&fs->watch_mu);
+	pthread_cond_destroy(&fs->watch_cv);
 	free(fs->prefix);
 	free(fs->source);
+	free(fs->mountpoint);
+	free(fs->cache_dir);
+	free(fs->hint_file);
 	free(fs);
 }
 
@@ -160,6 +396,23 @@ static const struct tree_node *node_of(struct fs *fs, uint64_t ino)
 	return tree_node(fs->tree, (uint32_t)(ino - 1));
 }
 
+/* The control directory's files, in readdir order. */
+static const struct {
+	const char *name;
+	uint64_t ino;
+	mode_t mode;
+} ctl_files[] = {
+	{ "hint", FS_INO_CTL_HINT, S_IFREG | 0200 },   /* write-only */
+	{ "stats", FS_INO_CTL_STATS, S_IFREG | 0444 }, /* read-only */
+};
+#define N_CTL_FILES (sizeof(ctl_files) / sizeof(ctl_files[0]))
+
+static bool is_ctl_file(uint64_t ino)
+{
+	return ino > FS_INO_CTL_DIR && ino <= FS_INO_CTL_DIR + N_CTL_FILES;
+}
+
+/* Attributes of inode @ino (node @n, NULL for the control inodes). */
 static void fill_stat(struct fs *fs, uint64_t ino, const struct tree_node *n,
 		      struct stat *st)
 {
@@ -168,7 +421,12 @@ static void fill_stat(struct fs *fs, uint64_t ino, const struct tree_node *n,
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_blksize = FS_BLKSIZE;
-	if (!n || n->is_dir) {
+	if (is_ctl_file(ino)) {
+		/* Size 0: their contents are made at open (direct I/O). */
+		st->st_mode = ctl_files[ino - FS_INO_CTL_DIR - 1].mode;
+		st->st_nlink = 1;
+		st->st_mtim.tv_sec = time(NULL);
+	} else if (!n || n->is_dir) {
 		/* Read-only: nobody may create entries, everyone may list. */
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
@@ -188,7 +446,7 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	const struct tree_node *n = node_of(fs, ino);
 
-	if (!n && ino != FS_INO_CTL_DIR)
+	if (!n && ino != FS_INO_CTL_DIR && !is_ctl_file(ino))
 		return -ENOENT;
 	fill_stat(fs, ino, n, st);
 	return 0;
@@ -201,10 +459,18 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name, uint64_t *ino,
 	size_t len = strlen(name);
 	uint32_t idx;
 
-	if (parent == FS_INO_CTL_DIR)
-		return -ENOENT; /* its files come with the hint and stats */
-	if (!p)
+	if (parent == FS_INO_CTL_DIR) {
+		for (size_t i = 0; i < N_CTL_FILES; i++) {
+			if (!strcmp(name, ctl_files[i].name)) {
+				*ino = ctl_files[i].ino;
+				fill_stat(fs, *ino, NULL, st);
+				return 0;
+			}
+		}
 		return -ENOENT;
+	}
+	if (!p)
+		return is_ctl_file(parent) ? -ENOTDIR : -ENOENT;
 	if (!p->is_dir)
 		return -ENOTDIR;
 	if (parent == FS_INO_ROOT && !strcmp(name, FS_CTL_NAME)) {
@@ -224,18 +490,18 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 	       void *arg)
 {
 	const struct tree_node *d = node_of(fs, ino);
-	uint32_t n_children = 0;
+	uint64_t n_children = N_CTL_FILES;
 	struct fs_dirent e;
 
 	if (!d && ino != FS_INO_CTL_DIR)
-		return -ENOENT;
+		return is_ctl_file(ino) ? -ENOTDIR : -ENOENT;
 	if (d && !d->is_dir)
 		return -ENOTDIR;
 	if (d)
 		n_children = d->n_children;
 
 	/* Offsets: 0 ".", 1 "..", 2 + i the i-th child. */
-	for (; off >= 0 && (uint64_t)off < 2 + (uint64_t)n_children; off++) {
+	for (; off >= 0 && (uint64_t)off < 2 + n_children; off++) {
 		if (off < 2) {
 			uint64_t pino = ino;
 
@@ -247,6 +513,11 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 			e.name_len = (size_t)off + 1;
 			e.ino = pino;
 			fill_stat(fs, pino, node_of(fs, pino), &e.st);
+		} else if (!d) {
+			e.name = ctl_files[off - 2].name;
+			e.name_len = strlen(e.name);
+			e.ino = ctl_files[off - 2].ino;
+			fill_stat(fs, e.ino, NULL, &e.st);
 		} else {
 			uint32_t idx = d->first_child + (uint32_t)(off - 2);
 			const struct tree_node *c = tree_node(fs->tree, idx);
@@ -262,63 +533,70 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 	return 0;
 }
 
-int fs_open(struct fs *fs, uint64_t ino, int flags)
+int fs_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh,
+	    bool *direct_io)
 {
 	const struct tree_node *n = node_of(fs, ino);
 
+	*fh = NULL;
+	*direct_io = false;
+	if (ino == FS_INO_CTL_HINT || ino == FS_INO_CTL_STATS) {
+		*direct_io = true;
+		return fs_ctl_open(fs, ino, flags, fh);
+	}
 	if (!n && ino != FS_INO_CTL_DIR)
 		return -ENOENT;
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT)))
 		return -EROFS;
 	if (!n || n->is_dir)
 		return -EISDIR;
+	/* The reader has moved on to this object: the window follows. */
+	pf_note_open(atomic_load(&fs->pf), (uint32_t)(ino - 1));
 	return 0;
 }
 
-ssize_t fs_read(struct fs *fs, uint64_t ino, char *buf, size_t size, off_t off)
+ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
+		size_t size, off_t off)
 {
 	const struct tree_node *n = node_of(fs, ino);
-	struct s3_status st;
-	char key[FS_KEY_MAX];
-	ssize_t got;
-	int klen;
 
+	if (fh)
+		return fs_ctl_read(fh, buf, size, off);
 	if (!n)
 		return -ENOENT;
 	if (n->is_dir)
 		return -EISDIR;
 	if (off < 0)
 		return -EINVAL;
-	if ((uint64_t)off >= n->size)
-		return 0;
-	if (size > n->size - (uint64_t)off)
-		size = (size_t)(n->size - (uint64_t)off);
+	return pf_read(atomic_load(&fs->pf), (uint32_t)(ino - 1), buf, size,
+		       (uint64_t)off);
+}
 
-	klen = tree_path(fs->tree, (uint32_t)(ino - 1), fs->prefix, key, sizeof(key));
-	if (klen < 0)
-		return -EIO;
-	got = s3_get_range(fs->s3, key, (size_t)klen, tree_etag(fs->tree, n),
-			   (uint64_t)off, size, buf, &st);
-	if (got == (ssize_t)size)
-		return got;
-	if (got >= 0) {
-		log_error("read '%s': the server sent %zd of %zu bytes at offset "
-			  "%lld", key, got, size, (long long)off);
-		return -EIO;
-	}
+ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
+		 const char *buf, size_t size, off_t off)
+{
+	if (!fh || ino != FS_INO_CTL_HINT)
+		return -EROFS;
+	return fs_ctl_write(fh, buf, size, off);
+}
 
-	char why[512];
+int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh)
+{
+	return fh ? fs_ctl_flush(fs, fh) : 0;
+}
 
-	s3_status_describe(&st, (int)got, why, sizeof(why));
-	log_error("read '%s' at offset %lld: %s", key, (long long)off, why);
-	switch (got) {
-	case -ESTALE: /* changed or deleted since the listing */
-	case -EACCES:
-	case -ENOMEM:
-		return got;
-	default:
-		return -EIO;
-	}
+void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
+{
+	fs_ctl_release(fh);
+}
+
+int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, struct stat *st)
+{
+	if (ino != FS_INO_CTL_HINT)
+		return -EROFS;
+	/* A shell's '>' truncates before writing: the hint is taken whole
+	 * from each open, so there is nothing to cut. */
+	return fs_getattr(fs, ino, st);
 }
 
 /* The ETag of a file without S3's quotes, as users compare it to md5. */
@@ -351,7 +629,7 @@ ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf,
 	const char *val;
 	size_t len;
 
-	if (!n && ino != FS_INO_CTL_DIR)
+	if (!n && ino != FS_INO_CTL_DIR && !is_ctl_file(ino))
 		return -ENOENT;
 	if (!n || n->is_dir || strcmp(name, FS_XATTR_ETAG))
 		return -ENODATA;
@@ -363,7 +641,7 @@ ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
 	const struct tree_node *n = node_of(fs, ino);
 
-	if (!n && ino != FS_INO_CTL_DIR)
+	if (!n && ino != FS_INO_CTL_DIR && !is_ctl_file(ino))
 		return -ENOENT;
 	if (!n || n->is_dir)
 		return 0;

@@ -28,6 +28,10 @@
 #define FS_INO_ROOT 1
 /** The control directory <mount>/.hintfs; far above any listed node. */
 #define FS_INO_CTL_DIR (UINT64_C(1) << 48)
+/** <mount>/.hintfs/hint: write a hint, it takes effect on close. */
+#define FS_INO_CTL_HINT (FS_INO_CTL_DIR + 1)
+/** <mount>/.hintfs/stats: one JSON object of counters. */
+#define FS_INO_CTL_STATS (FS_INO_CTL_DIR + 2)
 /** Its name: looked up, never listed by readdir. */
 #define FS_CTL_NAME ".hintfs"
 /** The extended attribute holding a file's ETag (quotes removed). */
@@ -36,8 +40,16 @@
 struct fs_config {
 	struct s3_config s3; /**< the bucket and how to reach it */
 	const char *prefix;  /**< "" or a key prefix ending in '/' */
+	const char *mountpoint; /**< absolute; stripped from hint entries */
 	uid_t uid;           /**< owner shown for every inode */
 	gid_t gid;
+	const char *cache_dir;     /**< the cache's directory */
+	uint64_t cache_size;       /**< bytes; 0: cache_size_pct of free space */
+	unsigned int cache_size_pct;
+	bool relist;               /**< list again even if a listing is saved */
+	const char *hint_file;     /**< watched hint file, or NULL */
+	unsigned int max_inflight; /**< 0: default */
+	uint32_t window;           /**< 0: default */
 };
 
 struct fs;
@@ -88,19 +100,49 @@ typedef int (*fs_dirent_cb)(void *arg, const struct fs_dirent *e,
 int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 	       void *arg);
 
-/**
- * Checks that inode @ino may be opened with open(2) @flags: -EROFS for
- * any write access, -EISDIR for a directory opened as a file, -ENOENT.
- */
-int fs_open(struct fs *fs, uint64_t ino, int flags);
+/** Per-open state of a control file; dataset files have none (NULL). */
+struct fs_file;
 
 /**
- * Reads up to @size bytes at @off of file @ino into @buf. Returns the
- * bytes read (0 at or past the end of file) or -errno: -EIO when the
- * server failed, -ESTALE when the object changed or vanished since the
- * listing, -EACCES when access was refused.
+ * Opens inode @ino with open(2) @flags: -EROFS for any write access to the
+ * dataset, -EISDIR for a directory opened as a file, -EACCES for a read of
+ * the write-only hint file, -ENOENT. On success stores the per-open state
+ * in *@fh (NULL for dataset files) and sets *@direct_io for files whose
+ * size is not known in advance (the control files).
  */
-ssize_t fs_read(struct fs *fs, uint64_t ino, char *buf, size_t size, off_t off);
+int fs_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh,
+	    bool *direct_io);
+
+/**
+ * Reads up to @size bytes at @off of file @ino (opened as @fh) into @buf.
+ * Returns the bytes read (0 at or past the end of file) or -errno: -EIO
+ * when the server failed, -ESTALE when the object changed or vanished
+ * since the listing, -EACCES when access was refused.
+ */
+ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
+		size_t size, off_t off);
+
+/**
+ * Writes to an open control file (the hint). -EROFS for anything else,
+ * -EFBIG past the largest hint taken (256 MiB).
+ */
+ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
+		 const char *buf, size_t size, off_t off);
+
+/**
+ * close(2) of a descriptor: a hint written through @fh takes effect now,
+ * so that it is in force when close() returns. Returns 0 or -ENOMEM.
+ */
+int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh);
+
+/** The last close of an open file: frees @fh (NULL is fine). */
+void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh);
+
+/**
+ * setattr: only truncating the hint file (what a shell's '>' does) is
+ * allowed; it returns its attributes in @st. Anything else is -EROFS.
+ */
+int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, struct stat *st);
 
 /**
  * getxattr: copies attribute @name of @ino into @buf of @size bytes.

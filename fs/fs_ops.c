@@ -85,7 +85,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	struct stat st;
 	int rc = fs_getattr(req_fs(req), ino, &st);
 
-	if (!rc && (mask & W_OK))
+	if (!rc && (mask & W_OK) && ino != FS_INO_CTL_HINT)
 		rc = -EROFS;
 	fuse_reply_err(req, -rc);
 }
@@ -167,18 +167,35 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	do_readdir(req, ino, size, off, true);
 }
 
+static struct fs_file *file_of(const struct fuse_file_info *fi)
+{
+	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int rc = fs_open(req_fs(req), ino, fi->flags);
+	struct fs_file *fh;
+	bool direct;
+	int rc = fs_open(req_fs(req), ino, fi->flags, &fh, &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	/* NOTE(fuse): objects never change under a mount (a changed one
-	 * fails with ESTALE), so pages read once stay valid across opens. */
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	fi->fh = (uintptr_t)fh;
+	if (direct) {
+		/* NOTE(fuse): the control files have no size in advance;
+		 * direct I/O makes the kernel ask us for every read. */
+		fi->direct_io = 1;
+	} else {
+		/* NOTE(fuse): objects never change under a mount (a changed
+		 * one fails with ESTALE), so pages stay valid across opens. */
+		fi->keep_cache = 1;
+	}
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: nobody will release this. */
+		fs_release(req_fs(req), ino, fh);
+	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -191,7 +208,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = fs_read(req_fs(req), ino, buf, size, off);
+	n = fs_read(req_fs(req), ino, file_of(fi), buf, size, off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -199,8 +216,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	ssize_t n = fs_write(req_fs(req), ino, file_of(fi), buf, size, off);
+
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -fs_flush(req_fs(req), ino, file_of(fi)));
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	fs_release(req_fs(req), ino, file_of(fi));
 	fuse_reply_err(req, 0);
 }
 
@@ -252,7 +286,18 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, EROFS);
+	struct stat st;
+	int rc = -EROFS;
+
+	/* Only a truncation (a shell's '>' on .hintfs/hint) gets through. */
+	if ((to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
+			FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0 &&
+	    (to_set & FUSE_SET_ATTR_SIZE))
+		rc = fs_truncate(req_fs(req), ino, (uint64_t)attr->st_size, &st);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, 0);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -291,12 +336,6 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, EROFS);
-}
-
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -330,6 +369,7 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
 	.readdirplus = op_readdirplus,
 	.open = op_open,
 	.read = op_read,
+	.flush = op_flush,
 	.release = op_release,
 	.statfs = op_statfs,
 	.getxattr = op_getxattr,

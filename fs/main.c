@@ -117,7 +117,15 @@ static int run(struct hintfs_opts *o)
 		.prefix = o->prefix,
 		.uid = getuid(),
 		.gid = getgid(),
+		.cache_dir = o->cache_dir,
+		.cache_size = o->cache_size,
+		.cache_size_pct = o->cache_size_pct,
+		.relist = o->relist,
+		.hint_file = o->hint_file,
+		.max_inflight = o->max_inflight,
+		.window = o->window,
 	};
+	char *mnt_abs = NULL;
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct fuse_session *se = NULL;
 	struct fs *fs = NULL;
@@ -127,6 +135,14 @@ static int run(struct hintfs_opts *o)
 	rc = check_mountpoint(o->mountpoint, err, sizeof(err));
 	if (rc)
 		goto fail_msg;
+	mnt_abs = realpath(o->mountpoint, NULL);
+	if (!mnt_abs) {
+		rc = -errno;
+		snprintf(err, sizeof(err), "mount point '%s': %s", o->mountpoint,
+			 strerror(errno));
+		goto fail_msg;
+	}
+	cfg.mountpoint = mnt_abs;
 	if (add_fsname(&o->fuse_args, o->source)) {
 		rc = -ENOMEM;
 		goto out;
@@ -188,9 +204,11 @@ out_session:
 	fuse_session_destroy(se);
 out:
 	fs_destroy(fs);
+	free(mnt_abs);
 	return rc;
 fail_msg:
 	log_error("%s", err);
+	free(mnt_abs);
 	return rc;
 }
 

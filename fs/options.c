@@ -35,6 +35,12 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("region=%s", region, 0),
 	OPT("ca_file=%s", ca_file, 0),
 	OPT("max_threads=%s", max_threads_str, 0),
+	OPT("cache_dir=%s", cache_dir, 0),
+	OPT("cache_size=%s", cache_size_str, 0),
+	OPT("hint=%s", hint_file, 0),
+	OPT("max_inflight=%s", max_inflight_str, 0),
+	OPT("window=%s", window_str, 0),
+	OPT("relist", relist, 1),
 	OPT("path_style", path_style, 1),
 	OPT("no_sign", no_sign, 1),
 	OPT("insecure", insecure, 1),
@@ -196,6 +202,94 @@ static bool endpoint_needs_path_style(const char *ep)
 	return !strcmp(host, "localhost") || inet_pton(AF_INET, host, addr) == 1;
 }
 
+/* A whole number in [lo, hi] from @s, or false. */
+static bool parse_uint(const char *s, unsigned long long lo,
+		       unsigned long long hi, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* "200G", "512M", "1073741824", or "20%" (of the free space). */
+static bool parse_size(const char *s, uint64_t *bytes, unsigned int *pct)
+{
+	unsigned long long v, mult = 1;
+	char *end;
+
+	if (!*s || *s == '-')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	if (*end == '%' && end[1] == '\0') {
+		if (v < 1 || v > 100)
+			return false;
+		*pct = (unsigned int)v;
+		*bytes = 0;
+		return true;
+	}
+	switch (*end) {
+	case 'T': case 't': mult <<= 10; /* fall through */
+	case 'G': case 'g': mult <<= 10; /* fall through */
+	case 'M': case 'm': mult <<= 10; /* fall through */
+	case 'K': case 'k': mult <<= 10; end++; break;
+	default: break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || v == 0 || v > UINT64_MAX / mult)
+		return false;
+	*bytes = v * mult;
+	*pct = 0;
+	return true;
+}
+
+/* FNV-1a over the endpoint and prefix: one cache directory per dataset. */
+static uint32_t dataset_hash(const char *endpoint, const char *prefix)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = endpoint; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ '\n') * 16777619u;
+	for (const char *p = prefix; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+/* $XDG_CACHE_HOME/hintfs/BUCKET-HASH, or ~/.cache/hintfs/BUCKET-HASH. */
+static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
+{
+	const char *base = env_first("XDG_CACHE_HOME", NULL);
+	const char *home = env_first("HOME", NULL);
+	uint32_t h = dataset_hash(o->endpoint, o->prefix);
+	int n;
+
+	if (base)
+		n = asprintf(&o->cache_dir, "%s/hintfs/%s-%08x", base, o->bucket, h);
+	else if (home)
+		n = asprintf(&o->cache_dir, "%s/.cache/hintfs/%s-%08x", home,
+			     o->bucket, h);
+	else
+		return fail(err, err_len, "no cache directory: set -o cache_dir= "
+			    "(neither XDG_CACHE_HOME nor HOME is set)");
+	if (n < 0) {
+		o->cache_dir = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 {
 	int rc;
@@ -250,6 +344,38 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	if (o->ca_file && !*o->ca_file)
 		return fail(err, err_len, "-o ca_file= needs a path");
 
+	if (o->max_inflight_str) {
+		unsigned long long v;
+
+		if (!parse_uint(o->max_inflight_str, 1, 4096, &v))
+			return fail(err, err_len, "-o max_inflight=%s: expected a "
+				    "number from 1 to 4096", o->max_inflight_str);
+		o->max_inflight = (unsigned int)v;
+	}
+	if (o->window_str) {
+		unsigned long long v;
+
+		if (!parse_uint(o->window_str, 1, 1u << 24, &v))
+			return fail(err, err_len, "-o window=%s: expected a number "
+				    "of objects from 1 to 16777216", o->window_str);
+		o->window = (uint32_t)v;
+	}
+	o->cache_size_pct = 10;
+	if (o->cache_size_str &&
+	    !parse_size(o->cache_size_str, &o->cache_size, &o->cache_size_pct))
+		return fail(err, err_len, "-o cache_size=%s: expected bytes with "
+			    "an optional K, M, G or T, or a percentage of the free "
+			    "space such as 20%%", o->cache_size_str);
+	if (o->cache_dir && !*o->cache_dir)
+		return fail(err, err_len, "-o cache_dir= needs a path");
+	if (!o->cache_dir) {
+		rc = default_cache_dir(o, err, err_len);
+		if (rc)
+			return rc;
+	}
+	if (o->hint_file && !*o->hint_file)
+		return fail(err, err_len, "-o hint= needs a file");
+
 	if (!o->no_sign) {
 		o->access_key = env_first("AWS_ACCESS_KEY_ID", NULL);
 		o->secret_key = env_first("AWS_SECRET_ACCESS_KEY", NULL);
@@ -282,6 +408,11 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->region);
 	free(o->ca_file);
 	free(o->max_threads_str);
+	free(o->cache_dir);
+	free(o->cache_size_str);
+	free(o->hint_file);
+	free(o->max_inflight_str);
+	free(o->window_str);
 	free(o->bucket);
 	free(o->prefix);
 	fuse_opt_free_args(&o->fuse_args);
@@ -306,6 +437,16 @@ void opts_usage(const char *prog)
 	       "  -o insecure            do not verify the server's TLS certificate\n"
 	       "  -o ca_file=FILE        trust the CAs in FILE as well\n"
 	       "  -o max_threads=N       FUSE worker threads (default 64)\n"
+	       "  -o cache_dir=DIR       the local cache (default:\n"
+	       "                         $XDG_CACHE_HOME/hintfs/BUCKET-HASH or\n"
+	       "                         ~/.cache/hintfs/BUCKET-HASH)\n"
+	       "  -o cache_size=SIZE     bytes (K, M, G, T) or N%% of the free space\n"
+	       "                         (default 10%%)\n"
+	       "  -o hint=FILE           the read order, re-read when FILE is replaced\n"
+	       "  -o max_inflight=N      GETs in flight at once (default 64)\n"
+	       "  -o window=N            hinted objects fetched ahead (default 4096)\n"
+	       "  -o relist              list the bucket again instead of using the\n"
+	       "                         listing saved in the cache\n"
 	       "  -o allow_other, ...    options of libfuse, passed on\n"
 	       "\n"
 	       "Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"

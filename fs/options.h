@@ -13,6 +13,7 @@
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct hintfs_opts {
 	/* From the command line; malloc'd. */
@@ -24,11 +25,17 @@ struct hintfs_opts {
 			       else us-east-1 */
 	char *ca_file;    /**< -o ca_file= */
 	char *max_threads_str;
+	char *cache_dir;  /**< -o cache_dir=; else derived (see resolve) */
+	char *cache_size_str; /**< -o cache_size=BYTES[K|M|G|T] or N% */
+	char *hint_file;  /**< -o hint=FILE: watched and re-read */
+	char *max_inflight_str; /**< -o max_inflight=N */
+	char *window_str; /**< -o window=N objects ahead */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
 	int path_style;   /**< -o path_style, or implied by an IP endpoint */
 	int no_sign;      /**< -o no_sign: anonymous requests */
 	int insecure;     /**< -o insecure: no TLS verification */
+	int relist;       /**< -o relist: list again, not from the cache */
 	bool foreground;  /**< -f (or -d) */
 	bool debug;       /**< -d / -o debug: debug log and FUSE trace */
 	bool help;
@@ -38,6 +45,11 @@ struct hintfs_opts {
 	char *bucket;      /**< malloc'd */
 	char *prefix;      /**< malloc'd; "" or ends in '/' */
 	unsigned int max_threads; /**< FUSE worker threads */
+	unsigned int max_inflight; /**< 0: the engine's default */
+	uint32_t window;           /**< 0: the engine's default */
+	uint64_t cache_size;       /**< bytes; 0: 10% of the free space,
+				        decided once the directory exists */
+	unsigned int cache_size_pct; /**< N of "N%", else 0 */
 
 	/* From the environment; not owned (getenv's storage). */
 	const char *access_key;

@@ -9,78 +9,19 @@ Usage: demo.py --build BUILD_DIR --rgw-env RGW_DIR/env [--images N] [--workdir D
 
 import argparse
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+# The dataset and upload helpers are shared with the benchmark.
+from bench.common import drop_page_cache, make_dataset, read_env, upload
+
 CLASSES = 10
-IMAGE_SIDE = 360      # ~110 KB JPEGs (noise sigma 56, quality 90), like
-                      # an average ImageNet training image
 BATCH = 64
 WORKERS = 4
 BUCKET = "hintfs-demo"
-
-
-def read_env(path):
-    env = {}
-    for line in Path(path).read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            env[k.strip()] = v.strip()
-    return env
-
-
-def make_dataset(root, n_images, seed=7):
-    """Writes n_images JPEGs in CLASSES class folders under root, once."""
-    from PIL import Image
-    marker = root / f".complete-{n_images}"
-    if marker.exists():
-        return
-    rng = random.Random(seed)
-    for i in range(n_images):
-        cls = root / f"class_{i % CLASSES:02d}"
-        cls.mkdir(parents=True, exist_ok=True)
-        # Gaussian noise per channel around a per-image tint: PIL's C
-        # generator, so 2,000 images take seconds.
-        tint = tuple(rng.randrange(64, 192) for _ in range(3))
-        chans = [Image.effect_noise((IMAGE_SIDE, IMAGE_SIDE), 56)
-                 .point(lambda v, t=t: min(255, max(0, v - 128 + t)))
-                 for t in tint]
-        Image.merge("RGB", chans).save(cls / f"img_{i:06d}.jpg", quality=90)
-    marker.touch()
-
-
-def upload(s3, root):
-    files = sorted(p for p in root.rglob("*.jpg"))
-    try:
-        s3.create_bucket(Bucket=BUCKET)
-    except s3.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    have = set()
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-        have.update(o["Key"] for o in page.get("Contents", []))
-
-    def put(p):
-        key = str(p.relative_to(root))
-        if key not in have:
-            s3.put_object(Bucket=BUCKET, Key=key, Body=p.read_bytes())
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(put, files))
-    return len(files)
-
-
-def drop_page_cache():
-    """Cold-cache epochs for both sides; needs root, else best effort."""
-    try:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def train_epoch(root):
@@ -149,10 +90,10 @@ def main():
                           max_pool_connections=16))
     data = a.workdir / "data"
     print(f"demo: making {a.images} JPEGs in {data} ...", flush=True)
-    make_dataset(data, a.images)
+    make_dataset(data, a.images, classes=CLASSES)
     print(f"demo: uploading to s3://{BUCKET} at {rgw['AWS_ENDPOINT_URL']} ...",
           flush=True)
-    n = upload(s3, data)
+    n = upload(s3, data, BUCKET)
 
     mnt = a.workdir / "mnt"
     mnt.mkdir(parents=True, exist_ok=True)

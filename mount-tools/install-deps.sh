@@ -3,8 +3,27 @@
 # and benchmark. Idempotent: a package already installed is not touched, and
 # `apt-get update` runs only when something is missing.
 #
-# Usage: mount-tools/install-deps.sh [--no-torch]
+# Usage: mount-tools/install-deps.sh [--no-torch] [--bench]
+#   --no-torch  leave out PyTorch, torchvision and matplotlib (enough for
+#               the S3 server and the C build)
+#   --bench     also what only the benchmark uses: the curl tool (its
+#               uploads and the server-ceiling client) and the filesystems
+#               it compares hintfs with, s3fs and rclone (bench.sh skips
+#               those two, with a note, where they are absent)
 set -euo pipefail
+
+torch=1
+bench=0
+for arg in "$@"; do
+	case "$arg" in
+	--no-torch) torch=0 ;;
+	--bench) bench=1 ;;
+	*)
+		echo "usage: $0 [--no-torch] [--bench]" >&2
+		exit 2
+		;;
+	esac
+done
 
 pkgs=(
 	# build
@@ -16,8 +35,11 @@ pkgs=(
 	# tests and the demo
 	python3 python3-pytest python3-pil python3-boto3
 )
-if [ "${1:-}" != "--no-torch" ]; then
+if [ $torch -eq 1 ]; then
 	pkgs+=(python3-torch python3-torchvision python3-matplotlib)
+fi
+if [ $bench -eq 1 ]; then
+	pkgs+=(curl s3fs rclone)
 fi
 
 missing=()

@@ -72,7 +72,8 @@ static void note_bad(struct hint_report *rep, const char *why, const char *line,
 	rep->first_bad[j] = '\0';
 }
 
-/* "#hintfs v1 epoch=N" on the first line names the epoch. */
+/* "#hintfs v1 epoch=N [replace]" on the first line names the epoch and
+ * may ask to replace the queued hints. */
 static void parse_header(const char *line, size_t len, struct hint_report *rep)
 {
 	static const char tag[] = "#hintfs v1";
@@ -86,6 +87,9 @@ static void parse_header(const char *line, size_t len, struct hint_report *rep)
 		return;
 	memcpy(buf, line, len);
 	buf[len] = '\0';
+	for (char *w = strstr(buf, " replace"); w; w = strstr(w + 1, " replace"))
+		if (w[8] == '\0' || w[8] == ' ')
+			rep->replace = true;
 	e = strstr(buf, " epoch=");
 	if (!e)
 		return;

@@ -96,12 +96,133 @@ ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
 		     struct s3_status *st);
 
 /**
+ * The requests sent so far (attempts, retries included): ListObjectsV2
+ * pages in *@lists, GETs of objects in *@gets. Any thread.
+ */
+void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets);
+
+/**
  * Writes a one-line description of a failed request into @buf: the S3
  * code and message, or the connection problem, with a hint at the usual
  * cause ("check AWS_SECRET_ACCESS_KEY"). Never includes credentials.
  */
 void s3_status_describe(const struct s3_status *st, int err, char *buf,
 			size_t len);
+
+/* ---- the prefetch engine -------------------------------------------------- */
+
+struct cache;
+
+/**
+ * Objects are named by the caller's ids (0 .. n_ids-1; hintfs uses its
+ * namespace's node indexes). The engine asks the caller what an id is.
+ */
+struct pf_object {
+	const char *key;  /**< full key; points into the describe buffer */
+	size_t key_len;
+	const char *etag; /**< as listed, quotes included; valid as long as
+			       the caller's namespace */
+	uint64_t size;
+};
+
+/**
+ * Describes object @id into @o; the key is written into @keybuf (@cap
+ * bytes). Returns 0, or -ENOENT when @id is not a file. Thread-safe.
+ */
+typedef int (*pf_describe_cb)(void *arg, uint32_t id, char *keybuf, size_t cap,
+			      struct pf_object *o);
+
+/** The id of the object with key @key, or HINT_NO_ID. Thread-safe. */
+typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
+
+struct pf_config {
+	struct s3_client *s3;     /**< not owned */
+	struct cache *cache;      /**< not owned */
+	pf_describe_cb describe;
+	pf_key_id_cb key_id;
+	void *arg;                /**< for both callbacks */
+	uint32_t n_ids;           /**< ids are below this */
+	unsigned int max_inflight;   /**< GETs at once; 0 = default */
+	uint32_t window_objects;     /**< hinted objects fetched ahead of the
+					  oldest unread one; 0 = default */
+	uint64_t part_size;          /**< bytes per ranged GET of large
+					  objects; 0 = default (8 MiB) */
+	uint64_t max_object_mem;     /**< objects above this are read through,
+					  not fetched whole; 0 = default */
+	int max_attempts;            /**< tries per GET; 0 = default */
+};
+
+struct pf;
+
+/** Counters for .hintfs/stats; a snapshot. */
+struct pf_stats {
+	uint64_t reads;          /**< pf_read calls */
+	uint64_t cache_hits;     /**< reads served by the local cache */
+	uint64_t prefetch_joins; /**< reads that joined a prefetch in flight */
+	uint64_t demand_fetches; /**< reads that had to start a GET */
+	uint64_t passthrough;    /**< reads of objects too large to fetch whole */
+	uint64_t stalls;         /**< reads that waited on the network */
+	uint64_t stall_ns;       /**< total time they waited */
+	uint64_t requests;       /**< GETs sent, retries included */
+	uint64_t bytes;          /**< body bytes received */
+	uint64_t retries;
+	uint64_t prefetched;     /**< objects fetched ahead by the hint */
+	uint64_t err_slowdown;   /**< 503 SlowDown / throttling answers */
+	uint64_t err_server;     /**< other 5xx */
+	uint64_t err_network;    /**< resets, timeouts, truncated bodies */
+	uint64_t err_stale;      /**< 412 / 404: changed since the listing */
+	uint64_t err_other;
+	uint64_t failed_reads;   /**< reads that returned an error */
+	uint64_t cache_put_fail; /**< fetched objects not admitted or not
+				      written to the cache */
+	uint32_t inflight;       /**< GETs in flight now */
+	uint32_t inflight_limit; /**< current limit (lowered on SlowDown) */
+	uint64_t hint_pos;       /**< oldest unread entry of the current hint */
+	uint64_t hint_len;       /**< its length; 0 with no hint */
+	int64_t hint_epoch;      /**< its epoch, -1 if unnamed */
+	uint32_t hints_queued;   /**< hints waiting behind it */
+	uint64_t hints_total;    /**< hints received since mount */
+};
+
+/** Creates the engine and starts its thread. Returns 0 or -errno. */
+int pf_start(const struct pf_config *cfg, struct pf **out);
+
+/** Stops the thread and frees @pf; no call may be in progress. NULL ok. */
+void pf_stop(struct pf *pf);
+
+/**
+ * Reads up to @len bytes at @off of object @id into @buf: from the cache,
+ * else by joining the fetch in flight, else by a fetch that jumps the
+ * queue. Blocks until the bytes are there. Returns the bytes read (0 at or
+ * past the end) or -ESTALE (changed since the listing), -EACCES, -EIO.
+ * Any thread.
+ */
+ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off);
+
+/**
+ * Tells the engine a reader opened object @id, so the hint's window moves
+ * on past it. Any thread; cheap.
+ */
+void pf_note_open(struct pf *pf, uint32_t id);
+
+/**
+ * Installs a hint: @n ids (copied) in the order of reading, queued behind
+ * the hint in progress, or replacing the current and queued ones when
+ * @replace. @epoch is -1 when unnamed. Returns 0 or -ENOMEM. Any thread.
+ */
+int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
+	    bool replace);
+
+/**
+ * The next use of the object with key @key, in hinted reads from now
+ * (smaller is sooner), or UINT64_MAX when no hint names it: the cache's
+ * eviction callback. Any thread; must not be called with the engine's
+ * lock held (it is not exposed, so this holds by construction).
+ */
+uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len);
+
+/** Fills @st with a snapshot of the counters. Any thread. */
+void pf_get_stats(struct pf *pf, struct pf_stats *st);
 
 /* ---- hint files (DESIGN.md 2.2) ------------------------------------------ */
 
@@ -125,6 +246,8 @@ struct hint_report {
 	uint64_t dotdot;      /**< paths with a ".." component */
 	uint64_t outside;     /**< absolute paths not under the mount point */
 	int64_t epoch;        /**< from "#hintfs v1 epoch=N", else -1 */
+	bool replace;         /**< the header says "replace": drop the
+				   queued hints instead of queueing behind */
 	char first_bad[160];  /**< the first refused line, printable, with why */
 };
 

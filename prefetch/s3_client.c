@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,9 @@ struct s3_client {
 	bool no_sign;
 	bool insecure;
 	int max_attempts;
+
+	_Atomic uint64_t n_lists;  /* ListObjectsV2 attempts sent */
+	_Atomic uint64_t n_gets;   /* object GET attempts sent */
 
 	pthread_mutex_t pool_lock; /* guards pool[] and n_pool */
 	CURL *pool[S3_POOL_MAX];
@@ -590,6 +594,7 @@ static int xfer_arm(struct s3_xfer *x)
 	h = x->h = pool_get(c);
 	if (!h)
 		return -ENOMEM;
+	atomic_fetch_add(x->rq.range[0] ? &c->n_gets : &c->n_lists, 1);
 	x->sink = (struct s3_sink){ h, &x->body, &x->errbody };
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, x->url);
@@ -879,6 +884,17 @@ ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 
 	*retryable = rc && s3_retryable(rc, http);
 	return rc ? rc : (ssize_t)x->body.len;
+}
+
+void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets)
+{
+	*lists = atomic_load(&c->n_lists);
+	*gets = atomic_load(&c->n_gets);
+}
+
+CURL *s3_xfer_easy(const struct s3_xfer *x)
+{
+	return x->h;
 }
 
 void *s3_xfer_user(const struct s3_xfer *x)

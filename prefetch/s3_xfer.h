@@ -42,6 +42,9 @@ int s3_xfer_arm(struct s3_xfer *x, CURL **easy);
 ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 		       bool *retryable);
 
+/** The easy handle of an armed transfer, or NULL when not armed. */
+CURL *s3_xfer_easy(const struct s3_xfer *x);
+
 /** The @user given to s3_xfer_create(). */
 void *s3_xfer_user(const struct s3_xfer *x);
 

@@ -48,7 +48,7 @@ static void test_good(void)
 	static const uint32_t want[] = { 1, 2, 0, 3, 1, 4 };
 	for (size_t i = 0; i < 6 && i < n; i++)
 		CHECK(ids[i] == want[i]);
-	CHECK(rep.epoch == 3);
+	CHECK(rep.epoch == 3 && !rep.replace);
 	CHECK(rep.unknown == 0 && rep.bad_utf8 == 0 && rep.dotdot == 0);
 	CHECK(rep.first_bad[0] == '\0');
 	free(ids);
@@ -92,6 +92,15 @@ static void test_bad(void)
 	CHECK(rep.epoch == -1);
 	CHECK(strstr(rep.first_bad, "not in the listing") != NULL);
 	free(ids);
+
+	/* The header may ask to replace the queue. */
+	CHECK(hint_parse("#hintfs v1 replace epoch=7\ncat/1.jpg\n", 37, NULL,
+			 resolve, &calls, &ids, &n, &rep) == 0);
+	CHECK(rep.replace && rep.epoch == 7 && n == 1);
+	free(ids);
+	CHECK(hint_parse("#hintfs v1 replacement\n", 23, NULL, resolve, &calls,
+			 &ids, &n, &rep) == 0);
+	CHECK(!rep.replace && n == 0);
 
 	/* Nothing at all: no ids, no error. */
 	CHECK(hint_parse("", 0, NULL, resolve, &calls, &ids, &n, &rep) == 0);

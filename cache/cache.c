@@ -1,0 +1,815 @@
+/*
+ * cache/cache.c - the cache as a whole: its directory, the read path, and
+ * dropping objects.
+ *
+ * Owns the directory (DIR 0700, DIR/lock held with flock while open), the
+ * load of the index into memory at open, lookups and reads, the checksum
+ * check on the first read of each entry in a session, and the one way an
+ * object leaves the cache: out of memory, then out of the index, then its
+ * blocks punched (cache_unlink_locked(), idx_apply(), cache_finish_drop()).
+ *
+ * Invariants:
+ * - Only correct bytes are returned. An entry's bytes are hashed whole
+ *   before its first read in a session is served; a mismatch drops it.
+ *   A read that raced with a drop (its blocks may be zeros by now) sees,
+ *   after the copy, that its id left the table, and answers -ENODATA.
+ * - Blocks are punched, and segments unlinked, only after the index no
+ *   longer refers to them: after a kill -9 at any point every indexed
+ *   object is either intact or caught by its checksum.
+ */
+#include "cache/cache_internal.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* The LMDB map is address space, not disk: room for every object inline
+ * twice over (copy-on-write) plus 4 GiB for the records and a listing
+ * snapshot, capped well inside a 47-bit address space. */
+#define CACHE_MAP_EXTRA (4ull << 30)
+#define CACHE_MAP_MAX (16ull << 40)
+/* Checksums of big blobs are computed 1 MiB at a time. */
+#define CACHE_HASH_CHUNK (1u << 20)
+/* Segment files each keep an fd open; besides them, 1,024 for FUSE, the
+ * engine's sockets and the rest of the daemon. */
+#define CACHE_FD_HEADROOM 1024
+/* Keys in log lines are cut here. */
+#define CACHE_LOG_KEY 200
+
+/* Open caches in this process: the last close tears the rings down. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned open_count;
+
+static bool cache_valid_name(const char *key, size_t key_len,
+			     const char *etag)
+{
+	return key && key_len && key_len <= CACHE_KEY_MAX &&
+	       (!etag || strlen(etag) <= CACHE_ETAG_MAX);
+}
+
+/* ---- dropping entries ---- */
+
+/*
+ * Under c->lock: takes @e out of the table and the accounting, onto
+ * *@victims. Its segment keeps a reference until cache_finish_drop().
+ */
+void cache_unlink_locked(struct cache *c, struct cache_ent *e,
+			 struct cache_ent **victims)
+{
+	tab_remove(&c->tab, e);
+	c->used -= e->size;
+	if (e->seg) {
+		e->seg->live_bytes -= e->size;
+		e->seg->refs++;
+	}
+	e->hnext = *victims;
+	*victims = e;
+}
+
+/*
+ * After the index transaction that deleted @victims (or failed to):
+ * punches their extents when @punch (only once the index no longer
+ * refers to them), drops their segment references, which may unlink
+ * empty segments, and frees them.
+ */
+void cache_finish_drop(struct cache *c, struct cache_ent *victims,
+		       bool punch)
+{
+	struct blob_seg *dead = NULL, *s;
+	struct cache_ent *e, *next;
+
+	/* A sealed, empty segment is about to be unlinked: no punching. */
+	pthread_mutex_lock(&c->lock);
+	for (e = victims; e; e = e->hnext)
+		e->punch = punch && e->seg &&
+			   !(e->seg->sealed && !e->seg->live_bytes);
+	pthread_mutex_unlock(&c->lock);
+
+	for (e = victims; e; e = e->hnext)
+		if (e->punch)
+			blob_punch(e->seg, e->off, e->size);
+
+	pthread_mutex_lock(&c->lock);
+	for (e = victims; e; e = next) {
+		next = e->hnext;
+		if (e->seg && blob_seg_unref_locked(c, e->seg)) {
+			e->seg->next = dead;
+			dead = e->seg;
+		}
+		cache_ent_retire(c, e);
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (; dead; dead = s) {
+		s = dead->next;
+		blob_seg_destroy(c, dead);
+	}
+}
+
+/*
+ * Counts a failed put. A full disk also stops the cache growing: the
+ * effective capacity drops to what is stored now, so later puts evict
+ * instead of failing. One warning per cache, not one per object.
+ */
+void cache_note_write_error(struct cache *c, int err)
+{
+	bool *warned = err == -ENOSPC ? &c->disk_full : &c->io_warned;
+	bool first;
+
+	pthread_mutex_lock(&c->lock);
+	c->write_errors++;
+	first = !*warned;
+	*warned = true;
+	if (err == -ENOSPC && c->capacity > c->used)
+		c->capacity = c->used;
+	pthread_mutex_unlock(&c->lock);
+	if (!first)
+		return;
+	if (err == -ENOSPC)
+		log_warn("cache: %s: disk full; the cache stops growing at "
+			 "%llu bytes",
+			 c->dir, (unsigned long long)c->capacity);
+	else
+		log_warn("cache: %s: cannot write an object (%s); such "
+			 "objects are not cached",
+			 c->dir, strerror(-err));
+}
+
+/* Drops entry @id because its bytes are wrong (@why), with one warning. */
+static void cache_drop_corrupt(struct cache *c, uint64_t id, const char *why)
+{
+	struct cache_ent *victims = NULL, *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->wlock);
+	pthread_mutex_lock(&c->lock);
+	e = tab_by_id(&c->tab, id);
+	if (e) {
+		cache_unlink_locked(c, e, &victims);
+		c->corrupt++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (victims)
+		rc = idx_apply(c->ix, NULL, NULL, victims);
+	pthread_mutex_unlock(&c->wlock);
+	if (!victims)
+		return;
+	log_warn("cache: dropped %.*s (etag %s): %s",
+		 e->key_len < CACHE_LOG_KEY ? (int)e->key_len : CACHE_LOG_KEY,
+		 e->name, e->name + e->key_len + 1, why);
+	cache_finish_drop(c, victims, rc == 0);
+}
+
+/* ---- reading ---- */
+
+/* What a read needs of an entry, copied under the lock. */
+struct cache_pin {
+	uint64_t id;
+	uint64_t size, off, sum;
+	struct blob_seg *seg;       /* holds a reference; NULL when inline */
+	bool verified;
+	size_t k_len;               /* the LMDB key, for inline data */
+	unsigned char k[IDX_KEY_MAX];
+};
+
+/* Pins entry @id; copies its key into *@key_out (malloc'd) if asked. */
+static int pin_get(struct cache *c, uint64_t id, struct cache_pin *p,
+		   char **key_out, size_t *key_len)
+{
+	struct cache_ent *e;
+
+	pthread_mutex_lock(&c->lock);
+	e = tab_by_id(&c->tab, id);
+	if (!e) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENODATA;
+	}
+	if (key_out) {
+		*key_out = malloc(e->key_len + 1);
+		if (!*key_out) {
+			pthread_mutex_unlock(&c->lock);
+			return -ENOMEM;
+		}
+		memcpy(*key_out, e->name, e->key_len);
+		*key_len = e->key_len;
+	}
+	p->id = id;
+	p->size = e->size;
+	p->off = e->off;
+	p->sum = e->sum;
+	p->seg = e->seg;
+	p->verified = e->verified;
+	if (p->seg)
+		p->seg->refs++;
+	else
+		p->k_len = idx_key(e->name, e->key_len, e->name + e->key_len + 1,
+				   e->etag_len, p->k);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/*
+ * Unpins; marks the entry verified if @verified. True when the entry is
+ * still the one pinned, i.e. what was read was not dropped meanwhile.
+ */
+static bool pin_put(struct cache *c, struct cache_pin *p, bool verified)
+{
+	struct cache_ent *e;
+	bool dead = false;
+
+	pthread_mutex_lock(&c->lock);
+	e = tab_by_id(&c->tab, p->id);
+	if (e && verified)
+		e->verified = true;
+	if (p->seg)
+		dead = blob_seg_unref_locked(c, p->seg);
+	pthread_mutex_unlock(&c->lock);
+	if (dead)
+		blob_seg_destroy(c, p->seg);
+	return e != NULL;
+}
+
+/* A copy out of inline data, inside LMDB's read transaction. */
+struct inline_copy {
+	const struct cache_pin *p;
+	void *buf;    /* NULL: check only */
+	size_t len;
+	uint64_t off;
+	bool check;   /* hash the whole value first */
+};
+
+static int inline_copy_cb(void *arg, const void *data, size_t len)
+{
+	const struct inline_copy *ic = arg;
+
+	if (len != ic->p->size)
+		return -EBADMSG;
+	if (ic->check && XXH3_64bits(data, len) != ic->p->sum)
+		return -EBADMSG;
+	if (ic->buf)
+		memcpy(ic->buf, (const char *)data + ic->off, ic->len);
+	return 0;
+}
+
+/* Hashes a whole segment blob. 0, -EBADMSG (mismatch) or -errno. */
+static int seg_check(const struct cache_pin *p)
+{
+	size_t chunk = p->size < CACHE_HASH_CHUNK ? p->size : CACHE_HASH_CHUNK;
+	XXH3_state_t *st = XXH3_createState();
+	void *buf = malloc(chunk);
+	int ret = -ENOMEM;
+
+	if (!st || !buf)
+		goto out;
+	XXH3_64bits_reset(st);
+	ret = 0;
+	for (uint64_t pos = 0; pos < p->size && !ret; pos += chunk) {
+		size_t n = p->size - pos < chunk ? p->size - pos : chunk;
+
+		ret = blob_io(p->seg->fd, buf, n, p->off + pos, false);
+		if (!ret)
+			XXH3_64bits_update(st, buf, n);
+	}
+	if (!ret && XXH3_64bits_digest(st) != p->sum)
+		ret = -EBADMSG;
+out:
+	free(buf);
+	XXH3_freeState(st);
+	return ret;
+}
+
+/*
+ * Checks (when @check) and copies @n bytes at @off of a pinned entry.
+ * -EBADMSG or -ENODATA: the stored bytes are wrong or missing.
+ */
+static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
+		    size_t n, uint64_t off, bool check)
+{
+	int ret;
+
+	if (!p->seg) {
+		struct inline_copy ic = { p, buf, n, off, check };
+
+		return idx_read_inline(c->ix, p->k, p->k_len, inline_copy_cb,
+				       &ic);
+	}
+	if (check && buf && off == 0 && n == p->size) {
+		/* The read covers the object: hash what we copied. */
+		ret = blob_io(p->seg->fd, buf, n, p->off, false);
+		if (!ret && XXH3_64bits(buf, n) != p->sum)
+			ret = -EBADMSG;
+		return ret;
+	}
+	if (check) {
+		ret = seg_check(p);
+		if (ret)
+			return ret;
+	}
+	return buf ? blob_io(p->seg->fd, buf, n, p->off + off, false) : 0;
+}
+
+int cache_lookup(struct cache *c, const char *key, size_t key_len,
+		 const char *etag, struct cache_obj *out)
+{
+	struct cache_ent *e = NULL;
+
+	if (!etag || !cache_valid_name(key, key_len, etag))
+		return -ENODATA;
+	pthread_mutex_lock(&c->lock);
+	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
+	if (e) {
+		e->tick = ++c->tick;
+		out->size = e->size;
+		out->id = e->id;
+		c->hits++;
+	} else {
+		c->misses++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return e ? 0 : -ENODATA;
+}
+
+ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
+		   size_t len, uint64_t off)
+{
+	struct cache_pin p;
+	size_t n;
+	int ret;
+
+	ret = pin_get(c, o->id, &p, NULL, NULL);
+	if (ret)
+		return ret;
+	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
+	ret = n ? pin_read(c, &p, buf, n, off, !p.verified) : 0;
+	if (!pin_put(c, &p, !ret && n))
+		return -ENODATA; /* dropped under us: the copy may be wrong */
+	if (ret == -EBADMSG || ret == -ENODATA) {
+		cache_drop_corrupt(c, p.id,
+				   ret == -EBADMSG ? "checksum mismatch"
+						   : "blob missing or cut short");
+		return -ENODATA;
+	}
+	if (ret)
+		return ret == -ENOMEM ? ret : -EIO;
+	return (ssize_t)n;
+}
+
+/* ---- invalidate, clear, meta, stats, verify ---- */
+
+int cache_invalidate(struct cache *c, const char *key, size_t key_len,
+		     const char *etag)
+{
+	struct cache_ent *victims = NULL, *e;
+	size_t etag_len = etag ? strlen(etag) : 0;
+	int rc;
+
+	if (!cache_valid_name(key, key_len, etag))
+		return -ENODATA;
+	pthread_mutex_lock(&c->wlock);
+	pthread_mutex_lock(&c->lock);
+	while ((e = etag ? tab_find(&c->tab, key, key_len, etag, etag_len)
+			 : tab_first_version(&c->tab, key, key_len)))
+		cache_unlink_locked(c, e, &victims);
+	pthread_mutex_unlock(&c->lock);
+	if (!victims) {
+		pthread_mutex_unlock(&c->wlock);
+		return -ENODATA;
+	}
+	rc = idx_apply(c->ix, NULL, NULL, victims);
+	pthread_mutex_unlock(&c->wlock);
+	cache_finish_drop(c, victims, rc == 0);
+	return rc;
+}
+
+int cache_clear(struct cache *c)
+{
+	struct cache_ent *victims = NULL;
+	int rc;
+
+	pthread_mutex_lock(&c->wlock);
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t s = 0; s < c->tab.n_slots; s++)
+		if (c->tab.slots[s])
+			cache_unlink_locked(c, c->tab.slots[s], &victims);
+	pthread_mutex_unlock(&c->lock);
+	rc = idx_clear(c->ix);
+	pthread_mutex_unlock(&c->wlock);
+	/* New objects go to a new segment, so every old one can go. */
+	blob_seal_active(c);
+	cache_finish_drop(c, victims, rc == 0);
+	return rc;
+}
+
+int cache_meta_put(struct cache *c, const char *name, const void *blob,
+		   size_t len)
+{
+	if (!name || (!blob && len))
+		return -EINVAL;
+	return idx_meta_put(c->ix, name, blob, len);
+}
+
+int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len)
+{
+	if (!name)
+		return -EINVAL;
+	return idx_meta_get(c->ix, name, out, len);
+}
+
+void cache_get_stats(struct cache *c, struct cache_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	out->objects = c->tab.n_ents;
+	out->bytes = c->used;
+	out->capacity = c->capacity;
+	out->hits = c->hits;
+	out->misses = c->misses;
+	out->evictions = c->evictions;
+	out->corrupt = c->corrupt;
+	out->write_errors = c->write_errors;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int cache_verify(struct cache *c,
+		 void (*cb)(void *arg, const char *key, size_t key_len, bool ok),
+		 void *arg)
+{
+	uint64_t *ids;
+	size_t n = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&c->lock);
+	ids = malloc((c->tab.n_ents + 1) * sizeof(*ids));
+	for (uint32_t s = 0; ids && s < c->tab.n_slots; s++)
+		if (c->tab.slots[s])
+			ids[n++] = c->tab.slots[s]->id;
+	pthread_mutex_unlock(&c->lock);
+	if (!ids)
+		return -ENOMEM;
+
+	for (size_t i = 0; i < n; i++) {
+		struct cache_pin p;
+		size_t key_len = 0;
+		char *key = NULL;
+		int rc;
+
+		rc = pin_get(c, ids[i], &p, &key, &key_len);
+		if (rc == -ENODATA)
+			continue; /* dropped since the snapshot */
+		if (rc) {
+			ret = rc;
+			break;
+		}
+		rc = pin_read(c, &p, NULL, 0, 0, true);
+		if (!pin_put(c, &p, !rc)) {
+			free(key);
+			continue;
+		}
+		if (rc == -ENOMEM) {
+			free(key);
+			ret = rc;
+			break;
+		}
+		/* An I/O error counts as bad too: the object is refetched. */
+		if (rc)
+			cache_drop_corrupt(c, p.id,
+					   rc == -EBADMSG ? "checksum mismatch"
+							  : "unreadable");
+		if (cb)
+			cb(arg, key, key_len, !rc);
+		free(key);
+	}
+	free(ids);
+	return ret;
+}
+
+/* ---- open and close ---- */
+
+/*
+ * Creates @dir (0700) and any missing parents. Failures on parents are
+ * left for the final mkdir and open to report.
+ */
+static int cache_mkdirs(const char *dir)
+{
+	char *p = strdup(dir);
+	int ret = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		mkdir(p, 0700);
+		*s = '/';
+	}
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		ret = -errno;
+	free(p);
+	return ret;
+}
+
+/* Opens the directory, which must be ours: objects are private data. */
+static int cache_open_dir(struct cache *c, char *err, size_t err_len)
+{
+	struct stat st;
+	int ret;
+
+	ret = cache_mkdirs(c->dir);
+	if (ret) {
+		snprintf(err, err_len, "cache dir %s: cannot create: %s",
+			 c->dir, strerror(-ret));
+		return ret;
+	}
+	c->dir_fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->dir_fd < 0 || fstat(c->dir_fd, &st) < 0) {
+		ret = -errno;
+		snprintf(err, err_len, "cache dir %s: %s", c->dir,
+			 strerror(-ret));
+		return ret;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, err_len,
+			 "cache dir %s belongs to uid %u, not to this user "
+			 "(uid %u): choose another cache_dir",
+			 c->dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Every segment keeps an fd open (capacity / 256 MiB of them, and more
+ * while emptied segments wait for their last object), which passes the
+ * usual soft limit of 1,024 from about 200 GB. Raise the soft limit
+ * toward the hard one, as systemd asks of programs that need more.
+ */
+static void cache_raise_fd_limit(const struct cache *c)
+{
+	uint64_t want = c->capacity_cfg / CACHE_SEG_BYTES * 2 +
+			CACHE_FD_HEADROOM;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
+			      ? want
+			      : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warn("cache: %s: the open-file limit (%llu) may be too "
+			 "low for %llu bytes of segments; raise ulimit -n",
+			 c->dir, (unsigned long long)rl.rlim_cur,
+			 (unsigned long long)c->capacity_cfg);
+}
+
+/* One daemon per directory: flock on DIR/lock, released by close/exit. */
+static int cache_lock_dir(struct cache *c, char *err, size_t err_len)
+{
+	int ret;
+
+	c->lock_fd = openat(c->dir_fd, "lock",
+			    O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (c->lock_fd < 0) {
+		ret = -errno;
+		snprintf(err, err_len, "cache dir %s: lock file: %s", c->dir,
+			 strerror(-ret));
+		return ret;
+	}
+	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		snprintf(err, err_len,
+			 ret == -EBUSY ? "cache dir %s is in use by another "
+					 "hintfs (%s/lock is held)"
+				       : "cache dir %s: cannot lock %s/lock",
+			 c->dir, c->dir);
+		return ret;
+	}
+	return 0;
+}
+
+/* What the load of the index needs: the segments found, by id. */
+struct cache_loader {
+	struct cache *c;
+	struct blob_seg **segs;
+	size_t n_segs;
+};
+
+/* One index record at open: keep it (0), drop it (1), or fail (< 0). */
+static int cache_load_rec(void *arg, const struct idx_rec *r)
+{
+	struct cache_loader *ld = arg;
+	struct cache *c = ld->c;
+	struct blob_seg *s = NULL;
+	struct cache_ent *e;
+
+	if (!r->is_inline) {
+		s = blob_find(ld->segs, ld->n_segs, r->seg);
+		/* Bytes are written before their record: a missing or cut
+		 * file means the bytes are gone. */
+		if (!s || r->off % CACHE_ALIGN || r->off > s->file_bytes ||
+		    r->size > s->file_bytes - r->off)
+			return 1;
+	}
+	if (tab_find(&c->tab, r->key, r->key_len, r->etag, r->etag_len))
+		return 1;
+	e = cache_ent_new(r->key, r->key_len, r->etag, r->etag_len);
+	if (!e || tab_reserve(&c->tab)) {
+		free(e);
+		return -ENOMEM;
+	}
+	e->seg = s;
+	e->size = r->size;
+	e->off = r->off;
+	e->sum = r->sum;
+	/* LRU across restarts: older inserts go first. */
+	e->tick = r->time_s;
+	if (c->tick < r->time_s)
+		c->tick = r->time_s;
+	tab_insert(&c->tab, e);
+	c->used += r->size;
+	if (s)
+		s->live_bytes += r->size;
+	return 0;
+}
+
+/* Forgets a partial load, to start over with an empty index. */
+static int cache_unload(struct cache *c)
+{
+	tab_fini(&c->tab);
+	for (struct blob_seg *s = c->segs; s; s = s->next)
+		s->live_bytes = 0;
+	c->used = 0;
+	c->tick = 0;
+	return tab_init(&c->tab);
+}
+
+/*
+ * Opens the index and loads it, against the segments on disk. A damaged
+ * index is a cache miss for everything, not a failed mount: it is
+ * removed and started afresh (its segments are then unreferenced and
+ * removed by blob_reap()).
+ */
+static int cache_load(struct cache *c, char *err, size_t err_len)
+{
+	struct cache_loader ld = { .c = c };
+	uint64_t map = CACHE_MAP_MAX;
+	size_t dropped = 0;
+	char *path;
+	int ret;
+
+	ret = blob_scan(c, &ld.segs, &ld.n_segs);
+	if (ret) {
+		snprintf(err, err_len,
+			 "cache dir %s: cannot open its segment files: %s%s",
+			 c->dir, strerror(-ret),
+			 ret == -EMFILE ? " (raise ulimit -n)" : "");
+		return ret;
+	}
+	if (c->capacity_cfg < (CACHE_MAP_MAX - CACHE_MAP_EXTRA) / 2)
+		map = c->capacity_cfg * 2 + CACHE_MAP_EXTRA;
+	if (asprintf(&path, "%s/index.mdb", c->dir) < 0) {
+		free(ld.segs);
+		return -ENOMEM;
+	}
+	for (int attempt = 0;; attempt++) {
+		ret = idx_open(path, map, &c->ix, err, err_len);
+		if (!ret) {
+			ret = idx_load(c->ix, cache_load_rec, &ld, &dropped);
+			if (ret) {
+				idx_close(c->ix);
+				c->ix = NULL;
+				snprintf(err, err_len, "cache index %s: %s",
+					 path, strerror(-ret));
+				if (cache_unload(c))
+					ret = -ENOMEM;
+			}
+		}
+		if (ret != -EUCLEAN || attempt)
+			break;
+		log_warn("cache: index %s is damaged; starting with an empty "
+			 "cache",
+			 path);
+		unlinkat(c->dir_fd, "index.mdb", 0);
+		unlinkat(c->dir_fd, "index.mdb-lock", 0);
+	}
+	if (!ret && dropped)
+		log_info("cache: %s: dropped %zu objects whose bytes were "
+			 "missing or unreadable",
+			 c->dir, dropped);
+	free(ld.segs);
+	free(path);
+	return ret;
+}
+
+/* Frees @c, open or half-open. */
+static void cache_free(struct cache *c)
+{
+	struct cache_ent *e, *next;
+
+	blob_close_all(c);
+	idx_close(c->ix);
+	tab_fini(&c->tab);
+	free(c->evq);
+	for (e = c->graveyard; e; e = next) {
+		next = e->hnext;
+		free(e);
+	}
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
+	if (c->dir_fd >= 0)
+		close(c->dir_fd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->seg_lock);
+	pthread_mutex_destroy(&c->wlock);
+	pthread_mutex_destroy(&c->evict_lock);
+	free(c->dir);
+	free(c);
+}
+
+int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
+	       size_t err_len)
+{
+	struct cache *c;
+	int ret;
+
+	*out = NULL;
+	if (err_len)
+		err[0] = '\0';
+	if (!cfg || !cfg->dir || !cfg->dir[0] || !cfg->capacity) {
+		snprintf(err, err_len,
+			 "cache: a directory and a capacity above 0 are needed");
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->dir_fd = -1;
+	c->lock_fd = -1;
+	c->capacity_cfg = cfg->capacity;
+	c->capacity = cfg->capacity;
+	c->inline_max = cfg->inline_max ? cfg->inline_max
+					: CACHE_INLINE_DEFAULT;
+	c->next_use = cfg->next_use;
+	c->next_use_arg = cfg->next_use_arg;
+	pthread_mutex_init(&c->evict_lock, NULL);
+	pthread_mutex_init(&c->wlock, NULL);
+	pthread_mutex_init(&c->seg_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	c->dir = strdup(cfg->dir);
+	ret = c->dir ? tab_init(&c->tab) : -ENOMEM;
+	if (ret)
+		goto fail;
+	ret = cache_open_dir(c, err, err_len);
+	if (!ret)
+		ret = cache_lock_dir(c, err, err_len);
+	if (!ret) {
+		cache_raise_fd_limit(c);
+		ret = cache_load(c, err, err_len);
+	}
+	if (ret)
+		goto fail;
+	blob_reap(c);
+
+	pthread_mutex_lock(&open_lock);
+	open_count++;
+	pthread_mutex_unlock(&open_lock);
+	*out = c;
+	return 0;
+
+fail:
+	if (ret == -ENOMEM && err_len && !err[0])
+		snprintf(err, err_len, "cache: out of memory");
+	cache_free(c);
+	return ret;
+}
+
+void cache_close(struct cache *c)
+{
+	unsigned puts;
+	int rc;
+
+	if (!c)
+		return;
+	puts = atomic_load(&c->n_puts);
+	if (puts)
+		log_warn("cache: %s closed with %u puts unfinished", c->dir,
+			 puts);
+	/* Segments first, then the index that points into them. */
+	blob_close_all(c);
+	rc = c->ix ? idx_sync(c->ix) : 0;
+	if (rc)
+		log_warn("cache: %s: cannot sync the index: %s", c->dir,
+			 strerror(-rc));
+	cache_free(c);
+
+	pthread_mutex_lock(&open_lock);
+	if (--open_count == 0)
+		blob_rings_release();
+	pthread_mutex_unlock(&open_lock);
+}

@@ -1,0 +1,181 @@
+/**
+ * cache/cache.h - the local side of hintfs: a persistent object cache
+ * (public header of cache).
+ *
+ * One cache lives in one directory: an LMDB environment (the index, and
+ * small objects inline) plus append-only segment files for larger objects,
+ * written and read with io_uring. It survives restarts and kill -9: an
+ * object is visible only once its bytes are written and its index entry
+ * committed, and every blob carries an xxh3-64 checksum verified the first
+ * time it is read after the cache is opened; a blob that fails is dropped
+ * (and reported as a miss), never served.
+ *
+ * Objects are identified by their S3 key and ETag: a lookup with another
+ * ETag is a miss, so a changed object is never served from a stale entry.
+ *
+ * Writing an object is a three-step transaction so that large objects can
+ * arrive as parallel ranges, and readers can read ranges that have already
+ * arrived before the whole object is committed:
+ *     cache_put_begin -> cache_put_write (any order, any thread) ->
+ *     cache_put_commit or cache_put_abort.
+ *
+ * Eviction: when an insert would pass the capacity, the cache evicts the
+ * entries whose next use is furthest away, as told by the caller's
+ * next-use callback (Belady), then the least recently used among those no
+ * hint mentions. An object whose own next use is further than everything
+ * cached is not admitted (cache_put_begin returns -ENOSPC).
+ *
+ * Threads: every function may be called from any thread, except where
+ * noted. Errors are 0 or -errno; a miss is -ENODATA.
+ */
+#ifndef HINTFS_CACHE_CACHE_H
+#define HINTFS_CACHE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/** Next use of an object that no hint mentions. */
+#define CACHE_NEVER UINT64_MAX
+
+/**
+ * Tells how far away (in hinted reads; smaller = sooner) the next use of
+ * the object @key (@key_len bytes) is, or CACHE_NEVER. Called during
+ * eviction, from the thread that inserts, with no cache lock held that the
+ * callback could need. Must be thread-safe and must not call the cache.
+ */
+typedef uint64_t (*cache_next_use_cb)(void *arg, const char *key,
+				      size_t key_len);
+
+struct cache_config {
+	const char *dir;        /**< created 0700 if missing; must be owned by
+				     the caller's uid (else -EPERM) */
+	uint64_t capacity;      /**< bytes of object data to keep, > 0 */
+	size_t inline_max;      /**< objects up to this size go inline in
+				     LMDB; 0 = the default (16 KiB) */
+	cache_next_use_cb next_use; /**< may be NULL: LRU only */
+	void *next_use_arg;
+};
+
+struct cache;
+
+/**
+ * Opens (creating if needed) the cache in cfg->dir. A lock file makes a
+ * second open of the same directory (another daemon) fail with -EBUSY.
+ * On failure writes one line for the user into @err (@err_len bytes).
+ */
+int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
+	       size_t err_len);
+
+/** Flushes and closes @c after every other call has returned. Accepts NULL. */
+void cache_close(struct cache *c);
+
+/** A cached object found by cache_lookup(). Plain data; no release needed. */
+struct cache_obj {
+	uint64_t size;
+	uint64_t id;   /**< the entry's identity for cache_read() */
+};
+
+/**
+ * Looks up @key + @etag. Returns 0 and fills @out on a hit (and counts the
+ * access for LRU), -ENODATA on a miss (absent, other ETag, or dropped as
+ * corrupt).
+ */
+int cache_lookup(struct cache *c, const char *key, size_t key_len,
+		 const char *etag, struct cache_obj *out);
+
+/**
+ * Reads up to @len bytes at @off of the object found as @o into @buf.
+ * Returns the bytes read (short only at the end of the object), -ENODATA
+ * when the entry was evicted or found corrupt since the lookup (the caller
+ * fetches it again), or -EIO.
+ */
+ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
+		   size_t len, uint64_t off);
+
+/** An object being written. */
+struct cache_put;
+
+/**
+ * Starts writing object @key + @etag of @size bytes, reserving space
+ * (evicting as needed). @next_use is the object's own next use, so that it
+ * is not admitted when everything cached is needed sooner (-ENOSPC).
+ * Returns -EEXIST when the object is already cached, -ENOSPC when it
+ * cannot be admitted (larger than the capacity, or the disk is full),
+ * -EIO. Stores the handle in *@out.
+ */
+int cache_put_begin(struct cache *c, const char *key, size_t key_len,
+		    const char *etag, uint64_t size, uint64_t next_use,
+		    struct cache_put **out);
+
+/**
+ * Writes @len bytes at @off of the object. Parts may come in any order and
+ * from several threads at once, but must not overlap. Returns 0, -EINVAL
+ * (outside the object), -ENOSPC (disk full) or -EIO.
+ */
+int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
+		    size_t len);
+
+/**
+ * Reads @len bytes at @off of an object still being written, for readers
+ * that wait on a part that has arrived. The caller guarantees that the
+ * range was written. Returns the bytes read or -EIO.
+ */
+ssize_t cache_put_read(struct cache_put *p, void *buf, size_t len,
+		       uint64_t off);
+
+/**
+ * Commits the object: after this returns 0, lookups find it, including
+ * after a restart. Frees @p in every case. -EIO when the index could not
+ * be written (the object is then not cached).
+ */
+int cache_put_commit(struct cache_put *p);
+
+/** Drops a write that will not complete. Frees @p. Accepts NULL. */
+void cache_put_abort(struct cache_put *p);
+
+/** Drops @key + @etag (any ETag when @etag is NULL). -ENODATA if absent. */
+int cache_invalidate(struct cache *c, const char *key, size_t key_len,
+		     const char *etag);
+
+/** Drops every object. */
+int cache_clear(struct cache *c);
+
+/**
+ * Saves @len bytes of @blob under the name @name (a listing snapshot,
+ * counters). Replaces an earlier one. Not counted against the capacity.
+ */
+int cache_meta_put(struct cache *c, const char *name, const void *blob,
+		   size_t len);
+
+/**
+ * Loads the blob saved under @name into a malloc'd buffer (*@out, owned by
+ * the caller; length in *@len). -ENODATA when none is saved.
+ */
+int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len);
+
+struct cache_stats {
+	uint64_t objects;       /**< committed objects */
+	uint64_t bytes;         /**< their bytes */
+	uint64_t capacity;
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t evictions;
+	uint64_t corrupt;       /**< blobs dropped for a bad checksum */
+	uint64_t write_errors;  /**< puts that failed (disk full, I/O) */
+};
+
+/** A snapshot of the counters. */
+void cache_get_stats(struct cache *c, struct cache_stats *out);
+
+/**
+ * Walks every committed object, verifying its checksum (hintfs-ctl
+ * verify). Calls @cb for each with its key and whether it is intact; bad
+ * ones are dropped. Returns 0 or -errno.
+ */
+int cache_verify(struct cache *c,
+		 void (*cb)(void *arg, const char *key, size_t key_len, bool ok),
+		 void *arg);
+
+#endif /* HINTFS_CACHE_CACHE_H */

@@ -1,0 +1,247 @@
+/*
+ * cache/cache_internal.h - what the files of cache/ share (private to it).
+ *
+ *   cache.c   open/close, lookup and read, invalidate, clear, meta, stats,
+ *             verify; dropping entries (memory, then index, then blocks)
+ *   put.c     the put transaction: begin, write, read, commit, abort
+ *   table.c   the in-memory table of committed entries (hash and slots)
+ *   idx.c     the LMDB index: the only file that calls LMDB
+ *   blob.c    segment files and the per-thread io_uring that moves bytes
+ *   evict.c   making room: Belady by next use, then LRU
+ *
+ * Locks, always taken in this order (any may be skipped):
+ *   evict_lock -> wlock -> seg_lock -> lock
+ * - evict_lock: one eviction at a time, and the victim queue; held
+ *   across next-use callbacks, so nothing a reader does may need it.
+ * - wlock: every change to the set of committed objects. Under it, the
+ *   change is made in memory, then in one LMDB write transaction, so that
+ *   memory and LMDB agree whenever wlock is free. LMDB has one writer at a
+ *   time anyway, so this costs no parallelism.
+ * - seg_lock: the active segment and its tail, and creating segment files.
+ * - lock: the entry table, segment accounting, the byte counters and the
+ *   stats. Held only for memory work, never across disk I/O or a callback.
+ */
+#ifndef HINTFS_CACHE_INTERNAL_H
+#define HINTFS_CACHE_INTERNAL_H
+
+#include "cache/cache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* S3 allows 1,024 bytes; 4 KiB leaves room for other stores and still
+ * fits the 16-bit length in an entry. */
+#define CACHE_KEY_MAX 4096
+/* S3 ETags are 34 bytes, multipart ones ~40; 255 is an 8-bit length. */
+#define CACHE_ETAG_MAX 255
+/* 16 KiB: small objects cost one LMDB overflow run instead of a segment
+ * extent padded to 4 KiB, and are served straight from the mmap. */
+#define CACHE_INLINE_DEFAULT (16u << 10)
+/* 256 MiB: a 1 TB cache is ~4,000 files, and a segment empties (and is
+ * unlinked) after a few percent of churn rather than never. */
+#define CACHE_SEG_BYTES (256ull << 20)
+/* Punching frees whole blocks only: extents start on 4 KiB so that an
+ * evicted object gives back every block it used. */
+#define CACHE_ALIGN 4096ull
+/* Longest LMDB key we build: LMDB's default MDB_MAXKEYSIZE is 511. */
+#define IDX_KEY_MAX 511
+
+struct idx;
+
+/* An entry as an eviction scan saw it (evict.c). */
+struct evict_cand {
+	const struct cache_ent *e; /* during the scan only: its name */
+	uint64_t id;               /* to find it again under the lock */
+	uint64_t tick;             /* LRU order among equal next uses */
+	uint64_t next_use;         /* what the callback said then */
+};
+
+/*
+ * One committed object in memory. Immutable after insertion except where
+ * noted; freed only through cache_ent_retire().
+ */
+struct cache_ent {
+	struct cache_ent *hnext; /* hash chain; once removed, the list of
+				    entries being dropped */
+	struct blob_seg *seg;    /* its segment, or NULL when inline */
+	uint64_t id;             /* (sequence << 32) | slot: cache_obj.id */
+	uint64_t size;           /* object bytes */
+	uint64_t off;            /* extent start in seg (0 when inline) */
+	uint64_t sum;            /* xxh3-64 of the object */
+	uint64_t khash;          /* xxh3-64 of the key alone: every version
+				    of a key shares a chain */
+	uint64_t tick;           /* last lookup, for LRU (under lock) */
+	uint16_t key_len;        /* bytes of key in name[] */
+	uint8_t etag_len;        /* bytes of etag in name[] */
+	bool verified;           /* checksum checked this session (lock) */
+	bool punch;              /* being dropped: punch its extent */
+	char name[];             /* key, '\0', etag, '\0' */
+};
+
+/* The entry table: lookup by key and ETag, and by id. Under c->lock. */
+struct tab {
+	struct cache_ent **buckets; /* chains by khash; power-of-two count */
+	size_t n_buckets;
+	size_t n_ents;              /* entries in the table */
+	struct cache_ent **slots;   /* slot -> entry or NULL */
+	uint32_t n_slots;           /* slots ever used (high water) */
+	uint32_t cap_slots;         /* allocated slots and free_slots */
+	uint32_t *free_slots;       /* stack of NULL slots below n_slots */
+	uint32_t n_free;
+	uint32_t seq;               /* last id sequence handed out */
+};
+
+/* One segment file, seg-XXXXXXXX.dat (id in hex). */
+struct blob_seg {
+	struct blob_seg *next; /* c->segs (under lock); once removed, the
+				  list of segments to destroy */
+	uint32_t id;
+	int fd;
+	uint64_t tail;         /* next free offset (active segment only;
+				  under seg_lock) */
+	uint64_t file_bytes;   /* size found at open, to check extents */
+	uint64_t live_bytes;   /* committed extents plus reservations, i.e.
+				  bytes that must stay readable (lock) */
+	uint32_t refs;         /* readers and droppers using fd (lock) */
+	bool sealed;           /* never appended to again (lock) */
+	bool fresh;            /* created this session: fdatasync at close */
+};
+
+struct cache {
+	char *dir;
+	int dir_fd;                 /* segments are opened relative to it */
+	int lock_fd;                /* holds the flock while open */
+	struct idx *ix;
+	uint64_t capacity_cfg;      /* as configured */
+	size_t inline_max;
+	cache_next_use_cb next_use;
+	void *next_use_arg;
+
+	pthread_mutex_t evict_lock;
+	pthread_mutex_t wlock;
+	pthread_mutex_t seg_lock;
+	pthread_mutex_t lock;
+
+	/* under evict_lock */
+	struct evict_cand *evq;     /* last scan's entries, best victim first */
+	size_t evq_n;
+	size_t evq_pos;             /* next candidate to consider */
+	uint64_t evq_budget;        /* bytes it may still evict: then rescan */
+
+	/* under seg_lock */
+	struct blob_seg *active;    /* segment taking small extents, or NULL */
+	uint32_t next_seg_id;
+
+	/* under lock */
+	struct tab tab;
+	struct blob_seg *segs;      /* every open segment */
+	uint64_t used;              /* bytes of committed objects */
+	uint64_t reserved;          /* bytes of puts in progress */
+	uint64_t capacity;          /* effective: lowered when the disk fills */
+	uint64_t tick;              /* LRU clock */
+	bool scanning;              /* an eviction scan reads entry names
+				       without the lock: retire to graveyard */
+	struct cache_ent *graveyard;/* entries retired during a scan */
+	bool disk_full;             /* ENOSPC seen; its warning logged */
+	bool io_warned;             /* other write error seen and logged */
+	uint64_t hits, misses, evictions, corrupt, write_errors;
+	atomic_uint n_puts;         /* puts begun and not yet finished */
+};
+
+/* An object being written (the cache_put of cache.h). */
+struct cache_put {
+	struct cache *c;
+	struct blob_seg *seg;  /* NULL when inline */
+	uint64_t off;          /* extent start in seg */
+	uint64_t size;
+	unsigned char *buf;    /* inline: the bytes until commit */
+	pthread_mutex_t lock;  /* guards the fields below */
+	void *hstate;          /* XXH3 state over bytes [0, hashed) */
+	uint64_t hashed;       /* prefix hashed as parts arrived in order */
+	uint64_t written;      /* bytes written; parts never overlap, so
+				  written == size means complete */
+	int err;               /* first write error, sticky */
+	uint16_t key_len;
+	uint8_t etag_len;
+	char name[];           /* key, '\0', etag, '\0' */
+};
+
+/* ---- table.c ---- */
+int tab_init(struct tab *t);
+void tab_fini(struct tab *t);
+struct cache_ent *cache_ent_new(const char *key, size_t key_len,
+				const char *etag, size_t etag_len);
+uint64_t tab_hash_key(const char *key, size_t key_len);
+struct cache_ent *tab_find(const struct tab *t, const char *key,
+			   size_t key_len, const char *etag, size_t etag_len);
+struct cache_ent *tab_first_version(const struct tab *t, const char *key,
+				    size_t key_len);
+struct cache_ent *tab_by_id(const struct tab *t, uint64_t id);
+int tab_reserve(struct tab *t);
+void tab_insert(struct tab *t, struct cache_ent *e);
+void tab_remove(struct tab *t, struct cache_ent *e);
+
+/* ---- cache.c: dropping entries ---- */
+void cache_unlink_locked(struct cache *c, struct cache_ent *e,
+			 struct cache_ent **victims);
+void cache_finish_drop(struct cache *c, struct cache_ent *victims,
+		       bool punch);
+void cache_note_write_error(struct cache *c, int err);
+
+/* ---- idx.c ---- */
+struct idx_rec {
+	const char *key;
+	size_t key_len;
+	const char *etag;
+	size_t etag_len;
+	bool is_inline;
+	uint32_t seg;
+	uint64_t size, off, sum;
+	uint64_t time_s;  /* insert time, unix seconds */
+};
+
+/* 0 keeps the record, 1 drops it (deleted from LMDB), < 0 stops. */
+typedef int (*idx_load_cb)(void *arg, const struct idx_rec *r);
+/* Sees inline data inside the read transaction; returns the result. */
+typedef int (*idx_inline_cb)(void *arg, const void *data, size_t len);
+
+int idx_errno(int mdb_rc);
+int idx_open(const char *path, uint64_t map_bytes, struct idx **out,
+	     char *err, size_t err_len);
+void idx_close(struct idx *ix);
+int idx_sync(struct idx *ix);
+size_t idx_key(const char *key, size_t key_len, const char *etag,
+	       size_t etag_len, unsigned char *buf);
+int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped);
+int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
+	      const struct cache_ent *dels);
+int idx_clear(struct idx *ix);
+int idx_read_inline(struct idx *ix, const unsigned char *k, size_t k_len,
+		    idx_inline_cb cb, void *arg);
+int idx_meta_put(struct idx *ix, const char *name, const void *blob,
+		 size_t len);
+int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len);
+
+/* ---- blob.c ---- */
+int blob_io(int fd, void *buf, size_t len, uint64_t off, bool write);
+int blob_scan(struct cache *c, struct blob_seg ***sorted, size_t *n_sorted);
+struct blob_seg *blob_find(struct blob_seg **sorted, size_t n, uint32_t id);
+int blob_reserve(struct cache *c, uint64_t size, struct blob_seg **seg,
+		 uint64_t *off);
+void blob_seal_active(struct cache *c);
+void blob_punch(struct blob_seg *s, uint64_t off, uint64_t size);
+bool blob_seg_unref_locked(struct cache *c, struct blob_seg *s);
+void blob_seg_destroy(struct cache *c, struct blob_seg *s);
+void blob_reap(struct cache *c);
+void blob_close_all(struct cache *c);
+void blob_rings_release(void);
+
+/* ---- evict.c ---- */
+int evict_reserve(struct cache *c, uint64_t size, uint64_t next_use);
+void evict_unreserve(struct cache *c, uint64_t size);
+void cache_ent_retire(struct cache *c, struct cache_ent *e);
+
+#endif /* HINTFS_CACHE_INTERNAL_H */

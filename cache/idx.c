@@ -1,0 +1,499 @@
+/*
+ * cache/idx.c - the LMDB index of the cache: the only code that calls LMDB.
+ *
+ * Owns the environment DIR/index.mdb and its three databases:
+ *   objects  LMDB key -> record (below): where an object's bytes are
+ *   inline   LMDB key -> the bytes of an object stored inline
+ *   meta     name -> blob (listing snapshot, counters)
+ * and the one function that turns LMDB's codes into errno, idx_errno().
+ *
+ * LMDB key of an object: S3 key, '\0', ETag. LMDB keys are at most 511
+ * bytes and S3 keys up to 1,024, so a longer one (or one that starts with
+ * byte 0xff, which UTF-8 never does) is stored as 0xff, the 16-byte
+ * XXH3-128 of the S3 key, '\0', ETag; the S3 key itself then follows the
+ * record. Either way all versions of a key share a prefix, and an ETag
+ * never contains '\0', so the last '\0' separates key from ETag.
+ *
+ * Record, version 1, little-endian, 40 bytes (+ the key when long):
+ *   0 u8 version   1 u8 flags (1 inline, 2 long key)   2 u16 zero
+ *   4 u32 segment id   8 u64 size   16 u64 offset   24 u64 xxh3-64
+ *   32 u64 insert time (unix s)   40 the S3 key when flag 2
+ *
+ * Invariant: an object's record and its inline bytes are written and
+ * deleted in the same write transaction, so neither outlives the other.
+ *
+ * The environment runs with MDB_NOSYNC: a commit reaches the page cache,
+ * which survives kill -9 of the daemon; on a power loss LMDB (without
+ * WRITEMAP) keeps its integrity and loses only the last transactions,
+ * and the blob checksums catch any segment bytes that never reached the
+ * disk. cache_close() syncs.
+ */
+#include "cache/cache_internal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+/* A FUSE read takes a reader slot only for the copy of an inline blob:
+ * 512 covers every FUSE and engine thread with room. */
+#define IDX_MAX_READERS 512
+#define IDX_REC_VERSION 1
+#define IDX_REC_BYTES 40
+#define IDX_F_INLINE 1u
+#define IDX_F_LONGKEY 2u
+/* 0xff never starts a UTF-8 string: it marks a hashed (long) key. */
+#define IDX_LONG_MARK 0xff
+#define IDX_LONG_PREFIX (1 + 16)
+
+struct idx {
+	MDB_env *env;
+	MDB_dbi objects; /* LMDB key -> record */
+	MDB_dbi inl;     /* LMDB key -> inline bytes */
+	MDB_dbi meta;    /* name -> blob */
+};
+
+int idx_errno(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENODATA;
+	case MDB_KEYEXIST:
+		return -EEXIST;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+		return -ENOSPC;
+	case MDB_READERS_FULL:
+	case MDB_MAP_RESIZED:
+		return -EAGAIN;
+	case MDB_BAD_VALSIZE:
+		return -ENAMETOOLONG;
+	case MDB_INVALID:
+	case MDB_VERSION_MISMATCH:
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+		/* The file is damaged or not ours: cache_open() starts over. */
+		return -EUCLEAN;
+	default:
+		/* LMDB passes system errors through as positive errno. */
+		return rc > 0 ? -rc : -EIO;
+	}
+}
+
+size_t idx_key(const char *key, size_t key_len, const char *etag,
+	       size_t etag_len, unsigned char *buf)
+{
+	size_t n;
+
+	if (key_len + 1 + etag_len <= IDX_KEY_MAX && key_len &&
+	    (unsigned char)key[0] != IDX_LONG_MARK) {
+		memcpy(buf, key, key_len);
+		n = key_len;
+	} else {
+		XXH128_canonical_t h;
+
+		XXH128_canonicalFromHash(&h, XXH3_128bits(key, key_len));
+		buf[0] = IDX_LONG_MARK;
+		memcpy(buf + 1, h.digest, sizeof(h.digest));
+		n = IDX_LONG_PREFIX;
+	}
+	buf[n++] = '\0';
+	memcpy(buf + n, etag, etag_len); /* etag_len <= CACHE_ETAG_MAX */
+	return n + etag_len;
+}
+
+static bool idx_key_is_long(size_t key_len, size_t etag_len, const char *key)
+{
+	return key_len + 1 + etag_len > IDX_KEY_MAX || !key_len ||
+	       (unsigned char)key[0] == IDX_LONG_MARK;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+/* Parses one objects entry; false when it is not a record we wrote. */
+static bool idx_decode(const MDB_val *k, const MDB_val *v, struct idx_rec *r)
+{
+	const unsigned char *kb = k->mv_data, *vb = v->mv_data, *sep;
+	unsigned flags;
+
+	if (v->mv_size < IDX_REC_BYTES || vb[0] != IDX_REC_VERSION)
+		return false;
+	flags = vb[1];
+	if (flags & ~(IDX_F_INLINE | IDX_F_LONGKEY))
+		return false;
+	sep = memrchr(kb, '\0', k->mv_size);
+	if (!sep)
+		return false;
+	r->etag = (const char *)sep + 1;
+	r->etag_len = k->mv_size - (size_t)(sep + 1 - kb);
+	if (flags & IDX_F_LONGKEY) {
+		if (sep - kb != IDX_LONG_PREFIX || kb[0] != IDX_LONG_MARK)
+			return false;
+		r->key = (const char *)vb + IDX_REC_BYTES;
+		r->key_len = v->mv_size - IDX_REC_BYTES;
+	} else {
+		if (v->mv_size != IDX_REC_BYTES)
+			return false;
+		r->key = (const char *)kb;
+		r->key_len = (size_t)(sep - kb);
+	}
+	if (r->etag_len > CACHE_ETAG_MAX || r->key_len > CACHE_KEY_MAX ||
+	    idx_key_is_long(r->key_len, r->etag_len, r->key) !=
+		    !!(flags & IDX_F_LONGKEY))
+		return false;
+	r->is_inline = flags & IDX_F_INLINE;
+	r->seg = get_le32(vb + 4);
+	r->size = get_le64(vb + 8);
+	r->off = get_le64(vb + 16);
+	r->sum = get_le64(vb + 24);
+	r->time_s = get_le64(vb + 32);
+	return true;
+}
+
+/* Encodes @r into @buf (IDX_REC_BYTES + key bytes); returns the length. */
+static size_t idx_encode(const struct idx_rec *r, bool long_key,
+			 unsigned char *buf)
+{
+	memset(buf, 0, IDX_REC_BYTES);
+	buf[0] = IDX_REC_VERSION;
+	buf[1] = (r->is_inline ? IDX_F_INLINE : 0) |
+		 (long_key ? IDX_F_LONGKEY : 0);
+	put_le32(buf + 4, r->seg);
+	put_le64(buf + 8, r->size);
+	put_le64(buf + 16, r->off);
+	put_le64(buf + 24, r->sum);
+	put_le64(buf + 32, r->time_s);
+	if (!long_key)
+		return IDX_REC_BYTES;
+	memcpy(buf + IDX_REC_BYTES, r->key, r->key_len);
+	return IDX_REC_BYTES + r->key_len;
+}
+
+int idx_open(const char *path, uint64_t map_bytes, struct idx **out,
+	     char *err, size_t err_len)
+{
+	struct idx *ix;
+	MDB_txn *txn = NULL;
+	int rc, dead;
+
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return -ENOMEM;
+	rc = mdb_env_create(&ix->env);
+	if (rc)
+		goto fail;
+	rc = mdb_env_set_maxdbs(ix->env, 3);
+	if (!rc)
+		rc = mdb_env_set_mapsize(ix->env, map_bytes);
+	if (!rc)
+		rc = mdb_env_set_maxreaders(ix->env, IDX_MAX_READERS);
+	if (rc)
+		goto fail_env;
+	/*
+	 * NOTLS: FUSE threads begin and end a read txn within one call, and
+	 * the slot belongs to the txn rather than to the thread.
+	 * NOSYNC (see the top of the file). NORDAHEAD: inline reads are
+	 * small and random; readahead would only evict useful pages.
+	 */
+	rc = mdb_env_open(ix->env, path,
+			  MDB_NOSUBDIR | MDB_NOTLS | MDB_NOSYNC |
+				  MDB_NOMETASYNC | MDB_NORDAHEAD,
+			  0600);
+	if (rc)
+		goto fail_env;
+	/* A killed daemon leaves its reader slots behind; free them. */
+	mdb_reader_check(ix->env, &dead);
+
+	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "objects", MDB_CREATE, &ix->objects);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "inline", MDB_CREATE, &ix->inl);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &ix->meta);
+	if (rc) {
+		mdb_txn_abort(txn);
+		goto fail_env;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto fail_env;
+	*out = ix;
+	return 0;
+
+fail_env:
+	mdb_env_close(ix->env);
+fail:
+	snprintf(err, err_len, "cache index %s: %s", path, mdb_strerror(rc));
+	free(ix);
+	return idx_errno(rc);
+}
+
+void idx_close(struct idx *ix)
+{
+	if (!ix)
+		return;
+	mdb_env_close(ix->env);
+	free(ix);
+}
+
+int idx_sync(struct idx *ix)
+{
+	return idx_errno(mdb_env_sync(ix->env, 1));
+}
+
+/* Deletes @k from objects and inline; a missing inline value is normal. */
+static int idx_del_key(struct idx *ix, MDB_txn *txn, MDB_val *k)
+{
+	int rc = mdb_del(txn, ix->objects, k, NULL);
+
+	if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	rc = mdb_del(txn, ix->inl, k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* A growing array of LMDB keys to delete after a read-only scan. */
+struct idx_drop_key {
+	size_t len;
+	unsigned char b[IDX_KEY_MAX];
+};
+
+struct idx_drops {
+	struct idx_drop_key *keys;
+	size_t n, cap;
+};
+
+static int idx_drops_add(struct idx_drops *d, const MDB_val *k)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		void *p = realloc(d->keys, cap * sizeof(*d->keys));
+
+		if (!p)
+			return -ENOMEM;
+		d->keys = p;
+		d->cap = cap;
+	}
+	d->keys[d->n].len = k->mv_size;
+	memcpy(d->keys[d->n].b, k->mv_data, k->mv_size);
+	d->n++;
+	return 0;
+}
+
+int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped)
+{
+	struct idx_drops drops = { 0 };
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, ret = 0;
+
+	*dropped = 0;
+	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_cursor_open(txn, ix->objects, &cur);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return idx_errno(rc);
+	}
+	while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+		struct idx_rec r;
+		int keep;
+
+		if (k.mv_size > IDX_KEY_MAX)
+			continue; /* not with LMDB's 511-byte limit */
+		/* A record we cannot parse is dropped like a bad one. */
+		keep = idx_decode(&k, &v, &r) ? cb(arg, &r) : 1;
+
+		if (keep < 0) {
+			ret = keep;
+			break;
+		}
+		if (keep) {
+			ret = idx_drops_add(&drops, &k);
+			if (ret)
+				break;
+		}
+	}
+	if (rc && rc != MDB_NOTFOUND)
+		ret = idx_errno(rc);
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+
+	if (!ret && drops.n) {
+		rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
+		for (size_t i = 0; !rc && i < drops.n; i++) {
+			k.mv_size = drops.keys[i].len;
+			k.mv_data = drops.keys[i].b;
+			rc = idx_del_key(ix, txn, &k);
+		}
+		if (rc)
+			mdb_txn_abort(txn);
+		else
+			rc = mdb_txn_commit(txn);
+		ret = idx_errno(rc);
+		*dropped = drops.n;
+	}
+	free(drops.keys);
+	return ret;
+}
+
+int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
+	      const struct cache_ent *dels)
+{
+	unsigned char kb[IDX_KEY_MAX];
+	MDB_txn *txn;
+	MDB_val k, v;
+	int rc;
+
+	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
+	if (rc)
+		return idx_errno(rc);
+	for (; dels && !rc; dels = dels->hnext) {
+		k.mv_data = kb;
+		k.mv_size = idx_key(dels->name, dels->key_len,
+				    dels->name + dels->key_len + 1,
+				    dels->etag_len, kb);
+		rc = idx_del_key(ix, txn, &k);
+	}
+	if (put && !rc) {
+		unsigned char rec[IDX_REC_BYTES + CACHE_KEY_MAX];
+		bool long_key = idx_key_is_long(put->key_len, put->etag_len,
+						put->key);
+
+		k.mv_data = kb;
+		k.mv_size = idx_key(put->key, put->key_len, put->etag,
+				    put->etag_len, kb);
+		v.mv_data = rec;
+		v.mv_size = idx_encode(put, long_key, rec);
+		rc = mdb_put(txn, ix->objects, &k, &v, 0);
+		if (!rc && put->is_inline) {
+			v.mv_data = (void *)data;
+			v.mv_size = put->size;
+			rc = mdb_put(txn, ix->inl, &k, &v, 0);
+		}
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		return idx_errno(rc);
+	}
+	return idx_errno(mdb_txn_commit(txn));
+}
+
+int idx_clear(struct idx *ix)
+{
+	MDB_txn *txn;
+	int rc;
+
+	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_drop(txn, ix->objects, 0);
+	if (!rc)
+		rc = mdb_drop(txn, ix->inl, 0);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return idx_errno(rc);
+	}
+	return idx_errno(mdb_txn_commit(txn));
+}
+
+int idx_read_inline(struct idx *ix, const unsigned char *kb, size_t k_len,
+		    idx_inline_cb cb, void *arg)
+{
+	MDB_txn *txn;
+	MDB_val k = { .mv_size = k_len, .mv_data = (void *)kb }, v;
+	int rc, ret;
+
+	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_get(txn, ix->inl, &k, &v);
+	/* v points into the map and is valid until the txn ends. */
+	ret = rc ? idx_errno(rc) : cb(arg, v.mv_data, v.mv_size);
+	mdb_txn_abort(txn);
+	return ret;
+}
+
+int idx_meta_put(struct idx *ix, const char *name, const void *blob,
+		 size_t len)
+{
+	MDB_val k = { .mv_size = strlen(name), .mv_data = (void *)name };
+	MDB_val v = { .mv_size = len, .mv_data = (void *)blob };
+	MDB_txn *txn;
+	int rc;
+
+	if (!k.mv_size || k.mv_size > IDX_KEY_MAX)
+		return k.mv_size ? -ENAMETOOLONG : -EINVAL;
+	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_put(txn, ix->meta, &k, &v, 0);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return idx_errno(rc);
+	}
+	return idx_errno(mdb_txn_commit(txn));
+}
+
+int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
+{
+	MDB_val k = { .mv_size = strlen(name), .mv_data = (void *)name }, v;
+	MDB_txn *txn;
+	int rc, ret = 0;
+
+	if (!k.mv_size || k.mv_size > IDX_KEY_MAX)
+		return -ENODATA;
+	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_get(txn, ix->meta, &k, &v);
+	if (rc) {
+		ret = idx_errno(rc);
+	} else {
+		/* +1: a zero-length blob still gets a buffer to free. */
+		*out = malloc(v.mv_size + 1);
+		if (*out) {
+			memcpy(*out, v.mv_data, v.mv_size);
+			*len = v.mv_size;
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	mdb_txn_abort(txn);
+	return ret;
+}

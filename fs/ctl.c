@@ -1,0 +1,386 @@
+/*
+ * fs/ctl.c - the control directory <mount>/.hintfs (DESIGN.md 2.3): the
+ * write-only hint file, the stats file, and the -o hint=FILE watcher.
+ *
+ * Owns the per-open state of the control files. A hint written through
+ * .hintfs/hint is collected in its open file's buffer and handed to the
+ * engine at close (flush), so it is in force when close() returns. The
+ * stats file is rendered once at open, so one read sequence sees one
+ * consistent snapshot.
+ */
+#include "fs/fs_internal.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A hint for 100 million samples at ~40 bytes a line; more is a mistake. */
+#define CTL_HINT_MAX (256u << 20)
+/* The hint file is checked twice a second: a new epoch's hint is written
+ * well before the epoch needs it, and a stat is cheap. */
+#define CTL_WATCH_MS 500
+
+struct fs_file {
+	uint64_t ino;
+	char *buf;       /* hint: what was written; stats: the JSON */
+	size_t len;
+	size_t cap;
+	bool dirty;      /* hint written since the last flush */
+};
+
+int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh)
+{
+	int acc = flags & O_ACCMODE;
+	struct fs_file *f;
+
+	if (ino == FS_INO_CTL_HINT && acc == O_RDONLY)
+		return -EACCES;
+	if (ino == FS_INO_CTL_STATS && acc != O_RDONLY)
+		return -EACCES;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->ino = ino;
+	if (ino == FS_INO_CTL_STATS) {
+		f->buf = fs_stats_json(fs, &f->len);
+		if (!f->buf) {
+			free(f);
+			return -ENOMEM;
+		}
+	}
+	*fh = f;
+	return 0;
+}
+
+ssize_t fs_ctl_read(struct fs_file *f, char *buf, size_t size, off_t off)
+{
+	if (f->ino != FS_INO_CTL_STATS)
+		return -EBADF;
+	if (off < 0 || (size_t)off >= f->len)
+		return 0;
+	if (size > f->len - (size_t)off)
+		size = f->len - (size_t)off;
+	memcpy(buf, f->buf + off, size);
+	return (ssize_t)size;
+}
+
+ssize_t fs_ctl_write(struct fs_file *f, const char *buf, size_t size, off_t off)
+{
+	size_t end;
+
+	if (off < 0 || (uint64_t)off + size > CTL_HINT_MAX)
+		return -EFBIG;
+	end = (size_t)off + size;
+	if (end > f->cap) {
+		size_t cap = f->cap ? f->cap : 65536;
+		char *nb;
+
+		while (cap < end)
+			cap *= 2;
+		nb = realloc(f->buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		f->buf = nb;
+		f->cap = cap;
+	}
+	if ((size_t)off > f->len)
+		memset(f->buf + f->len, '\n', (size_t)off - f->len);
+	memcpy(f->buf + off, buf, size);
+	if (end > f->len)
+		f->len = end;
+	f->dirty = true;
+	return (ssize_t)size;
+}
+
+int fs_ctl_flush(struct fs *fs, struct fs_file *f)
+{
+	int rc;
+
+	if (f->ino != FS_INO_CTL_HINT || !f->dirty)
+		return 0;
+	f->dirty = false;
+	rc = fs_apply_hint(fs, f->buf, f->len, FS_CTL_NAME "/hint");
+	/* The next close of another descriptor of this open file starts a
+	 * new hint only if it writes again. */
+	f->len = 0;
+	return rc;
+}
+
+void fs_ctl_release(struct fs_file *f)
+{
+	if (!f)
+		return;
+	free(f->buf);
+	free(f);
+}
+
+/* ---- hints ----------------------------------------------------------------- */
+
+static uint32_t resolve_cb(void *arg, const char *path, size_t len)
+{
+	return fs_file_id(arg, path, len);
+}
+
+int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
+{
+	struct hint_report rep;
+	uint32_t *ids;
+	size_t n;
+	int rc;
+
+	rc = hint_parse(text, len, fs->mountpoint, resolve_cb, fs, &ids, &n, &rep);
+	if (rc) {
+		log_error("hint from %s: %s", from, strerror(-rc));
+		return rc;
+	}
+	rc = pf_hint(atomic_load(&fs->pf), ids, n, rep.epoch, rep.replace);
+	free(ids);
+
+	pthread_mutex_lock(&fs->hint_mu);
+	fs->last_hint = rep;
+	if (rc)
+		fs->hints_rejected++;
+	pthread_mutex_unlock(&fs->hint_mu);
+
+	if (rc) {
+		log_error("hint from %s: %s", from, strerror(-rc));
+		return rc;
+	}
+	uint64_t bad = rep.unknown + rep.too_long + rep.bad_utf8 + rep.dotdot +
+		       rep.outside;
+	if (bad)
+		log_warn("hint from %s: %llu entries taken, %llu lines refused "
+			 "(%llu not in the listing, %llu too long, %llu not UTF-8, "
+			 "%llu with '..', %llu outside the mount); first: %s",
+			 from, (unsigned long long)rep.entries,
+			 (unsigned long long)bad, (unsigned long long)rep.unknown,
+			 (unsigned long long)rep.too_long,
+			 (unsigned long long)rep.bad_utf8,
+			 (unsigned long long)rep.dotdot,
+			 (unsigned long long)rep.outside, rep.first_bad);
+	else
+		log_info("hint from %s: %llu entries%s", from,
+			 (unsigned long long)rep.entries,
+			 rep.replace ? " (replacing the queue)" : "");
+	return 0;
+}
+
+/* ---- the -o hint=FILE watcher ---------------------------------------------- */
+
+/* Reads @path whole into a malloc'd buffer. Returns 0 or -errno. */
+static int read_file(const char *path, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 65536, n = 0;
+	char *buf;
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	while (buf) {
+		ssize_t r;
+
+		if (n == cap) {
+			char *nb = cap >= CTL_HINT_MAX ? NULL : realloc(buf, cap * 2);
+
+			if (!nb) {
+				rc = cap >= CTL_HINT_MAX ? -EFBIG : -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			break;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (!buf)
+		return -ENOMEM;
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/*
+ * Polls the hint file. A new hint is a file whose identity or contents
+ * changed: another inode (written elsewhere and renamed into place, the
+ * safe way), or another size or mtime (rewritten in place).
+ */
+static void *watch_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct stat last = { 0 };
+	bool missing_said = false;
+
+	pthread_mutex_lock(&fs->watch_mu);
+	while (!fs->watch_stop) {
+		struct stat st;
+		struct timespec until;
+
+		pthread_mutex_unlock(&fs->watch_mu);
+		if (stat(fs->hint_file, &st) < 0) {
+			if (!missing_said)
+				log_warn("hint file '%s': %s; waiting for it",
+					 fs->hint_file, strerror(errno));
+			missing_said = true;
+		} else if (st.st_ino != last.st_ino || st.st_dev != last.st_dev ||
+			   st.st_size != last.st_size ||
+			   st.st_mtim.tv_sec != last.st_mtim.tv_sec ||
+			   st.st_mtim.tv_nsec != last.st_mtim.tv_nsec) {
+			char *text = NULL;
+			size_t len = 0;
+			int rc = read_file(fs->hint_file, &text, &len);
+
+			missing_said = false;
+			last = st;
+			if (rc) {
+				log_warn("hint file '%s': %s", fs->hint_file,
+					 strerror(-rc));
+			} else {
+				fs_apply_hint(fs, text, len, fs->hint_file);
+				free(text);
+			}
+		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += CTL_WATCH_MS * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		pthread_mutex_lock(&fs->watch_mu);
+		if (!fs->watch_stop)
+			pthread_cond_timedwait(&fs->watch_cv, &fs->watch_mu, &until);
+	}
+	pthread_mutex_unlock(&fs->watch_mu);
+	return NULL;
+}
+
+int fs_hint_watch_start(struct fs *fs)
+{
+	int rc = pthread_create(&fs->watcher, NULL, watch_main, fs);
+
+	if (rc)
+		return -rc;
+	fs->watcher_started = true;
+	return 0;
+}
+
+void fs_hint_watch_stop(struct fs *fs)
+{
+	if (!fs->watcher_started)
+		return;
+	pthread_mutex_lock(&fs->watch_mu);
+	fs->watch_stop = true;
+	pthread_cond_signal(&fs->watch_cv);
+	pthread_mutex_unlock(&fs->watch_mu);
+	pthread_join(fs->watcher, NULL);
+	fs->watcher_started = false;
+}
+
+/* ---- stats ------------------------------------------------------------------ */
+
+/* Appends a JSON string (quotes and escapes) for @s. */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+char *fs_stats_json(struct fs *fs, size_t *len)
+{
+	struct hint_report hr;
+	struct cache_stats cs;
+	struct pf_stats ps;
+	uint64_t files, bytes, rejected, lists, gets;
+	const struct tree_skips *sk = tree_skips(fs->tree);
+	char *out = NULL;
+	FILE *f;
+
+	pf_get_stats(atomic_load(&fs->pf), &ps);
+	cache_get_stats(fs->cache, &cs);
+	s3_client_counts(fs->s3, &lists, &gets);
+	tree_totals(fs->tree, &files, &bytes);
+	pthread_mutex_lock(&fs->hint_mu);
+	hr = fs->last_hint;
+	rejected = fs->hints_rejected;
+	pthread_mutex_unlock(&fs->hint_mu);
+
+	f = open_memstream(&out, len);
+	if (!f)
+		return NULL;
+#define U(x) ((unsigned long long)(x))
+	fprintf(f, "{\n  \"version\": \"%s\",\n  \"source\": ", HINTFS_VERSION);
+	json_str(f, fs->source);
+	fprintf(f, ",\n  \"listing\": {\"files\": %llu, \"bytes\": %llu, "
+		"\"skipped_keys\": %llu, \"hidden_files\": %llu, "
+		"\"from_cache\": %s, \"ms\": %llu, \"mounted_at\": %lld},\n",
+		U(files), U(bytes), U(sk->bad_path + sk->reserved),
+		U(sk->shadowed), fs->listed_from_cache ? "true" : "false",
+		U(fs->list_ms), (long long)fs->mount_time);
+	fprintf(f, "  \"cache\": {\"dir\": ");
+	json_str(f, fs->cache_dir);
+	fprintf(f, ", \"objects\": %llu, \"bytes\": %llu, \"capacity\": %llu, "
+		"\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, "
+		"\"corrupt\": %llu, \"write_errors\": %llu},\n",
+		U(cs.objects), U(cs.bytes), U(cs.capacity), U(cs.hits),
+		U(cs.misses), U(cs.evictions), U(cs.corrupt), U(cs.write_errors));
+	fprintf(f, "  \"reads\": {\"total\": %llu, \"cache_hits\": %llu, "
+		"\"prefetch_joins\": %llu, \"demand_fetches\": %llu, "
+		"\"read_through\": %llu, \"failed\": %llu},\n",
+		U(ps.reads), U(ps.cache_hits), U(ps.prefetch_joins),
+		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads));
+	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
+		U(ps.stalls), (double)ps.stall_ns / 1e9);
+	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
+		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
+		"\"in_flight\": %u, \"in_flight_limit\": %u, "
+		"\"not_cached\": %llu},\n",
+		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
+		ps.inflight, ps.inflight_limit, U(ps.cache_put_fail));
+	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
+		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
+		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),
+		U(ps.err_stale), U(ps.err_other));
+	fprintf(f, "  \"hint\": {\"position\": %llu, \"length\": %llu, "
+		"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
+		"\"rejected\": %llu, \"last\": {\"entries\": %llu, "
+		"\"unknown\": %llu, \"too_long\": %llu, \"bad_utf8\": %llu, "
+		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld}}\n}\n",
+		U(ps.hint_pos), U(ps.hint_len), (long long)ps.hint_epoch,
+		ps.hints_queued, U(ps.hints_total), U(rejected), U(hr.entries),
+		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
+		U(hr.outside), (long long)hr.epoch);
+#undef U
+	if (fclose(f)) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}

@@ -1,0 +1,96 @@
+/**
+ * fs/fs_internal.h - the struct fs shared by the files of the fs core
+ * (private to fs: fs.c, ctl.c, listing.c).
+ */
+#ifndef HINTFS_FS_FS_INTERNAL_H
+#define HINTFS_FS_FS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "fs/fs.h"
+#include "fs/tree.h"
+#include "cache/cache.h"
+
+/* S3 keys are at most 1,024 bytes and so is a prefix: with room. */
+#define FS_KEY_MAX 4096
+
+struct fs {
+	struct s3_client *s3;
+	struct cache *cache;
+	struct pf *_Atomic pf;   /* set once started; the cache's eviction
+				    callback may run before */
+	struct tree *tree;
+	char *prefix;            /* "" or ends in '/' */
+	char *source;            /* "s3://bucket/prefix", for messages */
+	char *mountpoint;        /* for absolute hint entries */
+	char *cache_dir;
+	uid_t uid;
+	gid_t gid;
+	int64_t mount_time;
+	bool listed_from_cache;  /* the listing came from the cache */
+	uint64_t list_ms;        /* how long getting the listing took */
+
+	/* Hints: the last one's report, for stats. */
+	pthread_mutex_t hint_mu;
+	struct hint_report last_hint;
+	uint64_t hints_rejected; /* hints the engine could not take */
+
+	/* The -o hint=FILE watcher. */
+	char *hint_file;
+	pthread_t watcher;
+	bool watcher_started;
+	pthread_mutex_t watch_mu;
+	pthread_cond_t watch_cv;
+	bool watch_stop;
+};
+
+/** Walks @path (@len bytes, relative, '/'-separated) from the root;
+ *  returns the node index or 0 when absent. */
+uint32_t fs_walk(const struct fs *fs, const char *path, size_t len);
+
+/** The object id (node index) of the file at @path, or HINT_NO_ID for a
+ *  directory or an absent path. */
+uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len);
+
+/** Parses @text as a hint and hands it to the engine; @from names the
+ *  source in the log line. Returns 0 or -ENOMEM. */
+int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from);
+
+/** Starts / stops the -o hint=FILE watcher thread. */
+int fs_hint_watch_start(struct fs *fs);
+void fs_hint_watch_stop(struct fs *fs);
+
+/** Renders the stats JSON into a malloc'd string; its length in *@len. */
+char *fs_stats_json(struct fs *fs, size_t *len);
+
+/* Control files (ctl.c). */
+int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh);
+ssize_t fs_ctl_read(struct fs_file *fh, char *buf, size_t size, off_t off);
+ssize_t fs_ctl_write(struct fs_file *fh, const char *buf, size_t size, off_t off);
+int fs_ctl_flush(struct fs *fs, struct fs_file *fh);
+void fs_ctl_release(struct fs_file *fh);
+
+/* The listing snapshot (listing.c). */
+struct listing_buf;
+
+/** An empty snapshot being recorded. NULL when out of memory. */
+struct listing_buf *listing_buf_create(void);
+void listing_buf_destroy(struct listing_buf *lb);
+
+/** Records one listed object. Returns 0 or -ENOMEM. */
+int listing_buf_add(struct listing_buf *lb, const struct s3_object *o);
+
+/** Saves the snapshot in @cache under @name. */
+int listing_save(struct cache *cache, const char *name,
+		 const struct listing_buf *lb);
+
+/**
+ * Loads the snapshot saved under @name and calls @cb for each object, as
+ * s3_list() would. -ENODATA when none is saved, -EPROTO when it is
+ * damaged (the caller lists again).
+ */
+int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
+		 void *arg, uint64_t *count);
+
+#endif /* HINTFS_FS_FS_INTERNAL_H */

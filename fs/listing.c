@@ -1,0 +1,151 @@
+/*
+ * fs/listing.c - the listing snapshot kept in the cache, so that a remount
+ * of the same bucket and prefix needs no ListObjectsV2 at all.
+ *
+ * Format (host byte order: the cache never leaves its machine):
+ *     "HFSLIST1" u64 count, then per object
+ *     u32 key_len, u16 etag_len, u64 size, i64 mtime, key, etag.
+ * Invariant: a snapshot is written whole, in one cache_meta_put() (one
+ * LMDB transaction), and only after a listing finished without error; a
+ * reader still checks every length against the end, so a damaged one is
+ * refused (-EPROTO), never half-used.
+ */
+#include "fs/fs_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LISTING_MAGIC "HFSLIST1"
+#define LISTING_HDR (8 + 8)
+#define LISTING_REC (4 + 2 + 8 + 8)
+
+struct listing_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+	uint64_t count;
+};
+
+struct listing_buf *listing_buf_create(void)
+{
+	struct listing_buf *lb = calloc(1, sizeof(*lb));
+
+	if (!lb)
+		return NULL;
+	lb->cap = 1 << 20;
+	lb->data = malloc(lb->cap);
+	if (!lb->data) {
+		free(lb);
+		return NULL;
+	}
+	memcpy(lb->data, LISTING_MAGIC, 8);
+	lb->len = LISTING_HDR;
+	return lb;
+}
+
+void listing_buf_destroy(struct listing_buf *lb)
+{
+	if (!lb)
+		return;
+	free(lb->data);
+	free(lb);
+}
+
+static void put(char **p, const void *v, size_t n)
+{
+	memcpy(*p, v, n);
+	*p += n;
+}
+
+int listing_buf_add(struct listing_buf *lb, const struct s3_object *o)
+{
+	size_t elen = strlen(o->etag);
+	size_t need = LISTING_REC + o->key_len + elen;
+	uint32_t klen32 = (uint32_t)o->key_len;
+	uint16_t elen16 = (uint16_t)elen;
+	char *p;
+
+	if (o->key_len > UINT32_MAX || elen > UINT16_MAX)
+		return -EINVAL;
+	if (lb->len + need > lb->cap) {
+		size_t cap = lb->cap * 2;
+		char *nd;
+
+		while (cap < lb->len + need)
+			cap *= 2;
+		nd = realloc(lb->data, cap);
+		if (!nd)
+			return -ENOMEM;
+		lb->data = nd;
+		lb->cap = cap;
+	}
+	p = lb->data + lb->len;
+	put(&p, &klen32, 4);
+	put(&p, &elen16, 2);
+	put(&p, &o->size, 8);
+	put(&p, &o->mtime, 8);
+	put(&p, o->key, o->key_len);
+	put(&p, o->etag, elen);
+	lb->len += need;
+	lb->count++;
+	return 0;
+}
+
+int listing_save(struct cache *cache, const char *name,
+		 const struct listing_buf *lb)
+{
+	memcpy(lb->data + 8, &lb->count, 8);
+	return cache_meta_put(cache, name, lb->data, lb->len);
+}
+
+int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
+		 void *arg, uint64_t *count)
+{
+	char etag[UINT16_MAX + 1];
+	uint64_t n, i;
+	size_t len, off;
+	void *blob;
+	char *d;
+	int rc;
+
+	rc = cache_meta_get(cache, name, &blob, &len);
+	if (rc)
+		return rc;
+	d = blob;
+	rc = -EPROTO;
+	if (len < LISTING_HDR || memcmp(d, LISTING_MAGIC, 8))
+		goto out;
+	memcpy(&n, d + 8, 8);
+	off = LISTING_HDR;
+	for (i = 0; i < n; i++) {
+		struct s3_object o;
+		uint32_t klen;
+		uint16_t elen;
+
+		if (len - off < LISTING_REC)
+			goto out;
+		memcpy(&klen, d + off, 4);
+		memcpy(&elen, d + off + 4, 2);
+		memcpy(&o.size, d + off + 6, 8);
+		memcpy(&o.mtime, d + off + 14, 8);
+		off += LISTING_REC;
+		if (len - off < (size_t)klen + elen)
+			goto out;
+		o.key = d + off;
+		o.key_len = klen;
+		memcpy(etag, d + off + klen, elen);
+		etag[elen] = '\0';
+		o.etag = etag;
+		off += (size_t)klen + elen;
+		rc = cb(arg, &o);
+		if (rc)
+			goto out;
+		rc = -EPROTO;
+	}
+	rc = off == len ? 0 : -EPROTO;
+	*count = n;
+out:
+	free(blob);
+	return rc;
+}

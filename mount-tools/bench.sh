@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The benchmark of issue 3 in one command: local disk, hintfs with and
+# without a hint, s3fs and rclone (when installed), and the S3 server's own
+# ceiling, side by side on one generated dataset, through the project's delay
+# proxy in front of a local Ceph RGW. Prints tables and the targets'
+# PASS/MISS lines; writes report.txt, results.json, results.csv and bench.png
+# into --out (default /tmp/hintfs-bench).
+#
+# Usage:
+#   mount-tools/bench.sh [--quick] [--images N] [--modes train,gpu,raw]
+#                        [--rtt 0,20] [--systems local,hintfs,hintfs-nohint,s3fs,rclone,ceiling]
+#                        [--sleep-ms-per-batch MS] [--out DIR] [...]   (--help: all)
+#   mount-tools/bench.sh scale [--objects 10000,100000] [...]
+#
+# Runs as root (it drops the page cache and mounts). Builds hintfs in build/
+# unless HINTFS_BUILD names a build directory to use as it is. curl, s3fs
+# and rclone come with `mount-tools/install-deps.sh --bench`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash mount-tools/install-deps.sh
+if [ -z "${HINTFS_BUILD:-}" ]; then
+	[ -f build/build.ninja ] || meson setup build >/dev/null
+	ninja -C build >/dev/null
+fi
+if ! command -v curl >/dev/null; then
+	echo "bench.sh: the curl tool is missing: run mount-tools/install-deps.sh --bench" >&2
+	exit 1
+fi
+for t in s3fs rclone; do
+	command -v "$t" >/dev/null ||
+		echo "bench.sh: $t not installed: skipped (mount-tools/install-deps.sh --bench installs it)" >&2
+done
+exec /usr/bin/python3 mount-tools/bench/run.py "$@"

@@ -1,0 +1,325 @@
+"""Process, mount and CPU plumbing for the benchmark: /proc readers, waiting
+for a mount, stopping what we started (by PID, never by name), the Ceph RGW
+wrapper, a tail of the proxy's request log, and curl batches (the server
+ceiling and the uploads).
+"""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MOUNT_TOOLS = Path(__file__).resolve().parents[1]
+REPO = MOUNT_TOOLS.parent
+
+
+# ------------------------------------------------------------------ /proc
+
+
+def proc_cpu_s(pid):
+    """utime+stime of @pid (all its threads) in seconds; None if gone."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_mem_kb(pid):
+    """{'VmRSS': kB, 'VmHWM': kB} of @pid ({} if gone)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def machine_cpu_s():
+    """(busy, idle) CPU seconds of the whole machine since boot, all CPUs
+    (iowait counts as idle)."""
+    with open("/proc/stat") as f:
+        vals = [int(x) for x in f.readline().split()[1:]]
+    idle = vals[3] + vals[4]
+    # guest time is already inside user.
+    busy = sum(vals[:8]) - idle
+    return busy / CLK_TCK, idle / CLK_TCK
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+# ------------------------------------------------------------------ mounts
+
+
+def _unescape(s):
+    return (s.replace("\\040", " ").replace("\\011", "\t")
+            .replace("\\012", "\n").replace("\\134", "\\"))
+
+
+def mount_fstype(path):
+    """The filesystem type mounted exactly at @path per
+    /proc/self/mountinfo, or None."""
+    path = os.path.realpath(path)
+    fstype = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            parts = left.split()
+            if len(parts) > 4 and _unescape(parts[4]) == path:
+                fstype = right.split()[0]  # the last mount on top wins
+    return fstype
+
+
+def wait_mounted(path, proc, timeout, log_path=None):
+    """Waits until a FUSE filesystem is mounted at @path. Raises
+    RuntimeError if @proc (the daemon) exits first or @timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fs = mount_fstype(path)
+        if fs and fs.startswith("fuse"):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} "
+                               f"before mounting {path}" + log_tail(log_path))
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} not mounted after {timeout} s"
+                               + log_tail(log_path))
+        time.sleep(0.02)
+
+
+def log_tail(path, lines=15):
+    if not path:
+        return ""
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n  log " + str(path) + ":\n    " + "\n    ".join(text[-lines:])
+
+
+def stop_process(proc, timeout=10):
+    """SIGTERM, wait, SIGKILL: only @proc, which we started."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def unmount(path, proc, timeout=30):
+    """Unmounts the FUSE mount at @path served by @proc, then waits for
+    @proc to exit (the daemons exit on unmount); a busy mount gets a few
+    tries, then a lazy unmount; a daemon that does not exit is stopped.
+    Returns a list of problems (strings), empty if all went as expected."""
+    problems = []
+    for attempt in range(5):
+        if not mount_fstype(path):
+            break
+        r = subprocess.run(["fusermount3", "-u", str(path)],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            break
+        time.sleep(0.5)
+    else:
+        problems.append(f"fusermount3 -u {path} failed: lazy unmount")
+        subprocess.run(["fusermount3", "-u", "-z", str(path)],
+                       capture_output=True)
+    if proc is not None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            problems.append(f"{Path(proc.args[0]).name} (pid {proc.pid}) "
+                            f"still running {timeout} s after the unmount")
+            stop_process(proc)
+    if mount_fstype(path):
+        subprocess.run(["fusermount3", "-u", "-z", str(path)],
+                       capture_output=True)
+    return problems
+
+
+# ------------------------------------------------------------------ Ceph RGW
+
+
+class Rgw:
+    """The single-node Ceph RGW of mount-tools/rgw.sh in a persistent
+    directory, so the buckets survive between benchmark runs (a clean stop
+    saves the memstore; a restart takes ~5 s)."""
+
+    def __init__(self, directory, memstore_bytes=4 << 30):
+        self.dir = Path(directory)
+        self.memstore_bytes = memstore_bytes
+        self.env = None
+        self.started = False
+
+    def _run(self, cmd):
+        env = dict(os.environ, RGW_MEMSTORE_BYTES=str(self.memstore_bytes))
+        return subprocess.run(["bash", str(MOUNT_TOOLS / "rgw.sh"), cmd,
+                               str(self.dir)], env=env, capture_output=True,
+                              text=True)
+
+    def start(self):
+        """Starts (or restarts) the cluster; a directory that cannot be
+        restarted is wiped and a fresh cluster made (its buckets are then
+        uploaded again). Returns a note about what happened."""
+        from bench.common import read_env
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fresh = not (self.dir / "env").exists()
+        r = self._run("start")
+        note = "fresh" if fresh else "restarted"
+        if r.returncode != 0 and not fresh:
+            self._run("stop")
+            subprocess.run(["rm", "-rf", "--", str(self.dir)], check=True)
+            self.dir.mkdir(parents=True)
+            r = self._run("start")
+            note = "restart failed, made a fresh one"
+        if r.returncode != 0:
+            raise RuntimeError("rgw.sh start failed:\n" + r.stderr[-2000:])
+        self.started = True
+        self.env = read_env(self.dir / "env")
+        return note
+
+    def pids(self):
+        out = {}
+        for d in ("rgw", "osd", "mon"):
+            try:
+                out[d] = int((self.dir / f"{d}.pid").read_text())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def stop(self):
+        if self.started:
+            self._run("stop")
+            self.started = False
+
+
+# ------------------------------------------------------------------ proxy log
+
+
+class LogTail:
+    """Counts the requests the proxy logged since the last call."""
+
+    def __init__(self, path):
+        self.path = path
+        self.off = 0
+        self.mark()
+
+    def mark(self):
+        self.take()
+
+    def take(self):
+        """Counters of the complete lines added since the last call."""
+        c = {"get": 0, "head": 0, "list": 0, "other": 0, "errors": 0,
+             "bytes": 0}
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.off)
+                data = f.read()
+        except OSError:
+            return c
+        end = data.rfind(b"\n") + 1
+        self.off += end
+        for line in data[:end].decode(errors="replace").splitlines():
+            f = line.split("\t")
+            if len(f) < 8:
+                continue
+            method, target, outcome = f[1], f[2], f[4]
+            path = target.split("?", 1)[0].lstrip("/")
+            is_obj = "/" in path and not path.endswith("/")
+            if method == "GET" and ("list-type" in target or not is_obj):
+                c["list"] += 1
+            elif method == "GET":
+                c["get"] += 1
+            elif method == "HEAD":
+                c["head"] += 1
+            else:
+                c["other"] += 1
+            if not (outcome.isdigit() and outcome[0] in "23"):
+                c["errors"] += 1
+            c["bytes"] += int(f[5]) if f[5].isdigit() else 0
+        return c
+
+
+# ------------------------------------------------------------------ curl
+
+
+def curl_batch(endpoint, env, bucket, keys, parallel, upload_from=None,
+               timeout=None):
+    """GETs (or PUTs, with @upload_from: key -> local file) of @keys with
+    curl's own parallel transfers (one C process, a multi handle, up to
+    @parallel connections; SigV4 by curl), the cheapest client there is.
+    Returns {'ok', 'failed', 'seconds', 'cpu_s', 'bytes'}."""
+    quote = urllib.parse.quote
+    base = endpoint.rstrip("/") + "/" + quote(bucket)
+    with tempfile.TemporaryDirectory(prefix="hintfs-bench-curl-") as tmp:
+        cfg = Path(tmp) / "curl.cfg"
+        fd = os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f'user = "{env["AWS_ACCESS_KEY_ID"]}:'
+                    f'{env["AWS_SECRET_ACCESS_KEY"]}"\n'
+                    f'aws-sigv4 = "aws:amz:{env.get("AWS_REGION", "us-east-1")}'
+                    ':s3"\n'
+                    # NOTE(s3): RGW wants the header; curl 7.88 sends none.
+                    'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\n'
+                    f"parallel\nparallel-max = {min(parallel, 300)}\n"
+                    "silent\nshow-error\nmax-time = 120\n"
+                    'write-out = "%{http_code} %{size_download}\\n"\n')
+            for k in keys:
+                f.write(f'url = "{base}/{quote(k, safe="/-_.~")}"\n'
+                        'output = "/dev/null"\n')
+                if upload_from is not None:
+                    f.write(f'upload-file = "{upload_from[k]}"\n')
+        # curl is the only child reaped in between: the growth of
+        # RUSAGE_CHILDREN is its CPU time.
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        proc = subprocess.Popen(["curl", "-K", str(cfg)],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        secs = time.monotonic() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    ok = failed = nbytes = 0
+    for line in out.decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0][:1] == "2":
+            ok += 1
+            nbytes += int(float(parts[1]))
+        else:
+            failed += 1
+    failed += max(0, len(keys) - ok - failed)
+    return {"ok": ok, "failed": failed, "seconds": secs, "cpu_s": cpu,
+            "bytes": nbytes}
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,1032 @@
+/*
+ * prefetch/engine.c - the prefetch engine: one thread driving many GETs
+ * through a curl multi handle, fed by hints and by readers' misses.
+ *
+ * How it works. A *fetch* brings one whole object into memory as one or
+ * more ranged GETs (*parts*); when every part has arrived, the engine
+ * writes the object into the cache and drops the fetch. Readers that miss
+ * the cache join the fetch of their object (never a second GET), or start
+ * one at the front of the queue, and wait only for the parts they need.
+ * Between misses the engine walks the current hint from the oldest entry
+ * no reader has opened yet, up to a window of entries ahead, and fetches
+ * what is not cached; a queued hint follows on directly, so epoch N+1
+ * starts downloading while epoch N finishes.
+ *
+ * Readers do not follow the hint exactly (a DataLoader with W workers has
+ * W batches open at once), so the hint keeps, per object, where its
+ * occurrences are, and an open consumes the earliest unconsumed one. The
+ * window's base is the oldest unconsumed entry, but never further back
+ * than half a window behind the newest consumed one: an entry nobody ever
+ * reads (a failed sample, an epoch cut short) cannot stall the window.
+ *
+ * Locking. One mutex (mu) guards the fetch table, the part queues, the
+ * hints and the counters. Invariant: nobody calls the cache while holding
+ * mu, because the cache calls back into pf_next_use(), which takes mu.
+ * A fetch leaves the table only after its object is committed to the
+ * cache, so a reader that finds no fetch for a missing object and then
+ * misses the cache again knows no GET is under way.
+ *
+ * Memory: an object in flight is held whole in memory, so the bytes in
+ * flight are bounded by max_object_mem (objects above it are read through
+ * with plain ranged GETs and never cached) and by PF_INFLIGHT_BYTES_MAX.
+ */
+#include "prefetch/prefetch.h"
+#include "prefetch/s3_xfer.h"
+#include "cache/cache.h"
+#include "common/log.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* 64 GETs in flight: 2,000 objects/s at ~30 ms each (Little's law), with
+ * room. The S3 per-prefix limit of ~5,500 GET/s is far above it. */
+#define PF_INFLIGHT_DEFAULT 64
+#define PF_INFLIGHT_MIN 4
+/* 4,096 hinted objects ahead: two seconds of a fast reader at 2,000
+ * objects/s, so the window never runs dry between two wake-ups. */
+#define PF_WINDOW_DEFAULT 4096
+/* 8 MiB parts: few enough requests for a large object, and each part
+ * still long enough to amortize a round trip. */
+#define PF_PART_DEFAULT (8ull << 20)
+/* Objects up to 256 MiB are fetched whole (in parallel parts); larger
+ * ones are not what a training sample is, and are read through. */
+#define PF_OBJECT_MEM_DEFAULT (256ull << 20)
+/* Prefetch stops adding objects while this much is in flight; a demand
+ * fetch is never held back by it. */
+#define PF_INFLIGHT_BYTES_MAX (512ull << 20)
+/* Tries per GET before the read fails (the full retry policy with a time
+ * budget comes with the reliability work). */
+#define PF_ATTEMPTS_DEFAULT 6
+#define PF_BACKOFF_BASE_MS 50
+#define PF_BACKOFF_CAP_MS 2000
+/* Opens of objects the current hint no longer expects, before the engine
+ * concludes the reader moved on to the next hint. */
+#define PF_SPILL_SWITCH 64
+
+struct pf_fetch;
+
+/* One ranged GET of a fetch. */
+struct pf_part {
+	struct pf_fetch *f;
+	uint64_t off;
+	size_t len;
+	struct s3_xfer *x;
+	int attempts;
+	uint64_t due_ns;        /* when a retry may start */
+	bool done;
+	struct pf_part *next;   /* in a queue */
+};
+
+struct pf_fetch {
+	uint32_t id;
+	char *key;
+	size_t key_len;
+	char *etag;
+	uint64_t size;
+	char *buf;              /* the whole object */
+	struct pf_part *parts;  /* n_parts of them */
+	uint32_t n_parts;
+	uint32_t parts_done;
+	uint32_t parts_ended;   /* done or failed for good */
+	int err;                /* first fatal error, 0 if none */
+	bool demand;            /* a reader waits: parts go first */
+	bool complete;          /* every part ended */
+	bool in_table;          /* still in pf->by_id */
+	int refs;               /* readers holding buf, + 1 for the table */
+};
+
+/* A hint, with the index that maps objects to their positions in it. */
+struct pf_hint {
+	uint32_t *ids;          /* n entries, in reading order */
+	size_t n;
+	int64_t epoch;
+	uint32_t *start;        /* n_ids + 1: positions of id i are */
+	uint32_t *pos;          /*   pos[start[i] .. start[i+1]) */
+	uint32_t *consumed;     /* n_ids: occurrences of id i opened */
+	uint8_t *read;          /* n: entry opened */
+	size_t oldest;          /* first unopened entry */
+	size_t newest;          /* one past the newest opened entry */
+	size_t next_pf;         /* next entry the prefetcher looks at */
+	uint64_t spill;         /* opens of ids this hint no longer expects */
+	struct pf_hint *next;
+};
+
+/* A FIFO of parts. */
+struct pf_queue {
+	struct pf_part *head;
+	struct pf_part *tail;
+};
+
+struct pf {
+	struct pf_config cfg;
+	pthread_t thread;
+	CURLM *multi;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;         /* a part ended; waiters recheck */
+	bool stop;
+	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
+	struct pf_queue demand;    /* parts of fetches readers wait on */
+	struct pf_queue ahead;     /* parts of prefetches */
+	struct pf_part *delayed;   /* retries waiting for their due time */
+	uint32_t running;          /* parts in the multi handle */
+	uint64_t inflight_bytes;   /* buffers of fetches in the table */
+	double limit;              /* current in-flight limit (AIMD) */
+	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
+	struct pf_hint *hints;     /* current first, then the queue */
+	struct pf_fetch **done;    /* fetches the engine must commit */
+	size_t n_done, cap_done;
+	struct pf_stats st;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
+{
+	p->next = NULL;
+	if (!q->head) {
+		q->head = q->tail = p;
+	} else if (front) {
+		p->next = q->head;
+		q->head = p;
+	} else {
+		q->tail->next = p;
+		q->tail = p;
+	}
+}
+
+static struct pf_part *queue_pop(struct pf_queue *q)
+{
+	struct pf_part *p = q->head;
+
+	if (p) {
+		q->head = p->next;
+		if (!q->head)
+			q->tail = NULL;
+		p->next = NULL;
+	}
+	return p;
+}
+
+/* Puts all of @from, in its order, in front of @q. */
+static void queue_prepend(struct pf_queue *q, struct pf_queue *from)
+{
+	if (!from->head)
+		return;
+	from->tail->next = q->head;
+	q->head = from->head;
+	if (!q->tail)
+		q->tail = from->tail;
+	from->head = from->tail = NULL;
+}
+
+/* Moves every part of @f from @q to the back of @to, keeping their order. */
+static void queue_take_fetch(struct pf_queue *q, struct pf_fetch *f,
+			     struct pf_queue *to)
+{
+	struct pf_part **pp = &q->head, *last = NULL;
+
+	while (*pp) {
+		struct pf_part *p = *pp;
+
+		if (p->f == f) {
+			*pp = p->next;
+			queue_push(to, p, false);
+		} else {
+			last = p;
+			pp = &p->next;
+		}
+	}
+	q->tail = last;
+}
+
+/* ---- hints ---------------------------------------------------------------- */
+
+static void hint_free(struct pf_hint *h)
+{
+	if (!h)
+		return;
+	free(h->ids);
+	free(h->start);
+	free(h->pos);
+	free(h->consumed);
+	free(h->read);
+	free(h);
+}
+
+/* Builds the position index of a hint: a counting sort by id. */
+static struct pf_hint *hint_build(const uint32_t *ids, size_t n, int64_t epoch,
+				  uint32_t n_ids)
+{
+	struct pf_hint *h = calloc(1, sizeof(*h));
+	uint32_t *fill = NULL;
+
+	if (!h || n > UINT32_MAX)
+		goto fail;
+	h->n = n;
+	h->epoch = epoch;
+	h->ids = malloc((n ? n : 1) * sizeof(*h->ids));
+	h->pos = malloc((n ? n : 1) * sizeof(*h->pos));
+	h->read = calloc(n ? n : 1, 1);
+	h->start = calloc((size_t)n_ids + 1, sizeof(*h->start));
+	h->consumed = calloc(n_ids ? n_ids : 1, sizeof(*h->consumed));
+	fill = calloc(n_ids ? n_ids : 1, sizeof(*fill));
+	if (!h->ids || !h->pos || !h->read || !h->start || !h->consumed || !fill)
+		goto fail;
+	memcpy(h->ids, ids, n * sizeof(*ids));
+	for (size_t i = 0; i < n; i++)
+		h->start[ids[i] + 1]++;
+	for (uint32_t i = 0; i < n_ids; i++)
+		h->start[i + 1] += h->start[i];
+	for (size_t i = 0; i < n; i++)
+		h->pos[h->start[ids[i]] + fill[ids[i]]++] = (uint32_t)i;
+	free(fill);
+	return h;
+fail:
+	free(fill);
+	hint_free(h);
+	return NULL;
+}
+
+/* Where the window of @h starts (see the file comment). */
+static size_t hint_base(const struct pf *pf, const struct pf_hint *h)
+{
+	size_t half = pf->cfg.window_objects / 2;
+	size_t lag = h->newest > half ? h->newest - half : 0;
+
+	return h->oldest > lag ? h->oldest : lag;
+}
+
+/* Drops finished hints at the head of the queue. mu held. */
+static void hints_advance(struct pf *pf)
+{
+	while (pf->hints && pf->hints->next &&
+	       (pf->hints->oldest >= pf->hints->n ||
+		pf->hints->spill >= PF_SPILL_SWITCH)) {
+		struct pf_hint *h = pf->hints;
+
+		pf->hints = h->next;
+		hint_free(h);
+	}
+}
+
+/* Consumes the earliest unopened occurrence of @id in @h; false if none. */
+static bool hint_consume(struct pf_hint *h, uint32_t id)
+{
+	uint32_t k = h->consumed[id];
+	uint32_t cnt = h->start[id + 1] - h->start[id];
+	uint32_t p;
+
+	if (k >= cnt)
+		return false;
+	p = h->pos[h->start[id] + k];
+	h->consumed[id] = k + 1;
+	h->read[p] = 1;
+	if (p + 1 > h->newest)
+		h->newest = p + 1;
+	while (h->oldest < h->n && h->read[h->oldest])
+		h->oldest++;
+	if (h->next_pf < h->oldest)
+		h->next_pf = h->oldest;
+	return true;
+}
+
+void pf_note_open(struct pf *pf, uint32_t id)
+{
+	struct pf_hint *h;
+
+	if (id >= pf->cfg.n_ids)
+		return;
+	pthread_mutex_lock(&pf->mu);
+	h = pf->hints;
+	if (h && !hint_consume(h, id) && h->next) {
+		/* Not expected any more by this hint: the reader may have moved
+		 * on to the next epoch. */
+		if (hint_consume(h->next, id))
+			h->spill++;
+	}
+	hints_advance(pf);
+	pthread_mutex_unlock(&pf->mu);
+	curl_multi_wakeup(pf->multi);
+}
+
+int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
+	    bool replace)
+{
+	struct pf_hint *h = hint_build(ids, n, epoch, pf->cfg.n_ids), **tail;
+	struct pf_hint *old = NULL;
+
+	if (!h)
+		return -ENOMEM;
+	pthread_mutex_lock(&pf->mu);
+	if (replace) {
+		old = pf->hints;
+		pf->hints = NULL;
+	}
+	for (tail = &pf->hints; *tail; tail = &(*tail)->next)
+		;
+	*tail = h;
+	pf->st.hints_total++;
+	hints_advance(pf);
+	pthread_mutex_unlock(&pf->mu);
+	while (old) {
+		struct pf_hint *next = old->next;
+
+		hint_free(old);
+		old = next;
+	}
+	curl_multi_wakeup(pf->multi);
+	return 0;
+}
+
+uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len)
+{
+	uint32_t id = pf->cfg.key_id(pf->cfg.arg, key, key_len);
+	uint64_t dist = 0, best = UINT64_MAX;
+
+	if (id == HINT_NO_ID || id >= pf->cfg.n_ids)
+		return UINT64_MAX;
+	pthread_mutex_lock(&pf->mu);
+	for (struct pf_hint *h = pf->hints; h; h = h->next) {
+		uint32_t k = h->consumed[id];
+		uint32_t cnt = h->start[id + 1] - h->start[id];
+		size_t base = h == pf->hints ? h->oldest : 0;
+
+		if (k < cnt) {
+			uint32_t p = h->pos[h->start[id] + k];
+
+			best = dist + (p > base ? p - base : 0);
+			break;
+		}
+		dist += h->n - base;
+	}
+	pthread_mutex_unlock(&pf->mu);
+	return best;
+}
+
+/* ---- fetches -------------------------------------------------------------- */
+
+static void fetch_free(struct pf_fetch *f)
+{
+	for (uint32_t i = 0; i < f->n_parts; i++)
+		s3_xfer_destroy(f->parts[i].x);
+	free(f->parts);
+	free(f->buf);
+	free(f->key);
+	free(f->etag);
+	free(f);
+}
+
+/* Drops a reference; frees the fetch with the last one. mu held. */
+static void fetch_put(struct pf *pf, struct pf_fetch *f)
+{
+	if (--f->refs == 0)
+		fetch_free(f);
+}
+
+/*
+ * Creates the fetch of @o (id @id) with its parts queued. mu held; the
+ * fetch enters the table with one reference for it.
+ */
+static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
+				     const struct pf_object *o, bool demand)
+{
+	uint64_t part = pf->cfg.part_size;
+	struct pf_fetch *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->id = id;
+	f->size = o->size;
+	f->n_parts = (uint32_t)((o->size + part - 1) / part);
+	f->key = malloc(o->key_len + 1);
+	f->etag = strdup(o->etag);
+	f->buf = malloc(o->size ? o->size : 1);
+	f->parts = calloc(f->n_parts ? f->n_parts : 1, sizeof(*f->parts));
+	if (!f->key || !f->etag || !f->buf || !f->parts) {
+		fetch_free(f);
+		return NULL;
+	}
+	memcpy(f->key, o->key, o->key_len);
+	f->key[o->key_len] = '\0';
+	f->key_len = o->key_len;
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		p->f = f;
+		p->off = (uint64_t)i * part;
+		p->len = (size_t)(o->size - p->off < part ? o->size - p->off : part);
+		if (s3_xfer_create(pf->cfg.s3, f->key, f->key_len, f->etag, p->off,
+				   p->len, f->buf + p->off, p, &p->x)) {
+			fetch_free(f);
+			return NULL;
+		}
+	}
+	f->demand = demand;
+	f->refs = 1;
+	f->in_table = true;
+	pf->by_id[id] = f;
+	pf->inflight_bytes += o->size;
+	if (demand) {
+		/* At the front, first part first: the reader waits. */
+		for (uint32_t i = f->n_parts; i-- > 0;)
+			queue_push(&pf->demand, &f->parts[i], true);
+	} else {
+		/* Behind the others: prefetches keep the hint's order. */
+		for (uint32_t i = 0; i < f->n_parts; i++)
+			queue_push(&pf->ahead, &f->parts[i], false);
+	}
+	return f;
+}
+
+/* ---- the engine thread ---------------------------------------------------- */
+
+static void cut_limit(struct pf *pf)
+{
+	uint64_t now = now_ns();
+
+	/* One cut per 100 ms: a burst of 503s is one signal, not many. */
+	if (now - pf->last_cut_ns < 100000000u)
+		return;
+	pf->last_cut_ns = now;
+	pf->limit /= 2;
+	if (pf->limit < PF_INFLIGHT_MIN)
+		pf->limit = PF_INFLIGHT_MIN;
+}
+
+static void count_error(struct pf *pf, int err, const struct s3_status *st)
+{
+	if (err == -EAGAIN && (st->http == 503 || st->http == 429 ||
+			       !strcmp(st->code, "SlowDown")))
+		pf->st.err_slowdown++;
+	else if (st->http >= 500)
+		pf->st.err_server++;
+	else if (err == -ESTALE)
+		pf->st.err_stale++;
+	else if (st->http == 0)
+		pf->st.err_network++;
+	else
+		pf->st.err_other++;
+}
+
+/* A part's fetch failed for good: wake its readers. mu held. */
+static void part_fail(struct pf *pf, struct pf_part *p, int err,
+		      const struct s3_status *st)
+{
+	struct pf_fetch *f = p->f;
+	char why[512];
+
+	if (!f->err) {
+		f->err = err;
+		s3_status_describe(st, err, why, sizeof(why));
+		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
+			  p->attempts, why);
+	}
+	p->done = false;
+	f->parts_ended++;
+}
+
+/* Handles the end of one attempt of @p. mu held. */
+static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		       bool retryable, const struct s3_status *st)
+{
+	struct pf_fetch *f = p->f;
+
+	pf->running--;
+	if (got == (ssize_t)p->len) {
+		p->done = true;
+		f->parts_done++;
+		f->parts_ended++;
+		pf->st.bytes += (uint64_t)got;
+		if (pf->limit < pf->cfg.max_inflight)
+			pf->limit += 1.0 / pf->limit;
+	} else {
+		int err = got >= 0 ? -ECONNRESET : (int)got; /* short body */
+
+		if (got >= 0)
+			pf->st.err_network++;
+		else
+			count_error(pf, err, st);
+		if (err == -EAGAIN)
+			cut_limit(pf);
+		if ((got >= 0 || retryable) && p->attempts < pf->cfg.max_attempts) {
+			unsigned int cap = PF_BACKOFF_BASE_MS << (p->attempts < 6 ? p->attempts : 6);
+			unsigned int seed = (unsigned int)now_ns();
+
+			if (cap > PF_BACKOFF_CAP_MS)
+				cap = PF_BACKOFF_CAP_MS;
+			p->due_ns = now_ns() + 1000000ull *
+				    (cap / 2 + rand_r(&seed) % (cap / 2 + 1));
+			p->next = pf->delayed;
+			pf->delayed = p;
+			pf->st.retries++;
+			return;
+		}
+		part_fail(pf, p, err, st);
+	}
+	if (f->parts_ended == f->n_parts) {
+		f->complete = true;
+		if (pf->n_done == pf->cap_done) {
+			size_t cap = pf->cap_done ? pf->cap_done * 2 : 64;
+			struct pf_fetch **nd = realloc(pf->done, cap * sizeof(*nd));
+
+			if (nd) {
+				pf->done = nd;
+				pf->cap_done = cap;
+			}
+		}
+		if (pf->n_done < pf->cap_done) {
+			pf->done[pf->n_done++] = f;
+		} else {
+			/* No room to remember it: leave it uncached. */
+			pf->by_id[f->id] = NULL;
+			f->in_table = false;
+			pf->inflight_bytes -= f->size;
+			fetch_put(pf, f);
+		}
+	}
+	pthread_cond_broadcast(&pf->cv);
+}
+
+/*
+ * Writes completed fetches into the cache and takes them out of the table.
+ * Called by the engine thread without mu (the cache calls pf_next_use()).
+ */
+static void commit_done(struct pf *pf)
+{
+	for (;;) {
+		struct pf_fetch *f;
+		struct cache_put *put;
+		bool stale, ok = false;
+		uint64_t next;
+
+		pthread_mutex_lock(&pf->mu);
+		if (!pf->n_done) {
+			pthread_mutex_unlock(&pf->mu);
+			return;
+		}
+		f = pf->done[--pf->n_done];
+		pthread_mutex_unlock(&pf->mu);
+
+		stale = f->err == -ESTALE;
+		if (!f->err) {
+			next = pf_next_use(pf, f->key, f->key_len);
+			int rc = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
+						 f->etag, f->size, next, &put);
+			if (!rc) {
+				rc = cache_put_write(put, 0, f->buf, f->size);
+				if (rc)
+					cache_put_abort(put);
+				else
+					rc = cache_put_commit(put);
+			}
+			ok = !rc || rc == -EEXIST;
+		}
+		if (stale)
+			cache_invalidate(pf->cfg.cache, f->key, f->key_len, NULL);
+
+		pthread_mutex_lock(&pf->mu);
+		if (!f->err && !ok)
+			pf->st.cache_put_fail++;
+		pf->by_id[f->id] = NULL;
+		f->in_table = false;
+		pf->inflight_bytes -= f->size;
+		fetch_put(pf, f);
+		pthread_mutex_unlock(&pf->mu);
+	}
+}
+
+/* Ids the prefetcher should look at next; filled under mu. */
+struct pf_candidates {
+	uint32_t ids[64];
+	size_t n;
+};
+
+/*
+ * Picks up to 64 hinted ids ahead of the readers that have no fetch in
+ * flight, advancing the hints' cursors. mu held.
+ */
+static void pick_candidates(struct pf *pf, struct pf_candidates *c, size_t room)
+{
+	size_t budget = pf->cfg.window_objects;
+
+	c->n = 0;
+	for (struct pf_hint *h = pf->hints; h && c->n < room; h = h->next) {
+		size_t base = h == pf->hints ? hint_base(pf, h) : 0;
+		size_t end;
+
+		if (h->next_pf < base)
+			h->next_pf = base;
+		end = base + budget < h->n ? base + budget : h->n;
+		while (h->next_pf < end && c->n < room) {
+			uint32_t id = h->ids[h->next_pf++];
+
+			if (!pf->by_id[id] && !h->read[h->next_pf - 1])
+				c->ids[c->n++] = id;
+		}
+		if (h->next_pf < h->n)
+			return; /* window full inside this hint */
+		budget -= end - base;
+		if (!budget)
+			return;
+	}
+}
+
+/* Starts prefetches for hinted objects that are neither cached nor in
+ * flight. Called without mu: it looks objects up in the cache. */
+static void schedule_prefetch(struct pf *pf)
+{
+	struct pf_candidates c;
+	char key[4096];
+
+	for (int round = 0; round < 64; round++) {
+		size_t room;
+
+		pthread_mutex_lock(&pf->mu);
+		room = pf->ahead.head || pf->inflight_bytes >= PF_INFLIGHT_BYTES_MAX
+			       ? 0 : (size_t)pf->limit;
+		if (room > 64)
+			room = 64;
+		pick_candidates(pf, &c, room);
+		pthread_mutex_unlock(&pf->mu);
+		if (!c.n)
+			return;
+
+		for (size_t i = 0; i < c.n; i++) {
+			struct pf_object o;
+			struct cache_obj co;
+
+			if (pf->cfg.describe(pf->cfg.arg, c.ids[i], key, sizeof(key), &o) ||
+			    o.size == 0 || o.size > pf->cfg.max_object_mem ||
+			    !cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag, &co))
+				continue;
+			pthread_mutex_lock(&pf->mu);
+			if (!pf->by_id[c.ids[i]] && fetch_create(pf, c.ids[i], &o, false))
+				pf->st.prefetched++;
+			pthread_mutex_unlock(&pf->mu);
+		}
+	}
+}
+
+/* Adds queued parts to the multi handle up to the limit. mu held. */
+static void start_parts(struct pf *pf)
+{
+	uint64_t now = now_ns();
+	struct pf_part **pp = &pf->delayed;
+
+	/* Retries whose time has come go first: someone waited longest. */
+	while (*pp) {
+		struct pf_part *p = *pp;
+
+		if (p->due_ns <= now) {
+			*pp = p->next;
+			queue_push(p->f->demand ? &pf->demand : &pf->ahead, p, true);
+		} else {
+			pp = &p->next;
+		}
+	}
+	while (pf->running < (uint32_t)pf->limit || pf->demand.head) {
+		struct pf_part *p = queue_pop(&pf->demand);
+		CURL *easy;
+
+		if (!p) {
+			if (pf->running >= (uint32_t)pf->limit)
+				break;
+			p = queue_pop(&pf->ahead);
+		}
+		if (!p)
+			break;
+		p->attempts++;
+		pf->st.requests++;
+		if (s3_xfer_arm(p->x, &easy) ||
+		    curl_multi_add_handle(pf->multi, easy) != CURLM_OK) {
+			struct s3_status st = { .message = "cannot start a transfer" };
+
+			pf->running++;
+			part_ended(pf, p, -ENOMEM, false, &st);
+			continue;
+		}
+		pf->running++;
+	}
+}
+
+/* Milliseconds until the earliest delayed retry, capped. mu held. */
+static int poll_timeout_ms(struct pf *pf)
+{
+	uint64_t now = now_ns(), best = 1000;
+
+	for (struct pf_part *p = pf->delayed; p; p = p->next) {
+		uint64_t ms = p->due_ns > now ? (p->due_ns - now) / 1000000u + 1 : 0;
+
+		if (ms < best)
+			best = ms;
+	}
+	return (int)best;
+}
+
+static void *engine_main(void *arg)
+{
+	struct pf *pf = arg;
+
+	for (;;) {
+		CURLMsg *msg;
+		int still, left, timeout;
+
+		commit_done(pf);
+		schedule_prefetch(pf);
+
+		pthread_mutex_lock(&pf->mu);
+		if (pf->stop) {
+			/* pf_stop() takes the transfers still running down. */
+			pthread_mutex_unlock(&pf->mu);
+			break;
+		}
+		start_parts(pf);
+		timeout = poll_timeout_ms(pf);
+		pthread_mutex_unlock(&pf->mu);
+
+		curl_multi_perform(pf->multi, &still);
+		while ((msg = curl_multi_info_read(pf->multi, &left))) {
+			struct s3_xfer *x = NULL;
+			struct s3_status st;
+			bool retryable;
+			ssize_t got;
+
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			CURL *easy = msg->easy_handle;
+			CURLcode cc = msg->data.result;
+
+			curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+			curl_multi_remove_handle(pf->multi, easy);
+			got = s3_xfer_finish(x, cc, &st, &retryable);
+			pthread_mutex_lock(&pf->mu);
+			part_ended(pf, s3_xfer_user(x), got, retryable, &st);
+			pthread_mutex_unlock(&pf->mu);
+		}
+		curl_multi_poll(pf->multi, NULL, 0, timeout, NULL);
+	}
+	return NULL;
+}
+
+/* ---- readers ---------------------------------------------------------------- */
+
+/* Whether every part of @f covering [off, off + len) has arrived. */
+static bool range_ready(const struct pf_fetch *f, uint64_t off, size_t len,
+			uint64_t part)
+{
+	for (uint64_t i = off / part; i * part < off + len && i < f->n_parts; i++)
+		if (!f->parts[i].done)
+			return false;
+	return true;
+}
+
+static ssize_t map_read_error(int err)
+{
+	switch (err) {
+	case -ESTALE:
+	case -EACCES:
+	case -ENOMEM:
+		return err;
+	default:
+		return -EIO;
+	}
+}
+
+/* Objects too large to hold: plain ranged GETs, as before the engine. */
+static ssize_t read_through(struct pf *pf, const struct pf_object *o, void *buf,
+			    size_t len, uint64_t off)
+{
+	struct s3_status st;
+	ssize_t got = s3_get_range(pf->cfg.s3, o->key, o->key_len, o->etag, off,
+				   len, buf, &st);
+	char why[512];
+
+	if (got == (ssize_t)len)
+		return got;
+	if (got >= 0) {
+		log_error("read '%.*s': the server sent %zd of %zu bytes",
+			  (int)o->key_len, o->key, got, len);
+		return -EIO;
+	}
+	s3_status_describe(&st, (int)got, why, sizeof(why));
+	log_error("read '%.*s' at offset %llu: %s", (int)o->key_len, o->key,
+		  (unsigned long long)off, why);
+	return map_read_error((int)got);
+}
+
+ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
+{
+	struct pf_object o;
+	struct cache_obj co;
+	struct pf_fetch *f;
+	char key[4096];
+	uint64_t t0 = 0;
+	ssize_t n;
+
+	if (id >= pf->cfg.n_ids || pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
+		return -ENOENT;
+	if (off >= o.size)
+		return 0;
+	if (len > o.size - off)
+		len = (size_t)(o.size - off);
+
+	pthread_mutex_lock(&pf->mu);
+	pf->st.reads++;
+	pthread_mutex_unlock(&pf->mu);
+
+	if (o.size > pf->cfg.max_object_mem) {
+		t0 = now_ns();
+		n = read_through(pf, &o, buf, len, off);
+		pthread_mutex_lock(&pf->mu);
+		pf->st.passthrough++;
+		pf->st.stalls++;
+		pf->st.stall_ns += now_ns() - t0;
+		if (n < 0)
+			pf->st.failed_reads++;
+		pthread_mutex_unlock(&pf->mu);
+		return n;
+	}
+
+	for (int tries = 0;; tries++) {
+		/* The cache first, without the engine's lock. */
+		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag, &co)) {
+			n = cache_read(pf->cfg.cache, &co, buf, len, off);
+			if (n != -ENODATA) {
+				pthread_mutex_lock(&pf->mu);
+				if (n >= 0)
+					pf->st.cache_hits++;
+				else
+					pf->st.failed_reads++;
+				pthread_mutex_unlock(&pf->mu);
+				return n;
+			}
+		}
+		pthread_mutex_lock(&pf->mu);
+		f = pf->by_id[id];
+		if (f || tries > 0)
+			break;
+		/* No fetch: either none ran, or it committed since our miss
+		 * (fetches leave the table only after committing). Look again. */
+		pthread_mutex_unlock(&pf->mu);
+	}
+
+	/* mu held. */
+	if (!f) {
+		f = fetch_create(pf, id, &o, true);
+		if (!f) {
+			pf->st.failed_reads++;
+			pthread_mutex_unlock(&pf->mu);
+			return -ENOMEM;
+		}
+		pf->st.demand_fetches++;
+	} else {
+		pf->st.prefetch_joins++;
+		if (!f->demand) {
+			/* A reader waits for it now: its parts jump the queue. */
+			struct pf_queue mine = { 0 };
+
+			f->demand = true;
+			queue_take_fetch(&pf->ahead, f, &mine);
+			queue_prepend(&pf->demand, &mine);
+		}
+	}
+	f->refs++;
+	if (!range_ready(f, off, len, pf->cfg.part_size) && !f->err) {
+		t0 = now_ns();
+		curl_multi_wakeup(pf->multi);
+		while (!range_ready(f, off, len, pf->cfg.part_size) && !f->err)
+			pthread_cond_wait(&pf->cv, &pf->mu);
+		pf->st.stalls++;
+		pf->st.stall_ns += now_ns() - t0;
+	}
+	if (f->err && !range_ready(f, off, len, pf->cfg.part_size)) {
+		n = map_read_error(f->err);
+		pf->st.failed_reads++;
+		fetch_put(pf, f);
+		pthread_mutex_unlock(&pf->mu);
+		return n;
+	}
+	pthread_mutex_unlock(&pf->mu);
+
+	/* The parts we need are done and never written again: copy freely. */
+	memcpy(buf, f->buf + off, len);
+
+	pthread_mutex_lock(&pf->mu);
+	fetch_put(pf, f);
+	pthread_mutex_unlock(&pf->mu);
+	return (ssize_t)len;
+}
+
+void pf_get_stats(struct pf *pf, struct pf_stats *st)
+{
+	pthread_mutex_lock(&pf->mu);
+	*st = pf->st;
+	st->inflight = pf->running;
+	st->inflight_limit = (uint32_t)pf->limit;
+	st->hint_epoch = -1;
+	if (pf->hints) {
+		st->hint_pos = pf->hints->oldest;
+		st->hint_len = pf->hints->n;
+		st->hint_epoch = pf->hints->epoch;
+		for (struct pf_hint *h = pf->hints->next; h; h = h->next)
+			st->hints_queued++;
+	}
+	pthread_mutex_unlock(&pf->mu);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+int pf_start(const struct pf_config *cfg, struct pf **out)
+{
+	struct pf *pf = calloc(1, sizeof(*pf));
+	int rc;
+
+	if (!pf)
+		return -ENOMEM;
+	pf->cfg = *cfg;
+	if (!pf->cfg.max_inflight)
+		pf->cfg.max_inflight = PF_INFLIGHT_DEFAULT;
+	if (!pf->cfg.window_objects)
+		pf->cfg.window_objects = PF_WINDOW_DEFAULT;
+	if (!pf->cfg.part_size)
+		pf->cfg.part_size = PF_PART_DEFAULT;
+	if (!pf->cfg.max_object_mem)
+		pf->cfg.max_object_mem = PF_OBJECT_MEM_DEFAULT;
+	if (pf->cfg.max_attempts <= 0)
+		pf->cfg.max_attempts = PF_ATTEMPTS_DEFAULT;
+	pf->limit = pf->cfg.max_inflight;
+	pthread_mutex_init(&pf->mu, NULL);
+	pthread_cond_init(&pf->cv, NULL);
+	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
+	pf->multi = curl_multi_init();
+	if (!pf->by_id || !pf->multi) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* Keep one connection per transfer alive between requests. */
+	curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
+			  (long)pf->cfg.max_inflight + 16);
+	rc = -pthread_create(&pf->thread, NULL, engine_main, pf);
+	if (rc)
+		goto fail;
+	*out = pf;
+	return 0;
+fail:
+	if (pf->multi)
+		curl_multi_cleanup(pf->multi);
+	free(pf->by_id);
+	pthread_cond_destroy(&pf->cv);
+	pthread_mutex_destroy(&pf->mu);
+	free(pf);
+	return rc;
+}
+
+void pf_stop(struct pf *pf)
+{
+	if (!pf)
+		return;
+	pthread_mutex_lock(&pf->mu);
+	pf->stop = true;
+	pthread_mutex_unlock(&pf->mu);
+	curl_multi_wakeup(pf->multi);
+	pthread_join(pf->thread, NULL);
+
+	/* No reader is left (the session loop has ended): take down what is
+	 * still in flight and free every fetch. */
+	for (uint32_t i = 0; i < pf->cfg.n_ids; i++) {
+		struct pf_fetch *f = pf->by_id[i];
+
+		if (!f)
+			continue;
+		for (uint32_t k = 0; k < f->n_parts; k++) {
+			CURL *easy = s3_xfer_easy(f->parts[k].x);
+
+			if (easy)
+				curl_multi_remove_handle(pf->multi, easy);
+		}
+		fetch_free(f);
+	}
+	while (pf->hints) {
+		struct pf_hint *h = pf->hints;
+
+		pf->hints = h->next;
+		hint_free(h);
+	}
+	free(pf->done);
+	free(pf->by_id);
+	curl_multi_cleanup(pf->multi);
+	pthread_cond_destroy(&pf->cv);
+	pthread_mutex_destroy(&pf->mu);
+	free(pf);
+}

@@ -1,0 +1,191 @@
+"""The persistent cache (DESIGN.md 2.5), seen through the proxy: a second
+epoch and a remount cause no GET (and the remount no listing), the object
+used furthest in the future is the one evicted, a changed object is fetched
+again and never served stale, and a corrupted blob is detected and fetched
+again."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dataset import upload
+from proxy import Proxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
+import hintfs  # noqa: E402
+from hintfs.torch import write_hint  # noqa: E402
+
+
+def drop_page_cache():
+    """So that reads reach hintfs instead of the kernel's page cache."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping the page cache needs root")
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def object_gets(px, bucket):
+    return [r for r in px.requests()
+            if r.method == "GET" and not r.is_listing and r.bucket == bucket]
+
+
+def gets_settled(px, bucket, want=None, timeout=10):
+    """The object GETs in the proxy's log once it has caught up: a line
+    is written when a response ends, which may be just after the client
+    has its bytes. Waits for @want of them, or for the count to hold."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        n = len(object_gets(px, bucket))
+        if (want is not None and n >= want) or (want is None and n == last):
+            break
+        if time.monotonic() > deadline:
+            break
+        last = n
+        time.sleep(0.2)
+    return object_gets(px, bucket)
+
+
+def listings(px, bucket):
+    return [r for r in px.requests() if r.is_listing and r.bucket == bucket]
+
+
+def objects_of(n, size, tag="o"):
+    return {f"{tag}{i:03d}.bin": bytes([(i * 7 + j) % 251 for j in range(256)])
+            * (size // 256) + bytes(size % 256) for i in range(n)}
+
+
+@pytest.fixture
+def proxy(rgw):
+    with Proxy() as px:
+        px.start(rgw)
+        yield px
+
+
+def read_all(m, objects):
+    for k, v in objects.items():
+        assert Path(m / k).read_bytes() == v, k
+
+
+def test_epoch_two_and_remount_make_no_request(s3, bucket, mount, proxy,
+                                               tmp_path):
+    objects = objects_of(50, 30000)
+    objects["big/large.bin"] = os.urandom(20 << 20)  # parts of 8 MiB
+    upload(s3, bucket, objects)
+    cache = tmp_path / "cache"
+    opts = (f"cache_dir={cache}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    read_all(m, objects)
+    first = len(gets_settled(proxy, bucket, 53))
+    assert first == 50 + 3  # the large object as three ranged GETs
+    assert len(listings(proxy, bucket)) == 1
+
+    drop_page_cache()
+    read_all(m, objects)  # epoch 2: from the local cache
+    assert len(gets_settled(proxy, bucket)) == first
+    m.unmount()
+    assert m.wait_exit() == 0
+
+    m2 = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    drop_page_cache()
+    read_all(m2, objects)
+    assert len(gets_settled(proxy, bucket)) == first, "a remount made GETs"
+    assert len(listings(proxy, bucket)) == 1, "a remount listed again"
+    st = hintfs.stats(m2.path)
+    assert st["listing"]["from_cache"] is True
+    assert st["listing"]["files"] == len(objects)
+    assert st["reads"]["cache_hits"] > 0 and st["requests"]["get"] == 0
+
+
+def test_relist_sees_a_changed_object_never_the_stale_one(s3, bucket, mount,
+                                                         proxy, tmp_path):
+    upload(s3, bucket, {"a.bin": b"version one " * 1000, "b.bin": b"b" * 100})
+    opts = (f"cache_dir={tmp_path / 'cache'}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    assert Path(m / "a.bin").read_bytes() == b"version one " * 1000
+    m.unmount()
+    assert m.wait_exit() == 0
+
+    s3.put_object(Bucket=bucket, Key="a.bin", Body=b"version two!" * 900)
+    before = len(gets_settled(proxy, bucket))
+    m2 = mount(bucket, endpoint=proxy.endpoint, options=opts + ("relist",))
+    drop_page_cache()
+    assert os.stat(m2 / "a.bin").st_size == 12 * 900
+    assert Path(m2 / "a.bin").read_bytes() == b"version two!" * 900
+    assert len(gets_settled(proxy, bucket, before + 1)) == before + 1
+    assert hintfs.stats(m2.path)["listing"]["from_cache"] is False
+
+
+def test_object_changed_after_listing_fails_with_estale(s3, bucket, mount,
+                                                        proxy, tmp_path):
+    upload(s3, bucket, {"a.bin": b"1" * 5000})
+    m = mount(bucket, endpoint=proxy.endpoint,
+              allowed_errors=[r"GET 'a\.bin' failed"])
+    s3.put_object(Bucket=bucket, Key="a.bin", Body=b"2" * 5000)
+    with pytest.raises(OSError) as e:
+        Path(m / "a.bin").read_bytes()
+    assert e.value.errno == 116  # ESTALE
+    gets = gets_settled(proxy, bucket, 1)
+    assert gets and all(r.status == 412 for r in gets)
+    assert hintfs.stats(m.path)["errors"]["stale"] >= 1
+
+
+def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
+                                                      tmp_path):
+    objects = objects_of(5, 100000)
+    upload(s3, bucket, objects)
+    cache = tmp_path / "cache"
+    opts = (f"cache_dir={cache}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    read_all(m, objects)
+    m.unmount()
+    assert m.wait_exit() == 0
+    segs = sorted(cache.glob("seg-*"))
+    assert segs, f"no blob segment in {sorted(os.listdir(cache))}"
+    # Flip one byte inside the first object's blob.
+    with open(segs[0], "r+b") as f:
+        f.seek(1000)
+        b = f.read(1)
+        f.seek(1000)
+        f.write(bytes([b[0] ^ 0xFF]))
+    before = len(gets_settled(proxy, bucket))
+    m2 = mount(bucket, endpoint=proxy.endpoint, options=opts,
+               allowed_errors=[r"checksum"])
+    drop_page_cache()
+    read_all(m2, objects)
+    assert len(gets_settled(proxy, bucket, before + 1)) == before + 1
+    st = hintfs.stats(m2.path)
+    assert st["cache"]["corrupt"] == 1
+
+
+def test_eviction_keeps_what_the_hint_needs_soonest(s3, bucket, mount, proxy,
+                                                    tmp_path):
+    size = 100000
+    objects = objects_of(4, size, tag="x")
+    a, b, c, d = sorted(objects)
+    upload(s3, bucket, objects)
+    # Room for three of the four objects.
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=(f"cache_dir={tmp_path / 'cache'}",
+                       f"cache_size={3 * size + 4096}", "max_inflight=1",
+                       "window=1"))
+    # After d, the hint wants a and b again but never c: at capacity, c
+    # is the one to go (plain LRU would evict a, the oldest).
+    hint = [a, b, c, d, a, b]
+    write_hint(m.path, hint)
+    for k in hint:
+        drop_page_cache()
+        assert Path(m / k).read_bytes() == objects[k]
+    gets = [r.key for r in gets_settled(proxy, bucket)]
+    assert sorted(gets) == [a, b, c, d], f"GETs: {gets}"
+    # c, used furthest in the future (never), is not cached; a and b are.
+    drop_page_cache()
+    for k in (a, b):
+        assert Path(m / k).read_bytes() == objects[k]
+    assert sorted(r.key for r in gets_settled(proxy, bucket)) == [a, b, c, d]
+    assert Path(m / c).read_bytes() == objects[c]
+    assert sorted(r.key for r in gets_settled(proxy, bucket, 5)) == \
+        [a, b, c, c, d]

@@ -1,0 +1,245 @@
+"""Hints and prefetch (DESIGN.md 2.2, 2.3), seen through the project's proxy:
+GETs follow the hint's order, a queued hint follows the current one, bad
+lines are counted and never fatal, the stats match what the proxy saw, and
+an unmodified ImageFolder + DataLoader reads every image right with
+HintedSampler."""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dataset import sha256, upload
+from proxy import Proxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
+import hintfs  # noqa: E402
+from hintfs.torch import write_hint  # noqa: E402
+
+N_OBJECTS = 120
+WAIT_S = 60
+
+
+def make_objects(n=N_OBJECTS, size=2000, tag="f"):
+    """key -> distinct bytes, in folders of 10."""
+    return {f"d{i // 10:02d}/{tag}{i:04d}.bin":
+            (f"{tag}{i:04d}-".encode() * (size // 6 + 1))[:size]
+            for i in range(n)}
+
+
+def object_gets(px, bucket):
+    return [r for r in px.requests()
+            if r.method == "GET" and not r.is_listing and r.bucket == bucket]
+
+
+def wait_gets(px, bucket, n, timeout=WAIT_S):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gets = object_gets(px, bucket)
+        if len(gets) >= n:
+            return gets
+        time.sleep(0.05)
+    pytest.fail(f"only {len(object_gets(px, bucket))} of {n} GETs arrived "
+                f"within {timeout}s")
+
+
+def stats(m):
+    return hintfs.stats(m.path)
+
+
+@pytest.fixture
+def proxy(rgw):
+    with Proxy() as px:
+        px.start(rgw)
+        yield px
+
+
+def test_gets_follow_the_hint_order(s3, bucket, mount, proxy):
+    objects = make_objects()
+    upload(s3, bucket, objects)
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=("max_inflight=4", "window=1000"))
+    order = sorted(objects, key=lambda k: sha256(k.encode()))  # a shuffle
+    write_hint(m.path, order)
+    gets = wait_gets(proxy, bucket, len(order))
+    # Prefetched without a single read, each object once, in hint order
+    # up to the 4 requests in flight at once.
+    started = [r.key for r in sorted(gets, key=lambda r: r.start_ms)]
+    assert sorted(started) == sorted(order)
+    rank = {k: i for i, k in enumerate(order)}
+    worst = max(abs(rank[k] - i) for i, k in enumerate(started))
+    assert worst <= 4, f"a GET came {worst} places away from its hint slot"
+    # Reading now costs no GET, and the bytes are right.
+    for k in order:
+        assert Path(m / k).read_bytes() == objects[k]
+    time.sleep(0.5)
+    assert len(object_gets(proxy, bucket)) == len(order)
+    st = stats(m)
+    assert st["hint"]["last"]["entries"] == len(order)
+    assert st["requests"]["prefetched_objects"] == len(order)
+
+
+def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):
+    objects = make_objects(60)
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    first, second = keys[:30], keys[30:]
+    # A window of 10: the prefetcher stays 10 entries ahead of the reader,
+    # so nothing of the second hint is fetched before the first is read.
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=("max_inflight=2", "window=10"))
+    write_hint(m.path, first, epoch=1)
+    write_hint(m.path, second, epoch=2)
+    gets = wait_gets(proxy, bucket, 10)
+    time.sleep(0.5)
+    assert {r.key for r in object_gets(proxy, bucket)} <= set(first[:12])
+    assert stats(m)["hint"]["queued"] == 1
+
+    for k in first:  # epoch 1 reads its files, in its order
+        assert Path(m / k).read_bytes() == objects[k]
+    gets = wait_gets(proxy, bucket, 40)
+    assert stats(m)["hint"]["epoch"] == 2
+    for k in second:
+        assert Path(m / k).read_bytes() == objects[k]
+    keys_in_order = [r.key for r in sorted(object_gets(proxy, bucket),
+                                           key=lambda r: r.start_ms)]
+    assert sorted(keys_in_order) == keys, "an object was fetched twice"
+    # Every object of the first hint was asked for before any of the second.
+    last_first = max(keys_in_order.index(k) for k in first)
+    first_second = min(keys_in_order.index(k) for k in second)
+    assert last_first < first_second
+
+
+def test_bad_hint_lines_are_counted_not_fatal(s3, bucket, mount, proxy):
+    objects = make_objects(20)
+    upload(s3, bucket, objects)
+    m = mount(bucket, endpoint=proxy.endpoint, options=("window=100",))
+    keys = sorted(objects)
+    lines = ["#hintfs v1 epoch=7",
+             keys[0],
+             "",
+             "# a comment",
+             "no/such/file.bin",            # unknown
+             keys[1], keys[1],              # duplicate: allowed
+             os.path.join(m.path, keys[2]),  # absolute under the mount
+             "/elsewhere/" + keys[3],       # outside the mount
+             "../" + keys[4],               # ..
+             "d00",                         # a directory: not a file
+             "x" * 5000,                    # too long
+             ]
+    data = ("\n".join(lines) + "\n").encode() + b"bad\xff\xfeutf8\n" + \
+        keys[5].encode() + b"\r\n"
+    with open(m / ".hintfs/hint", "wb") as f:
+        f.write(data)
+    want = {keys[0], keys[1], keys[2], keys[5]}
+    wait_gets(proxy, bucket, len(want))
+    time.sleep(0.3)
+    gets = object_gets(proxy, bucket)
+    assert sorted(r.key for r in gets) == sorted(want), \
+        "each hinted object once, nothing else"
+    last = stats(m)["hint"]["last"]
+    assert last == {"entries": 5, "unknown": 2, "too_long": 1, "bad_utf8": 1,
+                    "dotdot": 1, "outside": 1, "epoch": 7}
+    assert any("hint from" in l and "refused" in l for l in m.log_lines())
+    # The mount still works, and a good hint afterwards is taken.
+    assert Path(m / keys[9]).read_bytes() == objects[keys[9]]
+    write_hint(m.path, [keys[10]])
+    assert stats(m)["hint"]["received"] == 2
+
+
+def test_hint_file_option_is_reread_when_replaced(s3, bucket, mount, proxy,
+                                                   tmp_path):
+    objects = make_objects(30)
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    hint = tmp_path / "epoch.txt"
+    hint.write_text("\n".join(keys[:10]) + "\n")
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=(f"hint={hint}", "window=100"))
+    wait_gets(proxy, bucket, 10)
+    # Replaced by an atomic rename, as a trainer would.
+    tmp = tmp_path / "epoch.txt.new"
+    tmp.write_text("#hintfs v1 epoch=2\n" + "\n".join(keys[10:20]) + "\n")
+    os.rename(tmp, hint)
+    wait_gets(proxy, bucket, 20)
+    assert {r.key for r in object_gets(proxy, bucket)} == set(keys[:20])
+    st = stats(m)
+    assert st["hint"]["received"] == 2
+
+
+def test_stats_match_what_the_proxy_saw(s3, bucket, mount, proxy):
+    objects = make_objects(40)
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    m = mount(bucket, endpoint=proxy.endpoint)
+    write_hint(m.path, keys[:20])
+    wait_gets(proxy, bucket, 20)
+    for k in keys:  # 20 prefetched, 20 read on demand
+        assert Path(m / k).read_bytes() == objects[k]
+    wait_gets(proxy, bucket, 40)
+    # Objects are written to the cache just after their readers are served.
+    deadline = time.monotonic() + 10
+    while True:
+        st = json.loads(Path(m / ".hintfs/stats").read_text())
+        if st["cache"]["objects"] == 40 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    seen = proxy.requests()
+    gets = [r for r in seen if r.method == "GET" and not r.is_listing]
+    lists = [r for r in seen if r.is_listing]
+    assert st["requests"]["get"] == len(gets) == 40
+    assert st["requests"]["list"] == len(lists) == 1
+    assert st["reads"]["demand_fetches"] == 20
+    assert st["stalls"]["count"] >= 20
+    assert st["stalls"]["seconds"] > 0
+    assert st["cache"]["objects"] == 40
+    assert st["cache"]["bytes"] == sum(len(v) for v in objects.values())
+    assert st["requests"]["bytes"] == st["cache"]["bytes"]
+    assert st["listing"]["files"] == 40 and not st["listing"]["from_cache"]
+    assert st["errors"] == {"slowdown": 0, "server": 0, "network": 0,
+                            "stale": 0, "other": 0}
+
+
+def test_imagefolder_with_hinted_sampler(s3, bucket, mount, proxy, tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, RandomSampler
+    from torchvision import datasets, transforms
+
+    from dataset import image_folder
+    from hintfs.torch import HintedSampler
+
+    local = tmp_path / "local"
+    upload(s3, bucket, image_folder(local, per_class=12))
+    m = mount(bucket, endpoint=proxy.endpoint)
+    tf = transforms.ToTensor()
+    ds = datasets.ImageFolder(m.path, transform=tf)
+    ref = datasets.ImageFolder(str(local), transform=tf)
+    assert ds.classes == ref.classes
+    g = torch.Generator().manual_seed(3)
+    sampler = HintedSampler(RandomSampler(ds, generator=g), ds, m.path)
+    loader = DataLoader(ds, batch_size=8, sampler=sampler, num_workers=2)
+    seen = []
+    for epoch in range(2):
+        got = 0
+        for x, y in loader:
+            got += len(y)
+        assert got == len(ds)
+        seen.append(stats(m)["hint"]["received"])
+    assert seen == [1, 2]
+    # The bytes behind every sample are the local file's, and the order
+    # of the GETs was the first epoch's hint.
+    order = list(iter(RandomSampler(ref, generator=torch.Generator().manual_seed(3))))
+    for i in range(len(ds)):
+        a, ya = ds[i]
+        b, yb = ref[i]
+        assert ya == yb and torch.equal(a, b)
+    time.sleep(0.5)
+    gets = sorted(object_gets(proxy, bucket), key=lambda r: r.start_ms)
+    assert len(gets) == len(ds), "the second epoch must be served locally"
+    hinted = [os.path.relpath(ref.samples[i][0], local) for i in order]
+    rank = {k: i for i, k in enumerate(hinted)}
+    worst = max(abs(rank[r.key] - i) for i, r in enumerate(gets))
+    assert worst <= 64  # within the requests in flight at once

@@ -1,0 +1,682 @@
+/*
+ * tests/unit/test_gpu.c - libhintfs_gpu (gpu/gpu.h) and its file reader.
+ *
+ * Without a GPU (CI): opening with the GPU requested fails with -ENODEV
+ * and a "no CUDA device: <why>" message; the CPU fallback returns the
+ * files' bytes at the right offsets (random sizes, empty files, files over
+ * 1 MiB), with io_uring and with plain syscalls; bad paths, oversized
+ * batches, a full ring and every misuse of handles and batches give their
+ * documented errors. The reader is also compiled into this binary with
+ * 4,093-byte reads, which drives the short-read path on every sample.
+ *
+ * With a GPU: the same batches are copied to the device and read back with
+ * cudaMemcpy; many batches in a loop and held batches stay intact. Those
+ * checks print "SKIP" lines when there is no device; the binary then still
+ * exits 0 if everything else passed (77 only if nothing could run).
+ */
+#include "gpu/gpu.h"
+#include "gpu/reader.h"
+#include "check.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define N_FILES 40
+#define MIB	(1u << 20)
+
+static char dir[256];
+static char *paths[N_FILES];
+static uint8_t *data[N_FILES];
+static size_t sizes[N_FILES];
+
+/* xorshift: reproducible sizes and bytes without libc's rand state. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void write_file(const char *path, const uint8_t *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	size_t done = 0;
+
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	while (done < len) {
+		ssize_t n = write(fd, buf + done, len - done);
+
+		if (n <= 0) {
+			perror(path);
+			exit(1);
+		}
+		done += (size_t)n;
+	}
+	close(fd);
+}
+
+/* Sizes: two empty files, a 1-byte one, three over 1 MiB, the rest up to
+ * 300 KB. */
+static void make_files(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/hintfs-test-gpu-XXXXXX",
+		 tmp && tmp[0] ? tmp : "/tmp");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	for (int i = 0; i < N_FILES; i++) {
+		size_t len;
+
+		if (i == 3 || i == 17)
+			len = 0;
+		else if (i == 5)
+			len = 1;
+		else if (i == 8)
+			len = MIB + 12345;
+		else if (i == 21)
+			len = 3 * MIB;
+		else if (i == 30)
+			len = 2 * MIB - 1;
+		else
+			len = rng() % 300000;
+		sizes[i] = len;
+		data[i] = malloc(len ? len : 1);
+		for (size_t k = 0; k < len; k++)
+			data[i][k] = (uint8_t)(rng() >> 24);
+		paths[i] = malloc(strlen(dir) + 32);
+		snprintf(paths[i], strlen(dir) + 32, "%s/sample-%02d.bin", dir,
+			 i);
+		write_file(paths[i], data[i], len);
+	}
+}
+
+static void remove_files(void)
+{
+	char p[300];
+
+	for (int i = 0; i < N_FILES; i++) {
+		unlink(paths[i]);
+		free(paths[i]);
+		free(data[i]);
+	}
+	snprintf(p, sizeof(p), "%s/a-dir", dir);
+	rmdir(p);
+	rmdir(dir);
+}
+
+static const char *const *cpaths(int first)
+{
+	return (const char *const *)&paths[first];
+}
+
+/* The batch holds samples first..first+n-1, packed with alignment @align,
+ * and @mem (host memory: host pointer or a copy of the device bytes) has
+ * their bytes. */
+static bool batch_ok(const struct hintfs_gpu_batch *b, const uint8_t *mem,
+		     int first, uint32_t n, uint32_t align)
+{
+	uint64_t end = 0;
+
+	if (b->count != n)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = (end + align - 1) / align * align;
+
+		if (b->offsets[i] != off || b->lengths[i] != sizes[first + i])
+			return false;
+		if (sizes[first + i] &&
+		    memcmp(mem + off, data[first + i], sizes[first + i]))
+			return false;
+		end = off + sizes[first + i];
+	}
+	return b->bytes == end;
+}
+
+static struct hintfs_gpu *open_cpu(uint32_t flags, uint32_t align)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = NULL;
+	int rc;
+
+	hintfs_gpu_config_init(&cfg);
+	cfg.flags = HINTFS_GPU_FORCE_CPU | flags;
+	cfg.max_batch_bytes = 16 * MIB;
+	cfg.align = align;
+	cfg.queue_depth = 8; /* fewer than a batch: the window moves */
+	rc = hintfs_gpu_open(&cfg, &h);
+	if (rc)
+		fprintf(stderr, "open (cpu): %s\n", hintfs_gpu_strerror(rc));
+	return h;
+}
+
+static void test_config(void)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = (struct hintfs_gpu *)1;
+	int rc;
+
+	hintfs_gpu_config_init(&cfg);
+	CHECK(cfg.ring_depth == 3 && cfg.max_batch_files == 1024);
+	CHECK(cfg.max_batch_bytes == 64ull << 20 && cfg.align == 1);
+	CHECK(cfg.queue_depth == 64 && cfg.device == 0 && cfg.flags == 0);
+	CHECK(hintfs_gpu_abi_version() == HINTFS_GPU_ABI_VERSION);
+
+	CHECK(hintfs_gpu_open(&cfg, NULL) == -EINVAL);
+
+	cfg.flags = HINTFS_GPU_FORCE_CPU;
+	cfg.ring_depth = 0;
+	rc = hintfs_gpu_open(&cfg, &h);
+	CHECK(rc == -EINVAL && h == NULL);
+	CHECK(strstr(hintfs_gpu_strerror(rc), "ring_depth") != NULL);
+	cfg.ring_depth = 3;
+	cfg.align = 3;
+	rc = hintfs_gpu_open(&cfg, &h);
+	CHECK(rc == -EINVAL && strstr(hintfs_gpu_strerror(rc), "align"));
+	cfg.align = 1;
+	cfg.flags = 1u << 30;
+	CHECK(hintfs_gpu_open(&cfg, &h) == -EINVAL);
+	cfg.flags = HINTFS_GPU_FORCE_CPU;
+	cfg.max_batch_bytes = 0;
+	CHECK(hintfs_gpu_open(&cfg, &h) == -EINVAL);
+
+	/* Fixed texts for codes that did not just fail on this thread. */
+	CHECK(strcmp(hintfs_gpu_strerror(-ENODEV), "no CUDA device") == 0);
+	CHECK(strcmp(hintfs_gpu_strerror(-ENOENT),
+		     "No such file or directory") == 0);
+	CHECK(hintfs_gpu_strerror(-99999) != NULL);
+}
+
+/*
+ * With the GPU requested: either a handle (a GPU is there: returns true)
+ * or -ENODEV saying "no CUDA device: <why>". First with a runtime that
+ * cannot exist, which must be tried before the real one is loaded.
+ */
+static bool test_gpu_open(void)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = (struct hintfs_gpu *)1;
+	const char *msg;
+	int rc;
+
+	hintfs_gpu_config_init(&cfg);
+	cfg.max_batch_bytes = 16 * MIB;
+
+	setenv("HINTFS_CUDART", "/nonexistent/libcudart.so.99", 1);
+	rc = hintfs_gpu_open(&cfg, &h);
+	msg = hintfs_gpu_strerror(rc);
+	CHECK(rc == -ENODEV && h == NULL);
+	CHECK(strncmp(msg, "no CUDA device: ", 16) == 0);
+	CHECK(strstr(msg, "/nonexistent/libcudart.so.99") != NULL);
+	CHECK(strstr(msg, "HINTFS_CUDART") != NULL);
+	printf("no runtime: %s\n", msg);
+	unsetenv("HINTFS_CUDART");
+
+	rc = hintfs_gpu_open(&cfg, &h);
+	if (rc == 0) {
+		CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_PINNED);
+		printf("GPU present: %s\n", hintfs_gpu_describe(h));
+		hintfs_gpu_close(h);
+		return true;
+	}
+	msg = hintfs_gpu_strerror(rc);
+	printf("no GPU: %s\n", msg);
+	CHECK(rc == -ENODEV && h == NULL);
+	CHECK(strncmp(msg, "no CUDA device: ", 16) == 0);
+	CHECK(strlen(msg) > 20); /* and why */
+
+	/* A device index past the end also says so. */
+	cfg.device = 4096;
+	rc = hintfs_gpu_open(&cfg, &h);
+	CHECK(rc == -ENODEV);
+	return false;
+}
+
+static void test_cpu_batches(uint32_t flags, uint32_t align)
+{
+	struct hintfs_gpu *h = open_cpu(flags, align);
+	struct hintfs_gpu_batch b[3];
+	const char *desc;
+
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	desc = hintfs_gpu_describe(h);
+	printf("cpu flags 0x%x align %u: %s\n", flags, align, desc);
+	CHECK(desc && strncmp(desc, "cpu:", 4) == 0);
+	CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_CPU);
+
+	/* Three batches held at once, each intact after the others. */
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 15, &b[0]) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(15), 10, &b[1]) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(25), 15, &b[2]) == 0);
+	CHECK(b[0].dev == b[0].host && b[0].slot != b[1].slot);
+	CHECK(b[0].seq < b[1].seq && b[1].seq < b[2].seq);
+	CHECK(batch_ok(&b[0], b[0].host, 0, 15, align));
+	CHECK(batch_ok(&b[1], b[1].host, 15, 10, align));
+	CHECK(batch_ok(&b[2], b[2].host, 25, 15, align));
+	CHECK(hintfs_gpu_wait(h, &b[0]) == 0);
+	CHECK(hintfs_gpu_stream_wait(h, &b[1], NULL) == 0);
+
+	/* Ring full. */
+	{
+		struct hintfs_gpu_batch x;
+		int rc = hintfs_gpu_submit(h, cpaths(0), 1, &x);
+
+		CHECK(rc == -EBUSY);
+		CHECK(strstr(hintfs_gpu_strerror(rc), "3 ring slots"));
+		CHECK(x.seq == 0 && x.count == 0);
+	}
+	CHECK(hintfs_gpu_release(h, &b[1]) == 0);
+	CHECK(hintfs_gpu_release_on_stream(h, &b[0], NULL) == 0);
+	/* Reuse: the freed slots take new batches, b[2] is untouched. */
+	CHECK(hintfs_gpu_submit(h, cpaths(0), N_FILES, &b[0]) == 0);
+	CHECK(batch_ok(&b[0], b[0].host, 0, N_FILES, align));
+	CHECK(batch_ok(&b[2], b[2].host, 25, 15, align));
+	CHECK(hintfs_gpu_release(h, &b[0]) == 0);
+	CHECK(hintfs_gpu_release(h, &b[2]) == 0);
+
+	/* Many batches through the ring. */
+	for (int k = 0; k < 60; k++) {
+		int first = (int)(rng() % N_FILES);
+		uint32_t n = (uint32_t)(rng() % (N_FILES - first)) + 1;
+		struct hintfs_gpu_batch x;
+		bool ok = hintfs_gpu_submit(h, cpaths(first), n, &x) == 0 &&
+			  batch_ok(&x, x.host, first, n, align) &&
+			  hintfs_gpu_release(h, &x) == 0;
+
+		CHECK(ok);
+	}
+	hintfs_gpu_close(h);
+}
+
+static void test_empty(void)
+{
+	struct hintfs_gpu *h = open_cpu(0, 1);
+	struct hintfs_gpu_batch b;
+	const char *empty[3];
+
+	if (!h)
+		return;
+	CHECK(hintfs_gpu_submit(h, NULL, 0, &b) == 0);
+	CHECK(b.count == 0 && b.bytes == 0 && b.seq != 0);
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+
+	empty[0] = paths[3];
+	empty[1] = paths[17];
+	empty[2] = paths[3];
+	CHECK(hintfs_gpu_submit(h, empty, 3, &b) == 0);
+	CHECK(b.count == 3 && b.bytes == 0);
+	CHECK(b.lengths[0] == 0 && b.lengths[2] == 0 && b.offsets[2] == 0);
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+	hintfs_gpu_close(h);
+}
+
+static void test_errors(uint32_t flags)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = NULL, *h2 = open_cpu(flags, 1);
+	struct hintfs_gpu_batch b, other;
+	const char *bad[4];
+	char missing[300], sub[300];
+	const char *msg;
+	int rc;
+
+	hintfs_gpu_config_init(&cfg);
+	cfg.flags = HINTFS_GPU_FORCE_CPU | flags;
+	cfg.ring_depth = 2;
+	cfg.max_batch_files = 8;
+	cfg.max_batch_bytes = 2 * MIB;
+	CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+	if (!h || !h2)
+		return;
+
+	/* A missing file names its sample; nothing stays held. */
+	snprintf(missing, sizeof(missing), "%s/no-such-file.jpg", dir);
+	bad[0] = paths[0];
+	bad[1] = paths[1];
+	bad[2] = missing;
+	bad[3] = paths[2];
+	for (int k = 0; k < 3; k++) {
+		rc = hintfs_gpu_submit(h, bad, 4, &b);
+		msg = hintfs_gpu_strerror(rc);
+		CHECK(rc == -ENOENT);
+		CHECK(strstr(msg, "sample 2") && strstr(msg, missing));
+		CHECK(b.seq == 0);
+	}
+	/* A directory, and a NULL path. */
+	snprintf(sub, sizeof(sub), "%s/a-dir", dir);
+	mkdir(sub, 0700);
+	bad[2] = sub;
+	rc = hintfs_gpu_submit(h, bad, 4, &b);
+	CHECK(rc == -EISDIR && strstr(hintfs_gpu_strerror(rc), "sample 2"));
+	bad[2] = NULL;
+	CHECK(hintfs_gpu_submit(h, bad, 4, &b) == -EINVAL);
+	CHECK(hintfs_gpu_submit(h, NULL, 2, &b) == -EINVAL);
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 1, NULL) == -EINVAL);
+
+	/* Too many files, too many bytes (sample 8 is 1 MiB + 12345). */
+	rc = hintfs_gpu_submit(h, cpaths(0), 9, &b);
+	CHECK(rc == -E2BIG);
+	CHECK(strstr(hintfs_gpu_strerror(rc), "max_batch_files 8"));
+	bad[0] = paths[8];
+	bad[1] = paths[8];
+	rc = hintfs_gpu_submit(h, bad, 2, &b);
+	msg = hintfs_gpu_strerror(rc);
+	CHECK(rc == -EMSGSIZE);
+	CHECK(strstr(msg, "sample 1") && strstr(msg, "max_batch_bytes"));
+	/* ... and exactly full is fine. */
+	bad[1] = paths[21];
+	CHECK(hintfs_gpu_submit(h, bad, 1, &b) == 0);
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+
+	/* Both slots still free after all the failures. */
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 3, &b) == 0);
+	CHECK(hintfs_gpu_submit(h2, cpaths(0), 3, &other) == 0);
+	{
+		struct hintfs_gpu_batch c;
+
+		CHECK(hintfs_gpu_submit(h, cpaths(3), 3, &c) == 0);
+		CHECK(hintfs_gpu_submit(h, cpaths(6), 1, NULL) == -EINVAL);
+		CHECK(hintfs_gpu_release(h, &c) == 0);
+	}
+
+	/* Batches: double release, a forged one, one of another handle. */
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+	rc = hintfs_gpu_release(h, &b);
+	CHECK(rc == -EINVAL && strstr(hintfs_gpu_strerror(rc), "not held"));
+	CHECK(hintfs_gpu_wait(h, &b) == -EINVAL);
+	CHECK(hintfs_gpu_stream_wait(h, &b, NULL) == -EINVAL);
+	CHECK(hintfs_gpu_release(h, NULL) == -EINVAL);
+	{
+		struct hintfs_gpu_batch forged = other;
+
+		forged.slot = 99;
+		CHECK(hintfs_gpu_release(h2, &forged) == -EINVAL);
+		forged = other;
+		forged.seq += 1000;
+		CHECK(hintfs_gpu_release(h2, &forged) == -EINVAL);
+	}
+	/* A batch of h2 given to h, while h holds one in the same slot. */
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 2, &b) == 0);
+	{
+		struct hintfs_gpu_batch same_slot = other;
+
+		same_slot.slot = b.slot;
+		CHECK(hintfs_gpu_release(h, &same_slot) == -EINVAL);
+		CHECK(hintfs_gpu_release(h, &other) == -EINVAL);
+	}
+	CHECK(hintfs_gpu_release(h2, &other) == 0);
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+
+	/* Closed and never-opened handles: -EBADF, no memory touched. */
+	hintfs_gpu_close(h);
+	rc = hintfs_gpu_submit(h, cpaths(0), 1, &b);
+	CHECK(rc == -EBADF && strstr(hintfs_gpu_strerror(rc), "not open"));
+	CHECK(hintfs_gpu_wait(h, &b) == -EBADF);
+	CHECK(hintfs_gpu_stream_wait(h, &b, NULL) == -EBADF);
+	CHECK(hintfs_gpu_release(h, &b) == -EBADF);
+	CHECK(hintfs_gpu_release_on_stream(h, &b, NULL) == -EBADF);
+	CHECK(hintfs_gpu_path_kind(h) == -EBADF);
+	CHECK(hintfs_gpu_describe(h) == NULL);
+	hintfs_gpu_close(h); /* twice: nothing */
+	hintfs_gpu_close(NULL);
+	CHECK(hintfs_gpu_submit((struct hintfs_gpu *)&cfg, cpaths(0), 1, &b) ==
+	      -EBADF);
+	CHECK(hintfs_gpu_submit(NULL, cpaths(0), 1, &b) == -EBADF);
+	hintfs_gpu_close(h2);
+}
+
+/*
+ * The reader alone, built with RD_MAX_READ_BYTES 4093: every sample over
+ * 4,093 bytes takes several reads, each continued from where the last
+ * stopped (the short-read path), with io_uring and without.
+ */
+static void test_reader_short_reads(bool uring)
+{
+	struct reader r;
+	uint64_t lens[N_FILES], offs[N_FILES], end = 0;
+	uint8_t *buf;
+	uint32_t bad = 0;
+	bool same = true;
+
+	CHECK(reader_init(&r, 5, uring) == 0);
+	if (uring && !r.uring)
+		printf("SKIP io_uring reader: %s\n", r.why_sync);
+	CHECK(reader_sizes(&r, cpaths(0), N_FILES, lens, &bad) == 0);
+	for (int i = 0; i < N_FILES; i++) {
+		CHECK(lens[i] == sizes[i]);
+		offs[i] = end;
+		end += lens[i];
+	}
+	buf = malloc(end);
+	memset(buf, 0xee, end);
+	CHECK(reader_fill(&r, cpaths(0), N_FILES, offs, lens, buf, &bad) == 0);
+	for (int i = 0; i < N_FILES; i++)
+		if (sizes[i] && memcmp(buf + offs[i], data[i], sizes[i]))
+			same = false;
+	CHECK(same);
+
+	/* A file shorter than the size given: -ESTALE, index reported. */
+	lens[4] = sizes[4] + 10;
+	CHECK(reader_fill(&r, cpaths(0), 6, offs, lens, buf, &bad) == -ESTALE);
+	CHECK(bad == 4);
+	free(buf);
+	reader_fini(&r);
+}
+
+/*
+ * Threads sharing a handle: submits, waits and releases from four threads
+ * (each batch checked), then the same while the handle is closed under
+ * them: every call returns 0, -EBUSY or -EBADF, and none crashes.
+ */
+struct race {
+	struct hintfs_gpu *h;
+	uint64_t seed;
+	bool check_bytes;
+	int ok, busy, closed, other;
+};
+
+static void *race_worker(void *arg)
+{
+	struct race *r = arg;
+	uint64_t x = r->seed;
+
+	for (int k = 0; k < 300; k++) {
+		struct hintfs_gpu_batch b;
+		int first, rc;
+		uint32_t n;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		first = (int)(x % N_FILES);
+		n = (uint32_t)((x >> 20) % (uint64_t)(N_FILES - first)) + 1;
+		rc = hintfs_gpu_submit(r->h, cpaths(first), n, &b);
+		if (rc == -EBUSY) {
+			r->busy++;
+			continue;
+		}
+		if (rc == -EBADF) {
+			r->closed++;
+			break;
+		}
+		if (rc) {
+			r->other++;
+			continue;
+		}
+		/* After a racing close the batch's memory is gone: only the
+		 * first round reads it. */
+		if (r->check_bytes && !batch_ok(&b, b.host, first, n, 1))
+			r->other++;
+		rc = hintfs_gpu_wait(r->h, &b);
+		if (rc == 0)
+			rc = hintfs_gpu_release(r->h, &b);
+		if (rc == 0)
+			r->ok++;
+		else if (rc == -EBADF)
+			r->closed++;
+		else
+			r->other++;
+	}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct race r[4];
+	pthread_t t[4];
+
+	for (int round = 0; round < 2; round++) {
+		struct hintfs_gpu *h = open_cpu(0, 1);
+		int ok = 0, other = 0;
+
+		if (!h)
+			return;
+		for (int i = 0; i < 4; i++) {
+			memset(&r[i], 0, sizeof(r[i]));
+			r[i].h = h;
+			r[i].seed = 0x1234567ull * (uint64_t)(i + 1 + round);
+			r[i].check_bytes = round == 0;
+			pthread_create(&t[i], NULL, race_worker, &r[i]);
+		}
+		if (round == 1) {
+			usleep(20000);
+			hintfs_gpu_close(h);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+			ok += r[i].ok;
+			other += r[i].other;
+		}
+		CHECK(other == 0);
+		if (round == 0) {
+			CHECK(ok > 0);
+			hintfs_gpu_close(h);
+		}
+		printf("threads round %d: %d batches, %d busy, %d closed\n",
+		       round, ok, r[0].busy + r[1].busy + r[2].busy + r[3].busy,
+		       r[0].closed + r[1].closed + r[2].closed + r[3].closed);
+	}
+}
+
+/* ------------------------------------------------------------- GPU */
+
+/* cudaMemcpy from the runtime the library loaded (same file, so dlopen
+ * returns the same handle). */
+static int (*cuda_memcpy)(void *dst, const void *src, size_t n, int kind);
+#define CUDA_MEMCPY_D2H 2 /* cudaMemcpyDeviceToHost */
+
+static bool load_memcpy(void)
+{
+	const char *names[] = {"libcudart.so.13", "libcudart.so.12",
+			       "libcudart.so"};
+
+	for (size_t i = 0; i < 3 && !cuda_memcpy; i++) {
+		void *dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+
+		if (dl)
+			cuda_memcpy =
+			    (__typeof__(cuda_memcpy))dlsym(dl, "cudaMemcpy");
+	}
+	return cuda_memcpy != NULL;
+}
+
+static bool device_ok(const struct hintfs_gpu_batch *b, int first, uint32_t n)
+{
+	uint8_t *copy = malloc(b->bytes ? b->bytes : 1);
+	bool ok = cuda_memcpy(copy, b->dev, b->bytes, CUDA_MEMCPY_D2H) == 0 &&
+		  batch_ok(b, copy, first, n, 1);
+
+	free(copy);
+	return ok;
+}
+
+static void test_gpu_batches(void)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = NULL;
+	struct hintfs_gpu_batch b[3];
+
+	if (!load_memcpy()) {
+		printf("SKIP device bytes: cudaMemcpy not found\n");
+		return;
+	}
+	hintfs_gpu_config_init(&cfg);
+	cfg.max_batch_bytes = 16 * MIB;
+	CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+	if (!h)
+		return;
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 20, &b[0]) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(20), 20, &b[1]) == 0);
+	CHECK(b[0].dev != b[0].host && b[0].host != NULL);
+	CHECK(hintfs_gpu_wait(h, &b[0]) == 0);
+	CHECK(hintfs_gpu_stream_wait(h, &b[1], NULL) == 0);
+	CHECK(hintfs_gpu_wait(h, &b[1]) == 0);
+	CHECK(device_ok(&b[0], 0, 20));
+	CHECK(device_ok(&b[1], 20, 20));
+	CHECK(hintfs_gpu_submit(h, cpaths(5), 30, &b[2]) == 0);
+	CHECK(hintfs_gpu_wait(h, &b[2]) == 0);
+	CHECK(device_ok(&b[2], 5, 30));
+	CHECK(device_ok(&b[0], 0, 20)); /* untouched by later batches */
+	CHECK(hintfs_gpu_release_on_stream(h, &b[0], NULL) == 0);
+	CHECK(hintfs_gpu_release(h, &b[1]) == 0);
+	CHECK(hintfs_gpu_release(h, &b[2]) == 0);
+
+	for (int k = 0; k < 200; k++) {
+		int first = (int)(rng() % N_FILES);
+		uint32_t n = (uint32_t)(rng() % (N_FILES - first)) + 1;
+		struct hintfs_gpu_batch x;
+		bool ok = hintfs_gpu_submit(h, cpaths(first), n, &x) == 0 &&
+			  hintfs_gpu_wait(h, &x) == 0 &&
+			  (k % 20 || device_ok(&x, first, n)) &&
+			  hintfs_gpu_release_on_stream(h, &x, NULL) == 0;
+
+		CHECK(ok);
+	}
+	hintfs_gpu_close(h);
+	/* Open/close churn: nothing accumulates (see also the pytest). */
+	for (int k = 0; k < 20; k++) {
+		CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+		hintfs_gpu_close(h);
+	}
+}
+
+int main(void)
+{
+	bool gpu;
+
+	make_files();
+	test_config();
+	gpu = test_gpu_open();
+	test_cpu_batches(0, 1);
+	test_cpu_batches(HINTFS_GPU_NO_URING, 1);
+	test_cpu_batches(0, 4096);
+	test_empty();
+	test_errors(0);
+	test_errors(HINTFS_GPU_NO_URING);
+	test_reader_short_reads(true);
+	test_reader_short_reads(false);
+	test_threads();
+	if (gpu)
+		test_gpu_batches();
+	else
+		printf("SKIP GPU tests: no CUDA device\n");
+	remove_files();
+	return check_done();
+}
