@@ -346,6 +346,8 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.n_ids = tree_count(fs->tree);
 	pc.max_inflight = cfg->max_inflight;
 	pc.window_objects = cfg->window;
+	pc.max_attempts = cfg->s3.max_attempts;
+	pc.retry_time_ms = cfg->s3.retry_time_ms;
 	rc = pf_start(&pc, &pf);
 	if (rc) {
 		snprintf(err, err_len, "cannot start the prefetch engine: %s",

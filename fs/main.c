@@ -110,9 +110,9 @@ static int run(struct hintfs_opts *o)
 			.access_key = o->access_key,
 			.secret_key = o->secret_key,
 			.session_token = o->session_token,
-			/* Retries: the full policy comes with the reliability
-			 * work; a mount must survive a passing blip. */
-			.max_attempts = 4,
+			.max_attempts = o->retries,
+			.retry_time_ms = o->retry_time_s * 1000,
+			.stall_timeout_s = o->stall_timeout_s,
 		},
 		.prefix = o->prefix,
 		.uid = getuid(),

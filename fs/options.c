@@ -41,6 +41,9 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("max_inflight=%s", max_inflight_str, 0),
 	OPT("window=%s", window_str, 0),
 	OPT("relist", relist, 1),
+	OPT("retries=%s", retries_str, 0),
+	OPT("retry_time=%s", retry_time_str, 0),
+	OPT("stall_timeout=%s", stall_timeout_str, 0),
 	OPT("path_style", path_style, 1),
 	OPT("no_sign", no_sign, 1),
 	OPT("insecure", insecure, 1),
@@ -360,6 +363,30 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 				    "of objects from 1 to 16777216", o->window_str);
 		o->window = (uint32_t)v;
 	}
+	static const struct {
+		const char *name;
+		size_t str_off, val_off;
+		unsigned long long lo, hi;
+	} ints[] = {
+		{ "retries", offsetof(struct hintfs_opts, retries_str),
+		  offsetof(struct hintfs_opts, retries), 1, 1000 },
+		{ "retry_time", offsetof(struct hintfs_opts, retry_time_str),
+		  offsetof(struct hintfs_opts, retry_time_s), 1, 86400 },
+		{ "stall_timeout", offsetof(struct hintfs_opts, stall_timeout_str),
+		  offsetof(struct hintfs_opts, stall_timeout_s), 1, 3600 },
+	};
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+		const char *str = *(char **)((char *)o + ints[i].str_off);
+		unsigned long long v;
+
+		if (!str)
+			continue;
+		if (!parse_uint(str, ints[i].lo, ints[i].hi, &v))
+			return fail(err, err_len, "-o %s=%s: expected a number from "
+				    "%llu to %llu", ints[i].name, str, ints[i].lo,
+				    ints[i].hi);
+		*(int *)((char *)o + ints[i].val_off) = (int)v;
+	}
 	o->cache_size_pct = 10;
 	if (o->cache_size_str &&
 	    !parse_size(o->cache_size_str, &o->cache_size, &o->cache_size_pct))
@@ -413,6 +440,9 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->hint_file);
 	free(o->max_inflight_str);
 	free(o->window_str);
+	free(o->retries_str);
+	free(o->retry_time_str);
+	free(o->stall_timeout_str);
 	free(o->bucket);
 	free(o->prefix);
 	fuse_opt_free_args(&o->fuse_args);
@@ -447,6 +477,10 @@ void opts_usage(const char *prog)
 	       "  -o window=N            hinted objects fetched ahead (default 4096)\n"
 	       "  -o relist              list the bucket again instead of using the\n"
 	       "                         listing saved in the cache\n"
+	       "  -o retries=N           attempts per request before EIO (default 10)\n"
+	       "  -o retry_time=S        seconds per request before EIO (default 60)\n"
+	       "  -o stall_timeout=S     retry a transfer that moves nothing for S\n"
+	       "                         seconds (default 5)\n"
 	       "  -o allow_other, ...    options of libfuse, passed on\n"
 	       "\n"
 	       "Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"

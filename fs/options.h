@@ -30,6 +30,9 @@ struct hintfs_opts {
 	char *hint_file;  /**< -o hint=FILE: watched and re-read */
 	char *max_inflight_str; /**< -o max_inflight=N */
 	char *window_str; /**< -o window=N objects ahead */
+	char *retries_str;       /**< -o retries=N attempts per request */
+	char *retry_time_str;    /**< -o retry_time=S seconds per request */
+	char *stall_timeout_str; /**< -o stall_timeout=S */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
 	int path_style;   /**< -o path_style, or implied by an IP endpoint */
@@ -47,6 +50,9 @@ struct hintfs_opts {
 	unsigned int max_threads; /**< FUSE worker threads */
 	unsigned int max_inflight; /**< 0: the engine's default */
 	uint32_t window;           /**< 0: the engine's default */
+	int retries;               /**< attempts per request; 0: default */
+	int retry_time_s;          /**< 0: default */
+	int stall_timeout_s;       /**< 0: default */
 	uint64_t cache_size;       /**< bytes; 0: 10% of the free space,
 				        decided once the directory exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */

@@ -58,9 +58,10 @@
 /* Prefetch stops adding objects while this much is in flight; a demand
  * fetch is never held back by it. */
 #define PF_INFLIGHT_BYTES_MAX (512ull << 20)
-/* Tries per GET before the read fails (the full retry policy with a time
- * budget comes with the reliability work). */
-#define PF_ATTEMPTS_DEFAULT 6
+/* The retry budget of one GET (DESIGN.md 2.6): about 10 attempts or 60 s,
+ * whichever comes first, then the read fails with EIO. */
+#define PF_ATTEMPTS_DEFAULT 10
+#define PF_RETRY_TIME_DEFAULT_MS 60000
 #define PF_BACKOFF_BASE_MS 50
 #define PF_BACKOFF_CAP_MS 2000
 /* Opens of objects the current hint no longer expects, before the engine
@@ -76,6 +77,7 @@ struct pf_part {
 	size_t len;
 	struct s3_xfer *x;
 	int attempts;
+	uint64_t first_ns;      /* when the first attempt started */
 	uint64_t due_ns;        /* when a retry may start */
 	bool done;
 	struct pf_part *next;   /* in a queue */
@@ -519,7 +521,8 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			count_error(pf, err, st);
 		if (err == -EAGAIN)
 			cut_limit(pf);
-		if ((got >= 0 || retryable) && p->attempts < pf->cfg.max_attempts) {
+		if ((got >= 0 || retryable) && p->attempts < pf->cfg.max_attempts &&
+		    now_ns() - p->first_ns < 1000000ull * pf->cfg.retry_time_ms) {
 			unsigned int cap = PF_BACKOFF_BASE_MS << (p->attempts < 6 ? p->attempts : 6);
 			unsigned int seed = (unsigned int)now_ns();
 
@@ -706,9 +709,11 @@ static void start_parts(struct pf *pf)
 		}
 		if (!p)
 			break;
-		p->attempts++;
+		if (!p->attempts++)
+			p->first_ns = now;
 		pf->st.requests++;
-		if (s3_xfer_arm(p->x, &easy) ||
+		/* A retry keeps what the broken attempt received. */
+		if (s3_xfer_arm(p->x, p->attempts > 1, &easy) ||
 		    curl_multi_add_handle(pf->multi, easy) != CURLM_OK) {
 			struct s3_status st = { .message = "cannot start a transfer" };
 
@@ -965,6 +970,8 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->cfg.max_object_mem = PF_OBJECT_MEM_DEFAULT;
 	if (pf->cfg.max_attempts <= 0)
 		pf->cfg.max_attempts = PF_ATTEMPTS_DEFAULT;
+	if (pf->cfg.retry_time_ms <= 0)
+		pf->cfg.retry_time_ms = PF_RETRY_TIME_DEFAULT_MS;
 	pf->limit = pf->cfg.max_inflight;
 	pthread_mutex_init(&pf->mu, NULL);
 	pthread_cond_init(&pf->cv, NULL);

@@ -32,7 +32,11 @@ struct s3_config {
 	const char *access_key;    /**< NULL with no_sign */
 	const char *secret_key;
 	const char *session_token; /**< NULL when none */
-	int max_attempts;          /**< tries per request, >= 1 */
+	int max_attempts;          /**< tries per request; 0 = default (10) */
+	int retry_time_ms;         /**< give up retrying after this long;
+				        0 = default (60 s) */
+	int stall_timeout_s;       /**< abandon an attempt that moves no byte
+				        for this long; 0 = default (5 s) */
 };
 
 /** What the server or the connection said when a request failed. */
@@ -149,7 +153,8 @@ struct pf_config {
 					  objects; 0 = default (8 MiB) */
 	uint64_t max_object_mem;     /**< objects above this are read through,
 					  not fetched whole; 0 = default */
-	int max_attempts;            /**< tries per GET; 0 = default */
+	int max_attempts;            /**< tries per GET; 0 = default (10) */
+	int retry_time_ms;           /**< time budget per GET; 0 = 60 s */
 };
 
 struct pf;

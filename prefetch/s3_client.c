@@ -41,8 +41,12 @@
 #define S3_POOL_MAX 64
 /* Connect within 10 s, or the endpoint is down. */
 #define S3_CONNECT_TIMEOUT_MS 10000L
-/* A transfer that moves nothing for 30 s is stalled. */
-#define S3_STALL_TIME_S 30L
+/* A transfer that moves nothing for 5 s is stalled: abandon it and retry
+ * on a fresh connection (a 10 s stall costs 5 s, not a whole read). */
+#define S3_STALL_DEFAULT_S 5
+/* The retry budget of one request (DESIGN.md 2.6). */
+#define S3_ATTEMPTS_DEFAULT 10
+#define S3_RETRY_TIME_DEFAULT_MS 60000
 /* First retry after 50 ms, doubling, capped at 2 s, with jitter. */
 #define S3_BACKOFF_BASE_MS 50
 #define S3_BACKOFF_CAP_MS 2000
@@ -62,6 +66,8 @@ struct s3_client {
 	bool no_sign;
 	bool insecure;
 	int max_attempts;
+	int retry_time_ms;
+	int stall_timeout_s;
 
 	_Atomic uint64_t n_lists;  /* ListObjectsV2 attempts sent */
 	_Atomic uint64_t n_gets;   /* object GET attempts sent */
@@ -207,7 +213,12 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	c->path_style = cfg->path_style;
 	c->no_sign = cfg->no_sign;
 	c->insecure = cfg->insecure;
-	c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : 1;
+	c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts
+						 : S3_ATTEMPTS_DEFAULT;
+	c->retry_time_ms = cfg->retry_time_ms > 0 ? cfg->retry_time_ms
+						  : S3_RETRY_TIME_DEFAULT_MS;
+	c->stall_timeout_s = cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s
+						      : S3_STALL_DEFAULT_S;
 	c->bucket = strdup(cfg->bucket);
 	c->region = strdup(cfg->region ? cfg->region : "us-east-1");
 	c->access_key = dup_or_null(cfg->access_key);
@@ -550,6 +561,8 @@ struct s3_xfer {
 	char *url;
 	CURL *h;                 /* from the pool while armed, else NULL */
 	char *etag;              /* If-Match value, owned */
+	bool ranged;             /* a GET of [off, off + body.max) */
+	uint64_t off;
 	char curl_err[CURL_ERROR_SIZE];
 	void *user;              /* the caller's, see s3_xfer_user() */
 };
@@ -570,17 +583,24 @@ static void xfer_disarm(struct s3_xfer *x, bool healthy)
 
 /*
  * Readies @x for one attempt: signs it now (a retry gets a fresh date),
- * takes a handle from the pool and sets it up. The 2xx sink starts empty,
- * so a retried transfer never appends to a broken one's bytes.
+ * takes a handle from the pool and sets it up. With @resume, a ranged GET
+ * keeps the bytes an earlier attempt received and asks only for the rest:
+ * If-Match guarantees they are of the same version. Otherwise the 2xx sink
+ * starts empty, so a retry never appends to a broken attempt's bytes.
  */
-static int xfer_arm(struct s3_xfer *x)
+static int xfer_arm(struct s3_xfer *x, bool resume)
 {
 	struct s3_client *c = x->c;
 	CURL *h;
 	int rc;
 
 	xfer_disarm(x, true);
-	x->body.len = 0;
+	if (!resume || !x->ranged || x->body.len >= x->body.max)
+		x->body.len = 0;
+	if (x->ranged)
+		snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
+			 (unsigned long long)(x->off + x->body.len),
+			 (unsigned long long)(x->off + x->body.max - 1));
 	x->body.overflow = false;
 	x->curl_err[0] = '\0';
 	rc = build_headers(c, &x->rq, &x->hdrs);
@@ -594,7 +614,7 @@ static int xfer_arm(struct s3_xfer *x)
 	h = x->h = pool_get(c);
 	if (!h)
 		return -ENOMEM;
-	atomic_fetch_add(x->rq.range[0] ? &c->n_gets : &c->n_lists, 1);
+	atomic_fetch_add(x->ranged ? &c->n_gets : &c->n_lists, 1);
 	x->sink = (struct s3_sink){ h, &x->body, &x->errbody };
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, x->url);
@@ -604,7 +624,7 @@ static int xfer_arm(struct s3_xfer *x)
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, S3_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, S3_STALL_TIME_S);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)c->stall_timeout_s);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "hintfs/" HINTFS_VERSION);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->curl_err);
@@ -656,10 +676,11 @@ static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 	return rc;
 }
 
-/* Performs one armed attempt of @x in the calling thread. */
-static int s3_perform_once(struct s3_xfer *x, struct s3_status *st, long *http)
+/* Performs one attempt of @x in the calling thread. */
+static int s3_perform_once(struct s3_xfer *x, bool resume, struct s3_status *st,
+			   long *http)
 {
-	int rc = xfer_arm(x);
+	int rc = xfer_arm(x, resume);
 
 	if (rc) {
 		*http = 0;
@@ -682,9 +703,19 @@ static void backoff_sleep(int attempt)
 	usleep(1000u * (cap / 2 + rand_r(&seed) % (cap / 2 + 1)));
 }
 
-/* Performs @x with retries, each a fresh attempt on a fresh sink. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Performs @x with retries, within the client's budget of attempts and
+ * time; a broken ranged GET resumes after its last good byte. */
 static int s3_perform(struct s3_xfer *x, struct s3_status *st)
 {
+	uint64_t t0 = mono_ms();
 	struct s3_status local;
 	long http = 0;
 	int rc = -EIO;
@@ -692,9 +723,12 @@ static int s3_perform(struct s3_xfer *x, struct s3_status *st)
 	if (!st)
 		st = &local;
 	for (int attempt = 1; attempt <= x->c->max_attempts; attempt++) {
-		if (attempt > 1)
+		if (attempt > 1) {
+			if (mono_ms() - t0 > (uint64_t)x->c->retry_time_ms)
+				break;
 			backoff_sleep(attempt);
-		rc = s3_perform_once(x, st, &http);
+		}
+		rc = s3_perform_once(x, attempt > 1, st, &http);
 		if (!rc || !s3_retryable(rc, http))
 			break;
 		log_debug("s3: %s %s: attempt %d failed: %s %s", x->rq.method,
@@ -842,8 +876,8 @@ int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
 	x->rq.if_match = NULL;
 	x->body = (struct s3_body){ .buf = buf, .cap = len, .max = len };
 	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
-	snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
-		 (unsigned long long)off, (unsigned long long)(off + len - 1));
+	x->ranged = true;
+	x->off = off;
 	x->rq.path = object_path(c, key, key_len);
 	x->rq.query = strdup("");
 	x->etag = etag ? strdup(etag) : NULL;
@@ -868,9 +902,9 @@ void s3_xfer_destroy(struct s3_xfer *x)
 	free(x);
 }
 
-int s3_xfer_arm(struct s3_xfer *x, CURL **easy)
+int s3_xfer_arm(struct s3_xfer *x, bool resume, CURL **easy)
 {
-	int rc = xfer_arm(x);
+	int rc = xfer_arm(x, resume);
 
 	*easy = rc ? NULL : x->h;
 	return rc;

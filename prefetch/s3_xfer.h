@@ -31,12 +31,17 @@ int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
 		   const char *etag, uint64_t off, size_t len, void *buf,
 		   void *user, struct s3_xfer **out);
 
-/** Readies one attempt; stores the easy handle to run in *@easy. */
-int s3_xfer_arm(struct s3_xfer *x, CURL **easy);
+/**
+ * Readies one attempt; stores the easy handle to run in *@easy. With
+ * @resume (a retry), the bytes received so far are kept and only the rest
+ * of the range is asked for.
+ */
+int s3_xfer_arm(struct s3_xfer *x, bool resume, CURL **easy);
 
 /**
  * Concludes the attempt whose curl result is @cc (remove the handle from
- * the multi handle first). Returns the bytes received, or a -errno with
+ * the multi handle first). Returns the bytes of the range received so far
+ * (all attempts together), or a -errno with
  * details in @st; *@retryable says whether another attempt may succeed.
  */
 ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
