@@ -209,8 +209,8 @@ static int pin_get(struct cache *c, uint64_t id, struct cache_pin *p,
 	if (p->seg)
 		p->seg->refs++;
 	else
-		p->k_len = idx_key(e->name, e->key_len, e->name + e->key_len + 1,
-				   e->etag_len, p->k);
+		p->k_len = idx_key(e->name, e->key_len,
+				   e->name + e->key_len + 1, e->etag_len, p->k);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -336,6 +336,19 @@ int cache_lookup(struct cache *c, const char *key, size_t key_len,
 	return e ? 0 : -ENODATA;
 }
 
+bool cache_contains(struct cache *c, const char *key, size_t key_len,
+		    const char *etag)
+{
+	bool found;
+
+	if (!etag || !cache_valid_name(key, key_len, etag))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	found = tab_find(&c->tab, key, key_len, etag, strlen(etag)) != NULL;
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
 ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 		   size_t len, uint64_t off)
 {
@@ -353,7 +366,7 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 	if (ret == -EBADMSG || ret == -ENODATA) {
 		cache_drop_corrupt(c, p.id,
 				   ret == -EBADMSG ? "checksum mismatch"
-						   : "blob missing or cut short");
+						   : "blob missing or short");
 		return -ENODATA;
 	}
 	if (ret)
@@ -437,7 +450,8 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 }
 
 int cache_verify(struct cache *c,
-		 void (*cb)(void *arg, const char *key, size_t key_len, bool ok),
+		 void (*cb)(void *arg, const char *key, size_t key_len,
+			    bool ok),
 		 void *arg)
 {
 	uint64_t *ids;
@@ -743,7 +757,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 		err[0] = '\0';
 	if (!cfg || !cfg->dir || !cfg->dir[0] || !cfg->capacity) {
 		snprintf(err, err_len,
-			 "cache: a directory and a capacity above 0 are needed");
+			 "cache: needs a directory and a capacity above 0");
 		return -EINVAL;
 	}
 	c = calloc(1, sizeof(*c));

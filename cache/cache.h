@@ -86,6 +86,13 @@ int cache_lookup(struct cache *c, const char *key, size_t key_len,
 		 const char *etag, struct cache_obj *out);
 
 /**
+ * Whether @key + @etag is cached, without counting a hit or a miss and
+ * without touching its LRU position: for the prefetcher's own checks.
+ */
+bool cache_contains(struct cache *c, const char *key, size_t key_len,
+		    const char *etag);
+
+/**
  * Reads up to @len bytes at @off of the object found as @o into @buf.
  * Returns the bytes read (short only at the end of the object), -ENODATA
  * when the entry was evicted or found corrupt since the lookup (the caller

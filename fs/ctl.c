@@ -34,21 +34,29 @@ struct fs_file {
 	bool dirty;      /* hint written since the last flush */
 };
 
+/* The files that are read (their text is made at open); the others are
+ * written, and act at close. */
+static bool ctl_readable(uint64_t ino)
+{
+	return ino == FS_INO_CTL_STATS || ino == FS_INO_CTL_VERIFY;
+}
+
+static char *verify_json(struct fs *fs, size_t *len);
+
 int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh)
 {
-	int acc = flags & O_ACCMODE;
+	bool rd = (flags & O_ACCMODE) == O_RDONLY;
 	struct fs_file *f;
 
-	if (ino == FS_INO_CTL_HINT && acc == O_RDONLY)
-		return -EACCES;
-	if (ino == FS_INO_CTL_STATS && acc != O_RDONLY)
+	if (rd != ctl_readable(ino))
 		return -EACCES;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	f->ino = ino;
-	if (ino == FS_INO_CTL_STATS) {
-		f->buf = fs_stats_json(fs, &f->len);
+	if (rd) {
+		f->buf = ino == FS_INO_CTL_STATS ? fs_stats_json(fs, &f->len)
+						 : verify_json(fs, &f->len);
 		if (!f->buf) {
 			free(f);
 			return -ENOMEM;
@@ -60,7 +68,7 @@ int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh)
 
 ssize_t fs_ctl_read(struct fs_file *f, char *buf, size_t size, off_t off)
 {
-	if (f->ino != FS_INO_CTL_STATS)
+	if (!ctl_readable(f->ino))
 		return -EBADF;
 	if (off < 0 || (size_t)off >= f->len)
 		return 0;
@@ -98,16 +106,33 @@ ssize_t fs_ctl_write(struct fs_file *f, const char *buf, size_t size, off_t off)
 	return (ssize_t)size;
 }
 
+static int apply_warm(struct fs *fs, const char *text, size_t len);
+static int apply_evict(struct fs *fs, const char *text, size_t len);
+
 int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 {
-	int rc;
+	int rc = 0;
 
-	if (f->ino != FS_INO_CTL_HINT || !f->dirty)
+	if (!f->dirty)
 		return 0;
 	f->dirty = false;
-	rc = fs_apply_hint(fs, f->buf, f->len, FS_CTL_NAME "/hint");
-	/* The next close of another descriptor of this open file starts a
-	 * new hint only if it writes again. */
+	switch (f->ino) {
+	case FS_INO_CTL_HINT:
+		rc = fs_apply_hint(fs, f->buf, f->len, FS_CTL_NAME "/hint");
+		break;
+	case FS_INO_CTL_WARM:
+		rc = apply_warm(fs, f->buf, f->len);
+		break;
+	case FS_INO_CTL_EVICT:
+		rc = apply_evict(fs, f->buf, f->len);
+		break;
+	case FS_INO_CTL_RELIST:
+		rc = fs_relist(fs);
+		break;
+	default:
+		break;
+	}
+	/* Another close of this open file acts again only after new writes. */
 	f->len = 0;
 	return rc;
 }
@@ -169,6 +194,139 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 			 (unsigned long long)rep.entries,
 			 rep.replace ? " (replacing the queue)" : "");
 	return 0;
+}
+
+/* ---- warm and evict: lists of files and directories ------------------------ */
+
+/* What a warm or evict list gathers: the ids of the files it names. */
+struct id_list {
+	struct fs *fs;
+	uint32_t *ids;
+	size_t n;
+	size_t cap;
+	bool all;      /* evict: a line "*" */
+};
+
+static int gather_cb(void *arg, const char *path, size_t len)
+{
+	struct id_list *l = arg;
+	long got;
+
+	if (len == 1 && path[0] == '*') {
+		l->all = true;
+		return 1;
+	}
+	got = fs_files_under(l->fs, path, len, &l->ids, &l->n, &l->cap);
+	return got < 0 ? (int)got : got > 0;
+}
+
+static void log_list(const char *what, const struct hint_report *rep,
+		     size_t n_files)
+{
+	uint64_t bad = rep->unknown + rep->too_long + rep->bad_utf8 +
+		       rep->dotdot + rep->outside;
+
+	if (bad)
+		log_warn("%s: %zu file(s) from %llu entries, %llu lines refused; "
+			 "first: %s", what, n_files,
+			 (unsigned long long)rep->entries,
+			 (unsigned long long)bad, rep->first_bad);
+	else
+		log_info("%s: %zu file(s) from %llu entries", what, n_files,
+			 (unsigned long long)rep->entries);
+}
+
+static int apply_warm(struct fs *fs, const char *text, size_t len)
+{
+	struct id_list l = { .fs = fs };
+	struct hint_report rep;
+	int rc;
+
+	rc = hint_foreach(text, len, fs->mountpoint, gather_cb, &l, &rep);
+	if (!rc)
+		rc = pf_warm(atomic_load(&fs->pf), l.ids, l.n);
+	if (rc)
+		log_error("warm: %s", strerror(-rc));
+	else
+		log_list("warm", &rep, l.n);
+	free(l.ids);
+	return rc;
+}
+
+static int apply_evict(struct fs *fs, const char *text, size_t len)
+{
+	struct id_list l = { .fs = fs };
+	struct hint_report rep;
+	char key[FS_KEY_MAX];
+	int rc;
+
+	rc = hint_foreach(text, len, fs->mountpoint, gather_cb, &l, &rep);
+	if (rc) {
+		log_error("evict: %s", strerror(-rc));
+	} else if (l.all) {
+		rc = cache_clear(fs->cache);
+		log_info("evict: the whole cache%s", rc ? " failed" : "");
+	} else {
+		for (size_t i = 0; i < l.n; i++) {
+			const struct tree_node *n = tree_node(fs->tree, l.ids[i]);
+			int klen = tree_path(fs->tree, l.ids[i], fs->prefix, key,
+					     sizeof(key));
+
+			if (klen >= 0)
+				cache_invalidate(fs->cache, key, (size_t)klen,
+						 tree_etag(fs->tree, n));
+		}
+		log_list("evict", &rep, l.n);
+	}
+	free(l.ids);
+	return rc;
+}
+
+/* ---- verify ---------------------------------------------------------------- */
+
+struct verify_ctx {
+	FILE *f;
+	uint64_t checked;
+	uint64_t bad;
+};
+
+static void json_strn(FILE *f, const char *s, size_t len);
+
+static void verify_cb(void *arg, const char *key, size_t key_len, bool ok)
+{
+	struct verify_ctx *v = arg;
+
+	v->checked++;
+	if (ok)
+		return;
+	fputs(v->bad++ ? ", " : "", v->f);
+	json_strn(v->f, key, key_len);
+}
+
+/* Checks every cached blob now: {"checked": N, "bad": M, "dropped": [..]} */
+static char *verify_json(struct fs *fs, size_t *len)
+{
+	struct verify_ctx v = { 0 };
+	char *out = NULL;
+	int rc;
+
+	v.f = open_memstream(&out, len);
+	if (!v.f)
+		return NULL;
+	fputs("{\"dropped\": [", v.f);
+	rc = cache_verify(fs->cache, verify_cb, &v);
+	fprintf(v.f, "], \"checked\": %llu, \"bad\": %llu, \"error\": %s}\n",
+		(unsigned long long)v.checked, (unsigned long long)v.bad,
+		rc ? "true" : "false");
+	if (v.bad)
+		log_warn("verify: %llu of %llu cached objects were corrupt and "
+			 "were dropped", (unsigned long long)v.bad,
+			 (unsigned long long)v.checked);
+	if (fclose(v.f)) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }
 
 /* ---- the -o hint=FILE watcher ---------------------------------------------- */
@@ -296,21 +454,27 @@ void fs_hint_watch_stop(struct fs *fs)
 
 /* ---- stats ------------------------------------------------------------------ */
 
-/* Appends a JSON string (quotes and escapes) for @s. */
-static void json_str(FILE *f, const char *s)
+/* Appends a JSON string (quotes and escapes) for @len bytes of @s. Bytes
+ * that are not UTF-8 (keys may hold any) are written as \u00XX. */
+static void json_strn(FILE *f, const char *s, size_t len)
 {
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
 
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
+		else if (c < 0x20 || c >= 0x80)
 			fprintf(f, "\\u%04x", c);
 		else
 			fputc(c, f);
 	}
 	fputc('"', f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	json_strn(f, s, strlen(s));
 }
 
 char *fs_stats_json(struct fs *fs, size_t *len)
@@ -340,10 +504,12 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	json_str(f, fs->source);
 	fprintf(f, ",\n  \"listing\": {\"files\": %llu, \"bytes\": %llu, "
 		"\"skipped_keys\": %llu, \"hidden_files\": %llu, "
-		"\"from_cache\": %s, \"ms\": %llu, \"mounted_at\": %lld},\n",
+		"\"from_cache\": %s, \"ms\": %llu, \"mounted_at\": %lld, "
+		"\"saved_at\": %lld},\n",
 		U(files), U(bytes), U(sk->bad_path + sk->reserved),
 		U(sk->shadowed), fs->listed_from_cache ? "true" : "false",
-		U(fs->list_ms), (long long)fs->mount_time);
+		U(fs->list_ms), (long long)fs->mount_time,
+		(long long)atomic_load(&fs->listing_saved_at));
 	fprintf(f, "  \"cache\": {\"dir\": ");
 	json_str(f, fs->cache_dir);
 	fprintf(f, ", \"objects\": %llu, \"bytes\": %llu, \"capacity\": %llu, "
@@ -372,11 +538,14 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
 		"\"rejected\": %llu, \"last\": {\"entries\": %llu, "
 		"\"unknown\": %llu, \"too_long\": %llu, \"bad_utf8\": %llu, "
-		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld}}\n}\n",
+		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld}},\n",
 		U(ps.hint_pos), U(ps.hint_len), (long long)ps.hint_epoch,
 		ps.hints_queued, U(ps.hints_total), U(rejected), U(hr.entries),
 		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
 		U(hr.outside), (long long)hr.epoch);
+	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
+		"\"failed\": %llu}\n}\n", U(ps.warm_queued), U(ps.warm_done),
+		U(ps.warm_failed));
 #undef U
 	if (fclose(f)) {
 		free(out);

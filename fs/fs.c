@@ -55,6 +55,8 @@ static int list_cb(void *arg, const struct s3_object *o)
 		if (rc)
 			return rc;
 	}
+	if (!lc->b)
+		return 0; /* a relist only records */
 	return tree_builder_add(lc->b, o->key + lc->prefix_len,
 				o->key_len - lc->prefix_len, o->size, o->mtime,
 				o->etag);
@@ -97,17 +99,14 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 	struct list_ctx lc = { .prefix = cfg->prefix,
 			       .prefix_len = strlen(cfg->prefix) };
 	struct s3_status st = { 0 };
+	const char *name = fs->listing_name;
 	struct timespec t0;
-	char *name = NULL, why[512];
+	int64_t saved_at;
+	char why[512];
 	uint64_t count;
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	/* NOTE(s3): the same bucket name at another endpoint is another
-	 * bucket; the snapshot's name says which. */
-	if (asprintf(&name, "listing\n%s\n%s\n%s", cfg->s3.endpoint,
-		     cfg->s3.bucket, cfg->prefix) < 0)
-		return -ENOMEM;
 
 	if (!cfg->relist) {
 		lc.b = tree_builder_create(FS_CTL_NAME);
@@ -115,9 +114,11 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = listing_load(fs->cache, name, list_cb, &lc, &count);
+		rc = listing_load(fs->cache, name, list_cb, &lc, &count,
+				  &saved_at);
 		if (!rc) {
 			fs->listed_from_cache = true;
+			atomic_store(&fs->listing_saved_at, saved_at);
 			goto build;
 		}
 		tree_builder_destroy(lc.b);
@@ -153,6 +154,7 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 	if (rc)
 		log_warn("%s: cannot save the listing in the cache (%s); the "
 			 "next mount lists again", fs->source, strerror(-rc));
+	atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
 build:
 	rc = tree_build(lc.b, fs->mount_time, &fs->tree);
 	lc.b = NULL;
@@ -169,7 +171,34 @@ build:
 out:
 	tree_builder_destroy(lc.b);
 	listing_buf_destroy(lc.snap);
-	free(name);
+	return rc;
+}
+
+int fs_relist(struct fs *fs)
+{
+	struct list_ctx lc = { .prefix = fs->prefix,
+			       .prefix_len = strlen(fs->prefix) };
+	struct s3_status st = { 0 };
+	char why[512];
+	int rc;
+
+	pthread_mutex_lock(&fs->relist_mu);
+	lc.snap = listing_buf_create();
+	rc = lc.snap ? s3_list(fs->s3, fs->prefix, list_cb, &lc, &st) : -ENOMEM;
+	if (!rc)
+		rc = listing_save(fs->cache, fs->listing_name, lc.snap);
+	if (rc) {
+		s3_status_describe(&st, rc, why, sizeof(why));
+		log_error("relist of %s: %s", fs->source,
+			  st.http || st.code[0] ? why : strerror(-rc));
+	} else {
+		atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
+		log_info("relist of %s: %llu objects saved; used from the next "
+			 "mount", fs->source,
+			 (unsigned long long)listing_buf_count(lc.snap));
+	}
+	listing_buf_destroy(lc.snap);
+	pthread_mutex_unlock(&fs->relist_mu);
 	return rc;
 }
 
@@ -191,6 +220,53 @@ uint32_t fs_walk(const struct fs *fs, const char *path, size_t len)
 		i += clen + 1;
 	}
 	return cur;
+}
+
+static int push_id(uint32_t **ids, size_t *n, size_t *cap, uint32_t id)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 1024;
+		uint32_t *ni = realloc(*ids, ncap * sizeof(*ni));
+
+		if (!ni)
+			return -ENOMEM;
+		*ids = ni;
+		*cap = ncap;
+	}
+	(*ids)[(*n)++] = id;
+	return 0;
+}
+
+long fs_files_under(const struct fs *fs, const char *path, size_t len,
+		    uint32_t **ids, size_t *n, size_t *cap)
+{
+	uint32_t top = len ? fs_walk(fs, path, len) : 0;
+	uint32_t *stack = NULL;
+	size_t depth = 0, stack_cap = 0, start = *n;
+	long rc = 0;
+
+	if (len && !top)
+		return 0;
+	if (!tree_node(fs->tree, top)->is_dir)
+		return push_id(ids, n, cap, top) ? -ENOMEM : 1;
+	/* Depth first over directories; files are appended in name order
+	 * within each directory. */
+	if (push_id(&stack, &depth, &stack_cap, top))
+		return -ENOMEM;
+	while (depth && !rc) {
+		const struct tree_node *d = tree_node(fs->tree, stack[--depth]);
+
+		for (uint32_t i = 0; i < d->n_children && !rc; i++) {
+			uint32_t c = d->first_child + i;
+
+			if (tree_node(fs->tree, c)->is_dir)
+				rc = push_id(&stack, &depth, &stack_cap, c);
+			else
+				rc = push_id(ids, n, cap, c);
+		}
+	}
+	free(stack);
+	return rc ? rc : (long)(*n - start);
 }
 
 static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
@@ -294,6 +370,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	if (!fs)
 		return -ENOMEM;
 	pthread_mutex_init(&fs->hint_mu, NULL);
+	pthread_mutex_init(&fs->relist_mu, NULL);
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_cond_init(&fs->watch_cv, NULL);
 	fs->last_hint.epoch = -1;
@@ -309,6 +386,14 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	    asprintf(&fs->source, "s3://%s%s%.*s", cfg->s3.bucket,
 		     plen ? "/" : "", (int)(plen ? plen - 1 : 0), cfg->prefix) < 0) {
 		fs->source = NULL;
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* NOTE(s3): the same bucket name at another endpoint is another
+	 * bucket; the snapshot's name says which. */
+	if (asprintf(&fs->listing_name, "listing\n%s\n%s\n%s", cfg->s3.endpoint,
+		     cfg->s3.bucket, cfg->prefix) < 0) {
+		fs->listing_name = NULL;
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -380,6 +465,7 @@ void fs_destroy(struct fs *fs)
 	tree_destroy(fs->tree);
 	s3_client_destroy(fs->s3);
 	pthread_mutex_destroy(&fs->hint_mu);
+	pthread_mutex_destroy(&fs->relist_mu);
 	pthread_mutex_destroy(&fs->watch_mu);
 	pthread_cond_destroy(&fs->watch_cv);
 	free(fs->prefix);
@@ -387,6 +473,7 @@ void fs_destroy(struct fs *fs)
 	free(fs->mountpoint);
 	free(fs->cache_dir);
 	free(fs->hint_file);
+	free(fs->listing_name);
 	free(fs);
 }
 
@@ -398,14 +485,18 @@ static const struct tree_node *node_of(struct fs *fs, uint64_t ino)
 	return tree_node(fs->tree, (uint32_t)(ino - 1));
 }
 
-/* The control directory's files, in readdir order. */
+/* The control directory's files, in readdir order (DESIGN.md 2.3). */
 static const struct {
 	const char *name;
 	uint64_t ino;
 	mode_t mode;
 } ctl_files[] = {
-	{ "hint", FS_INO_CTL_HINT, S_IFREG | 0200 },   /* write-only */
-	{ "stats", FS_INO_CTL_STATS, S_IFREG | 0444 }, /* read-only */
+	{ "hint", FS_INO_CTL_HINT, S_IFREG | 0200 },     /* write-only */
+	{ "stats", FS_INO_CTL_STATS, S_IFREG | 0444 },   /* read-only */
+	{ "warm", FS_INO_CTL_WARM, S_IFREG | 0200 },
+	{ "evict", FS_INO_CTL_EVICT, S_IFREG | 0200 },
+	{ "relist", FS_INO_CTL_RELIST, S_IFREG | 0200 },
+	{ "verify", FS_INO_CTL_VERIFY, S_IFREG | 0444 },
 };
 #define N_CTL_FILES (sizeof(ctl_files) / sizeof(ctl_files[0]))
 
@@ -542,7 +633,7 @@ int fs_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh,
 
 	*fh = NULL;
 	*direct_io = false;
-	if (ino == FS_INO_CTL_HINT || ino == FS_INO_CTL_STATS) {
+	if (is_ctl_file(ino)) {
 		*direct_io = true;
 		return fs_ctl_open(fs, ino, flags, fh);
 	}
@@ -577,7 +668,7 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
 		 const char *buf, size_t size, off_t off)
 {
-	if (!fh || ino != FS_INO_CTL_HINT)
+	if (!fh)
 		return -EROFS;
 	return fs_ctl_write(fh, buf, size, off);
 }
@@ -592,12 +683,28 @@ void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
 	fs_ctl_release(fh);
 }
 
+/* Whether @ino is a control file that takes writes. */
+static bool ctl_writable(uint64_t ino)
+{
+	return is_ctl_file(ino) && (ctl_files[ino - FS_INO_CTL_DIR - 1].mode & 0200);
+}
+
+int fs_access(struct fs *fs, uint64_t ino, int mask)
+{
+	struct stat st;
+	int rc = fs_getattr(fs, ino, &st);
+
+	if (!rc && (mask & W_OK) && !ctl_writable(ino))
+		rc = -EROFS;
+	return rc;
+}
+
 int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, struct stat *st)
 {
-	if (ino != FS_INO_CTL_HINT)
+	if (!ctl_writable(ino))
 		return -EROFS;
-	/* A shell's '>' truncates before writing: the hint is taken whole
-	 * from each open, so there is nothing to cut. */
+	/* A shell's '>' truncates before writing: a control file's text is
+	 * taken whole from each open, so there is nothing to cut. */
 	return fs_getattr(fs, ino, st);
 }
 

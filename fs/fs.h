@@ -32,6 +32,14 @@
 #define FS_INO_CTL_HINT (FS_INO_CTL_DIR + 1)
 /** <mount>/.hintfs/stats: one JSON object of counters. */
 #define FS_INO_CTL_STATS (FS_INO_CTL_DIR + 2)
+/** <mount>/.hintfs/warm: paths or directories to fetch into the cache. */
+#define FS_INO_CTL_WARM (FS_INO_CTL_DIR + 3)
+/** <mount>/.hintfs/evict: paths or directories ("*": all) to drop. */
+#define FS_INO_CTL_EVICT (FS_INO_CTL_DIR + 4)
+/** <mount>/.hintfs/relist: a write lists the bucket again for next mount. */
+#define FS_INO_CTL_RELIST (FS_INO_CTL_DIR + 5)
+/** <mount>/.hintfs/verify: reading checks every cached blob. */
+#define FS_INO_CTL_VERIFY (FS_INO_CTL_DIR + 6)
 /** Its name: looked up, never listed by readdir. */
 #define FS_CTL_NAME ".hintfs"
 /** The extended attribute holding a file's ETag (quotes removed). */
@@ -123,15 +131,16 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 		size_t size, off_t off);
 
 /**
- * Writes to an open control file (the hint). -EROFS for anything else,
- * -EFBIG past the largest hint taken (256 MiB).
+ * Writes to an open control file (hint, warm, evict, relist). -EROFS for
+ * anything else, -EFBIG past the largest text taken (256 MiB).
  */
 ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
 		 const char *buf, size_t size, off_t off);
 
 /**
- * close(2) of a descriptor: a hint written through @fh takes effect now,
- * so that it is in force when close() returns. Returns 0 or -ENOMEM.
+ * close(2) of a descriptor: what was written to a control file through
+ * @fh takes effect now, so that it is in force when close() returns.
+ * Returns 0 or -errno (a failed relist).
  */
 int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh);
 
@@ -139,7 +148,13 @@ int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh);
 void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh);
 
 /**
- * setattr: only truncating the hint file (what a shell's '>' does) is
+ * access(2): 0, -ENOENT, or -EROFS for W_OK on anything but the writable
+ * control files.
+ */
+int fs_access(struct fs *fs, uint64_t ino, int mask);
+
+/**
+ * setattr: only truncating a writable control file (what a shell's '>' does) is
  * allowed; it returns its attributes in @st. Anything else is -EROFS.
  */
 int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, struct stat *st);

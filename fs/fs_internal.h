@@ -30,6 +30,9 @@ struct fs {
 	int64_t mount_time;
 	bool listed_from_cache;  /* the listing came from the cache */
 	uint64_t list_ms;        /* how long getting the listing took */
+	char *listing_name;      /* the snapshot's name in the cache */
+	_Atomic int64_t listing_saved_at; /* when the snapshot was taken */
+	pthread_mutex_t relist_mu; /* one relist at a time */
 
 	/* Hints: the last one's report, for stats. */
 	pthread_mutex_t hint_mu;
@@ -61,6 +64,16 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 int fs_hint_watch_start(struct fs *fs);
 void fs_hint_watch_stop(struct fs *fs);
 
+/** Lists the bucket again and saves the listing for the next mount (the
+ *  running mount keeps its snapshot). Returns 0 or -errno (logged). */
+int fs_relist(struct fs *fs);
+
+/** The ids of every file at or under @path (@len bytes; 0 = the root),
+ *  appended to *@ids (realloc'd; *@n, *@cap). Returns the count added
+ *  (0: not in the listing) or -ENOMEM. */
+long fs_files_under(const struct fs *fs, const char *path, size_t len,
+		    uint32_t **ids, size_t *n, size_t *cap);
+
 /** Renders the stats JSON into a malloc'd string; its length in *@len. */
 char *fs_stats_json(struct fs *fs, size_t *len);
 
@@ -78,10 +91,13 @@ struct listing_buf;
 struct listing_buf *listing_buf_create(void);
 void listing_buf_destroy(struct listing_buf *lb);
 
+/** How many objects @lb holds. */
+uint64_t listing_buf_count(const struct listing_buf *lb);
+
 /** Records one listed object. Returns 0 or -ENOMEM. */
 int listing_buf_add(struct listing_buf *lb, const struct s3_object *o);
 
-/** Saves the snapshot in @cache under @name. */
+/** Saves the snapshot in @cache under @name, stamped with the time. */
 int listing_save(struct cache *cache, const char *name,
 		 const struct listing_buf *lb);
 
@@ -91,6 +107,6 @@ int listing_save(struct cache *cache, const char *name,
  * damaged (the caller lists again).
  */
 int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
-		 void *arg, uint64_t *count);
+		 void *arg, uint64_t *count, int64_t *saved_at);
 
 #endif /* HINTFS_FS_FS_INTERNAL_H */

@@ -82,12 +82,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	struct stat st;
-	int rc = fs_getattr(req_fs(req), ino, &st);
-
-	if (!rc && (mask & W_OK) && ino != FS_INO_CTL_HINT)
-		rc = -EROFS;
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -fs_access(req_fs(req), ino, mask));
 }
 
 /* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */

@@ -3,7 +3,7 @@
  * of the same bucket and prefix needs no ListObjectsV2 at all.
  *
  * Format (host byte order: the cache never leaves its machine):
- *     "HFSLIST1" u64 count, then per object
+ *     "HFSLIST2" u64 count, i64 saved_at, then per object
  *     u32 key_len, u16 etag_len, u64 size, i64 mtime, key, etag.
  * Invariant: a snapshot is written whole, in one cache_meta_put() (one
  * LMDB transaction), and only after a listing finished without error; a
@@ -15,9 +15,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define LISTING_MAGIC "HFSLIST1"
-#define LISTING_HDR (8 + 8)
+#define LISTING_MAGIC "HFSLIST2"
+#define LISTING_HDR (8 + 8 + 8)
 #define LISTING_REC (4 + 2 + 8 + 8)
 
 struct listing_buf {
@@ -50,6 +51,11 @@ void listing_buf_destroy(struct listing_buf *lb)
 		return;
 	free(lb->data);
 	free(lb);
+}
+
+uint64_t listing_buf_count(const struct listing_buf *lb)
+{
+	return lb->count;
 }
 
 static void put(char **p, const void *v, size_t n)
@@ -95,12 +101,15 @@ int listing_buf_add(struct listing_buf *lb, const struct s3_object *o)
 int listing_save(struct cache *cache, const char *name,
 		 const struct listing_buf *lb)
 {
+	int64_t now = (int64_t)time(NULL);
+
 	memcpy(lb->data + 8, &lb->count, 8);
+	memcpy(lb->data + 16, &now, 8);
 	return cache_meta_put(cache, name, lb->data, lb->len);
 }
 
 int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
-		 void *arg, uint64_t *count)
+		 void *arg, uint64_t *count, int64_t *saved_at)
 {
 	char etag[UINT16_MAX + 1];
 	uint64_t n, i;
@@ -117,6 +126,7 @@ int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
 	if (len < LISTING_HDR || memcmp(d, LISTING_MAGIC, 8))
 		goto out;
 	memcpy(&n, d + 8, 8);
+	memcpy(saved_at, d + 16, 8);
 	off = LISTING_HDR;
 	for (i = 0; i < n; i++) {
 		struct s3_object o;

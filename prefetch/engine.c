@@ -98,6 +98,7 @@ struct pf_fetch {
 	bool demand;            /* a reader waits: parts go first */
 	bool complete;          /* every part ended */
 	bool in_table;          /* still in pf->by_id */
+	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
 	int refs;               /* readers holding buf, + 1 for the table */
 };
 
@@ -142,6 +143,9 @@ struct pf {
 	struct pf_hint *hints;     /* current first, then the queue */
 	struct pf_fetch **done;    /* fetches the engine must commit */
 	size_t n_done, cap_done;
+	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
+	size_t warm_n, warm_cap;
+	size_t warm_next;          /* next entry to look at */
 	struct pf_stats st;
 };
 
@@ -552,6 +556,7 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			pf->done[pf->n_done++] = f;
 		} else {
 			/* No room to remember it: leave it uncached. */
+			pf->st.warm_failed += f->warm_refs;
 			pf->by_id[f->id] = NULL;
 			f->in_table = false;
 			pf->inflight_bytes -= f->size;
@@ -601,6 +606,10 @@ static void commit_done(struct pf *pf)
 		pthread_mutex_lock(&pf->mu);
 		if (!f->err && !ok)
 			pf->st.cache_put_fail++;
+		if (ok)
+			pf->st.warm_done += f->warm_refs;
+		else
+			pf->st.warm_failed += f->warm_refs;
 		pf->by_id[f->id] = NULL;
 		f->in_table = false;
 		pf->inflight_bytes -= f->size;
@@ -612,18 +621,18 @@ static void commit_done(struct pf *pf)
 /* Ids the prefetcher should look at next; filled under mu. */
 struct pf_candidates {
 	uint32_t ids[64];
+	bool warm[64];  /* from the warm list, not a hint */
 	size_t n;
 };
 
 /*
- * Picks up to 64 hinted ids ahead of the readers that have no fetch in
+ * Picks up to @room hinted ids ahead of the readers that have no fetch in
  * flight, advancing the hints' cursors. mu held.
  */
-static void pick_candidates(struct pf *pf, struct pf_candidates *c, size_t room)
+static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
 {
 	size_t budget = pf->cfg.window_objects;
 
-	c->n = 0;
 	for (struct pf_hint *h = pf->hints; h && c->n < room; h = h->next) {
 		size_t base = h == pf->hints ? hint_base(pf, h) : 0;
 		size_t end;
@@ -634,8 +643,10 @@ static void pick_candidates(struct pf *pf, struct pf_candidates *c, size_t room)
 		while (h->next_pf < end && c->n < room) {
 			uint32_t id = h->ids[h->next_pf++];
 
-			if (!pf->by_id[id] && !h->read[h->next_pf - 1])
+			if (!pf->by_id[id] && !h->read[h->next_pf - 1]) {
+				c->warm[c->n] = false;
 				c->ids[c->n++] = id;
+			}
 		}
 		if (h->next_pf < h->n)
 			return; /* window full inside this hint */
@@ -645,8 +656,33 @@ static void pick_candidates(struct pf *pf, struct pf_candidates *c, size_t room)
 	}
 }
 
-/* Starts prefetches for hinted objects that are neither cached nor in
- * flight. Called without mu: it looks objects up in the cache. */
+/*
+ * Picks ids of the warm list (no window: the user asked for all of them).
+ * One already in flight is counted when that fetch ends. mu held.
+ */
+static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
+{
+	while (pf->warm_next < pf->warm_n && c->n < room) {
+		uint32_t id = pf->warm_ids[pf->warm_next++];
+		struct pf_fetch *f = pf->by_id[id];
+
+		if (f) {
+			f->warm_refs++;
+			continue;
+		}
+		c->warm[c->n] = true;
+		c->ids[c->n++] = id;
+	}
+	if (pf->warm_next == pf->warm_n) {
+		free(pf->warm_ids);
+		pf->warm_ids = NULL;
+		pf->warm_n = pf->warm_cap = pf->warm_next = 0;
+	}
+}
+
+/* Starts fetches for hinted, then warm-listed, objects that are neither
+ * cached nor in flight. Called without mu: it looks objects up in the
+ * cache. */
 static void schedule_prefetch(struct pf *pf)
 {
 	struct pf_candidates c;
@@ -660,25 +696,71 @@ static void schedule_prefetch(struct pf *pf)
 			       ? 0 : (size_t)pf->limit;
 		if (room > 64)
 			room = 64;
-		pick_candidates(pf, &c, room);
+		c.n = 0;
+		pick_hinted(pf, &c, room);
+		pick_warm(pf, &c, room);
 		pthread_mutex_unlock(&pf->mu);
 		if (!c.n)
 			return;
 
 		for (size_t i = 0; i < c.n; i++) {
 			struct pf_object o;
-			struct cache_obj co;
+			struct pf_fetch *f;
+			int skip = 0; /* 1: nothing to fetch, 2: cannot be cached */
 
-			if (pf->cfg.describe(pf->cfg.arg, c.ids[i], key, sizeof(key), &o) ||
-			    o.size == 0 || o.size > pf->cfg.max_object_mem ||
-			    !cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag, &co))
-				continue;
+			if (pf->cfg.describe(pf->cfg.arg, c.ids[i], key, sizeof(key), &o))
+				skip = 2;
+			else if (o.size > pf->cfg.max_object_mem)
+				skip = 2;
+			else if (o.size == 0 ||
+				 cache_contains(pf->cfg.cache, o.key, o.key_len, o.etag))
+				skip = 1;
 			pthread_mutex_lock(&pf->mu);
-			if (!pf->by_id[c.ids[i]] && fetch_create(pf, c.ids[i], &o, false))
-				pf->st.prefetched++;
+			if (skip && c.warm[i]) {
+				if (skip == 1)
+					pf->st.warm_done++;
+				else
+					pf->st.warm_failed++;
+			} else if (!skip) {
+				f = pf->by_id[c.ids[i]];
+				if (!f && (f = fetch_create(pf, c.ids[i], &o, false)))
+					pf->st.prefetched++;
+				if (!f && c.warm[i])
+					pf->st.warm_failed++;
+				else if (f && c.warm[i])
+					f->warm_refs++;
+			}
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
+}
+
+int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&pf->mu);
+	if (pf->warm_n + n > pf->warm_cap) {
+		size_t cap = pf->warm_cap ? pf->warm_cap : 1024;
+		uint32_t *nw;
+
+		while (cap < pf->warm_n + n)
+			cap *= 2;
+		nw = realloc(pf->warm_ids, cap * sizeof(*nw));
+		if (!nw) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		pf->warm_ids = nw;
+		pf->warm_cap = cap;
+	}
+	memcpy(pf->warm_ids + pf->warm_n, ids, n * sizeof(*ids));
+	pf->warm_n += n;
+	pf->st.warm_queued += n;
+out:
+	pthread_mutex_unlock(&pf->mu);
+	curl_multi_wakeup(pf->multi);
+	return rc;
 }
 
 /* Adds queued parts to the multi handle up to the limit. mu held. */
@@ -1031,6 +1113,7 @@ void pf_stop(struct pf *pf)
 		hint_free(h);
 	}
 	free(pf->done);
+	free(pf->warm_ids);
 	free(pf->by_id);
 	curl_multi_cleanup(pf->multi);
 	pthread_cond_destroy(&pf->cv);

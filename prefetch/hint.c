@@ -133,43 +133,24 @@ static long normalize(const char *p, size_t len, const char *mnt, size_t mnt_len
 	return (long)o;
 }
 
-static int push(uint32_t **ids, size_t *n, size_t *cap, uint32_t id)
-{
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 1024;
-		uint32_t *nids = realloc(*ids, ncap * sizeof(**ids));
-
-		if (!nids)
-			return -ENOMEM;
-		*ids = nids;
-		*cap = ncap;
-	}
-	(*ids)[(*n)++] = id;
-	return 0;
-}
-
-int hint_parse(const char *text, size_t len, const char *mountpoint,
-	       hint_resolve_cb resolve, void *arg, uint32_t **ids, size_t *n,
-	       struct hint_report *rep)
+int hint_foreach(const char *text, size_t len, const char *mountpoint,
+		 hint_path_cb cb, void *arg, struct hint_report *rep)
 {
 	size_t mnt_len = mountpoint ? strlen(mountpoint) : 0;
 	char norm[HINT_LINE_MAX];
-	size_t cap = 0, pos = 0;
+	size_t pos = 0;
 	int rc = 0;
 
 	memset(rep, 0, sizeof(*rep));
 	rep->epoch = -1;
-	*ids = NULL;
-	*n = 0;
 	while (mnt_len > 1 && mountpoint[mnt_len - 1] == '/')
 		mnt_len--;
 
-	while (pos < len && !rc) {
+	while (pos < len && rc >= 0) {
 		const char *line = text + pos;
 		const char *nl = memchr(line, '\n', len - pos);
 		size_t llen = nl ? (size_t)(nl - line) : len - pos;
 		long nlen;
-		uint32_t id;
 
 		pos += llen + (nl ? 1 : 0);
 		rep->lines++;
@@ -208,20 +189,59 @@ int hint_parse(const char *text, size_t len, const char *mountpoint,
 			note_bad(rep, "outside the mount", line, llen);
 			continue;
 		}
-		id = nlen > 0 ? resolve(arg, norm, (size_t)nlen) : HINT_NO_ID;
-		if (id == HINT_NO_ID) {
+		rc = cb(arg, norm, (size_t)nlen);
+		if (rc == 0) {
 			rep->unknown++;
 			note_bad(rep, "not in the listing", line, llen);
-			continue;
-		}
-		rc = push(ids, n, &cap, id);
-		if (!rc)
+		} else if (rc > 0) {
 			rep->entries++;
+		}
 	}
+	return rc < 0 ? rc : 0;
+}
+
+/* What hint_parse() gathers: ids, through the caller's resolver. */
+struct parse_ctx {
+	hint_resolve_cb resolve;
+	void *arg;
+	uint32_t *ids;
+	size_t n;
+	size_t cap;
+};
+
+static int parse_one(void *arg, const char *path, size_t len)
+{
+	struct parse_ctx *pc = arg;
+	uint32_t id = len ? pc->resolve(pc->arg, path, len) : HINT_NO_ID;
+
+	if (id == HINT_NO_ID)
+		return 0;
+	if (pc->n == pc->cap) {
+		size_t ncap = pc->cap ? pc->cap * 2 : 1024;
+		uint32_t *nids = realloc(pc->ids, ncap * sizeof(*nids));
+
+		if (!nids)
+			return -ENOMEM;
+		pc->ids = nids;
+		pc->cap = ncap;
+	}
+	pc->ids[pc->n++] = id;
+	return 1;
+}
+
+int hint_parse(const char *text, size_t len, const char *mountpoint,
+	       hint_resolve_cb resolve, void *arg, uint32_t **ids, size_t *n,
+	       struct hint_report *rep)
+{
+	struct parse_ctx pc = { .resolve = resolve, .arg = arg };
+	int rc = hint_foreach(text, len, mountpoint, parse_one, &pc, rep);
+
 	if (rc) {
-		free(*ids);
-		*ids = NULL;
-		*n = 0;
+		free(pc.ids);
+		pc.ids = NULL;
+		pc.n = 0;
 	}
+	*ids = pc.ids;
+	*n = pc.n;
 	return rc;
 }

@@ -187,6 +187,9 @@ struct pf_stats {
 	int64_t hint_epoch;      /**< its epoch, -1 if unnamed */
 	uint32_t hints_queued;   /**< hints waiting behind it */
 	uint64_t hints_total;    /**< hints received since mount */
+	uint64_t warm_queued;    /**< objects asked for by pf_warm() */
+	uint64_t warm_done;      /**< of those, now cached */
+	uint64_t warm_failed;    /**< of those, not fetched or not cached */
 };
 
 /** Creates the engine and starts its thread. Returns 0 or -errno. */
@@ -217,6 +220,13 @@ void pf_note_open(struct pf *pf, uint32_t id);
  */
 int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	    bool replace);
+
+/**
+ * Queues @n objects (ids, copied) to be fetched into the cache whatever the
+ * hint window (hintfs-ctl warm); progress in pf_stats.warm_*. Returns 0 or
+ * -ENOMEM. Any thread.
+ */
+int pf_warm(struct pf *pf, const uint32_t *ids, size_t n);
 
 /**
  * The next use of the object with key @key, in hinted reads from now
@@ -258,6 +268,22 @@ struct hint_report {
 
 /** Longest line taken as an entry (DESIGN.md 2.2). */
 #define HINT_LINE_MAX 4096
+
+/**
+ * Called by hint_foreach() with each entry's normalized path (@len 0 for
+ * the mount root itself). Returns 1 when the path was taken, 0 when it is
+ * not in the listing (counted as unknown), or a -errno that stops.
+ */
+typedef int (*hint_path_cb)(void *arg, const char *path, size_t len);
+
+/**
+ * Walks the entries of a text in hint syntax (DESIGN.md 2.2), calling @cb
+ * for each valid one and counting the rest in @rep: the parser behind
+ * hint_parse(), and behind the warm and evict lists, whose entries may be
+ * directories. Returns 0 or the first -errno of @cb. Thread-safe.
+ */
+int hint_foreach(const char *text, size_t len, const char *mountpoint,
+		 hint_path_cb cb, void *arg, struct hint_report *rep);
 
 /**
  * Parses a hint file of @len bytes. @mountpoint (absolute, no trailing
