@@ -13,10 +13,12 @@
  *
  * Which file: $HINTFS_CUDART if set (only that one); else the soname of
  * the major version we were compiled against (libcudart.so.13 for
- * CUDA 13), then the same name in the toolkit's library folder found at
- * build time (for toolkits not in ld.so.conf), then plain libcudart.so.
- * Every function used here has had the same signature since CUDA 10, so a
- * runtime of another major version found through libcudart.so works too.
+ * CUDA 13), the same name in the toolkit's library folder found at build
+ * time (for toolkits not in ld.so.conf), then older majors down to 11
+ * (for nodes whose driver is older than our toolkit), then plain
+ * libcudart.so. The first that sees a device wins and is kept for the
+ * process. Every function used here has had the same signature since
+ * CUDA 10, so any of them works.
  */
 #include "gpu/cuda_rt.h"
 
@@ -24,6 +26,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,39 +67,95 @@ static const char *resolve(struct cuda_rt *t, void *dl)
 	return NULL;
 }
 
-/* Tries one file. 0, or -ENODEV with a line appended to @why. */
-static int try_open(const char *file, char *why, size_t why_len)
+/*
+ * Tries one file: loads it, resolves every symbol, counts devices. Returns
+ * 0 with the table in *@t (a runtime that sees at least one device), or
+ * -ENODEV with the reason appended to @why; *@not_found is set when the
+ * file itself could not be loaded.
+ */
+static int try_open(const char *file, struct cuda_rt *t, char *why,
+		    size_t why_len, bool *not_found, void **seen,
+		    size_t *n_seen)
 {
-	struct cuda_rt t;
 	const char *missing;
+	cudaError_t e;
+	int count = 0;
 	void *dl;
 
-	memset(&t, 0, sizeof(t));
+	*not_found = false;
+	memset(t, 0, sizeof(*t));
 	dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
-		append(why, why_len, "%s%s", why[0] ? "; " : "", dlerror());
+		*not_found = true;
 		return -ENODEV;
 	}
-	missing = resolve(&t, dl);
+	/* The same library under another name: already said why not. */
+	for (size_t i = 0; i < *n_seen; i++) {
+		if (seen[i] == dl) {
+			dlclose(dl);
+			return -ENODEV;
+		}
+	}
+	seen[(*n_seen)++] = dl;
+	missing = resolve(t, dl);
 	if (missing) {
 		append(why, why_len, "%s%s lacks %s", why[0] ? "; " : "", file,
 		       missing);
 		dlclose(dl);
 		return -ENODEV;
 	}
-	t.dl = dl;
-	snprintf(t.loaded, sizeof(t.loaded), "%.255s", file);
-	if (t.cudaRuntimeGetVersion(&t.runtime_version) != cudaSuccess)
-		t.runtime_version = 0;
-	rt_table = t;
+	/*
+	 * A runtime that loaded but sees no device stays loaded (never
+	 * dlclose a runtime that was initialized): a later open reuses it.
+	 */
+	e = t->cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count <= 0) {
+		char m[300];
+
+		if (e != cudaSuccess)
+			cuda_rt_describe(t, e, "cudaGetDeviceCount", m,
+					 sizeof(m));
+		else
+			snprintf(m, sizeof(m), "cudaGetDeviceCount found none");
+		append(why, why_len, "%s%s: %s", why[0] ? "; " : "", file, m);
+		return -ENODEV;
+	}
+	t->dl = dl;
+	snprintf(t->loaded, sizeof(t->loaded), "%.255s", file);
+	if (t->cudaRuntimeGetVersion(&t->runtime_version) != cudaSuccess)
+		t->runtime_version = 0;
 	return 0;
+}
+
+/* The files to try, in order; returns how many. */
+static size_t candidates(char names[][300], size_t max, const char *env)
+{
+	int major = CUDART_VERSION / 1000;
+	size_t n = 0;
+
+	if (env && env[0]) {
+		snprintf(names[n++], 300, "%.290s", env);
+		return n;
+	}
+	snprintf(names[n++], 300, "libcudart.so.%d", major);
+	if (HINTFS_CUDA_LIBDIR[0])
+		snprintf(names[n++], 300, "%.270s/libcudart.so.%d",
+			 HINTFS_CUDA_LIBDIR, major);
+	/* Older runtimes, for drivers too old for ours. */
+	for (int m = major - 1; m >= 12 && n + 2 < max; m--)
+		snprintf(names[n++], 300, "libcudart.so.%d", m);
+	snprintf(names[n++], 300, "libcudart.so.11.0");
+	snprintf(names[n++], 300, "libcudart.so");
+	return n;
 }
 
 int cuda_rt_load(const struct cuda_rt **out, char *why, size_t why_len)
 {
 	const char *env = getenv("HINTFS_CUDART");
-	char names[3][300];
-	size_t n = 0;
+	char names[8][300], missing[400] = "";
+	void *seen[8];
+	struct cuda_rt t;
+	size_t n, n_seen = 0;
 	int err = -ENODEV;
 
 	why[0] = '\0';
@@ -106,24 +165,32 @@ int cuda_rt_load(const struct cuda_rt **out, char *why, size_t why_len)
 		pthread_mutex_unlock(&rt_lock);
 		return 0;
 	}
-	if (env && env[0]) {
-		snprintf(names[n++], sizeof(names[0]), "%s", env);
-	} else {
-		snprintf(names[n++], sizeof(names[0]), "libcudart.so.%d",
-			 CUDART_VERSION / 1000);
-		if (HINTFS_CUDA_LIBDIR[0])
-			snprintf(names[n++], sizeof(names[0]),
-				 "%s/libcudart.so.%d", HINTFS_CUDA_LIBDIR,
-				 CUDART_VERSION / 1000);
-		snprintf(names[n++], sizeof(names[0]), "libcudart.so");
+	n = candidates(names, 8, env);
+	for (size_t i = 0; i < n && err; i++) {
+		bool not_found;
+
+		err = try_open(names[i], &t, why, why_len, &not_found, seen,
+			       &n_seen);
+		if (not_found)
+			append(missing, sizeof(missing), "%s%s",
+			       missing[0] ? ", " : "", names[i]);
 	}
-	for (size_t i = 0; i < n && err; i++)
-		err = try_open(names[i], why, why_len);
-	if (err) {
-		append(why, why_len, " (CUDA runtime not found%s)",
-		       env && env[0] ? " at $HINTFS_CUDART" : "");
-	} else {
+	if (!err) {
+		rt_table = t;
 		*out = &rt_table;
+	} else {
+		void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+		if (missing[0])
+			append(why, why_len, "%sCUDA runtime not found: %s%s",
+			       why[0] ? "; " : "", missing,
+			       env && env[0] ? " ($HINTFS_CUDART)" : "");
+		/* Tell "no driver at all" from "driver too old". */
+		if (drv)
+			dlclose(drv);
+		else
+			append(why, why_len, "; no NVIDIA driver: %s",
+			       dlerror());
 	}
 	pthread_mutex_unlock(&rt_lock);
 	return err;
@@ -160,13 +227,4 @@ void cuda_rt_describe(const struct cuda_rt *rt, cudaError_t e, const char *what,
 {
 	snprintf(buf, len, "%s: %s (%s)", what, rt->cudaGetErrorString(e),
 		 rt->cudaGetErrorName(e));
-	if (e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary) {
-		/* Tell "no driver at all" from "driver too old". */
-		void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-
-		if (drv)
-			dlclose(drv);
-		else
-			append(buf, len, "; no NVIDIA driver: %s", dlerror());
-	}
 }

@@ -54,9 +54,11 @@ struct cuda_rt {
 };
 
 /*
- * Loads the runtime once per process (later calls return the same table).
- * Returns 0 and the table in *@out, or -ENODEV with the reason in @why.
- * Any thread. A failed load is retried by the next call.
+ * Finds a runtime that sees at least one device, once per process (later
+ * calls return the same table). Returns 0 and the table in *@out, or
+ * -ENODEV with the reasons in @why (each runtime tried and its
+ * cudaGetDeviceCount error, the files not found, whether the NVIDIA driver
+ * library exists). Any thread. A failure is retried by the next call.
  */
 int cuda_rt_load(const struct cuda_rt **out, char *why, size_t why_len);
 
@@ -67,10 +69,7 @@ int cuda_rt_load(const struct cuda_rt **out, char *why, size_t why_len);
  */
 int cuda_rt_errno(cudaError_t e);
 
-/*
- * Writes "@what: <text> (<name>)" for @e to @buf, and when @e says the
- * driver is missing or too old, whether libcuda.so.1 can be loaded at all.
- */
+/* Writes "@what: <text> (<name>)" for @e to @buf. */
 void cuda_rt_describe(const struct cuda_rt *rt, cudaError_t e, const char *what,
 		      char *buf, size_t len);
 

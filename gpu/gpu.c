@@ -105,7 +105,7 @@ struct hintfs_gpu {
 /* ----------------------------------------------------------- errors */
 
 static __thread int tl_err;
-static __thread char tl_msg[512];
+static __thread char tl_msg[1024];
 
 static void clear_err(void)
 {
@@ -315,12 +315,21 @@ static int check_config(const struct hintfs_gpu_config *c)
 	return 0;
 }
 
-/* Frees everything @h holds; @h is not (or no longer) in the registry. */
+/*
+ * Frees everything @h holds; @h is not (or no longer) in the registry.
+ * Keeps the calling thread's error message: an open that failed reports
+ * its own failure, not one of the cleanup.
+ */
 static void destroy(struct hintfs_gpu *h)
 {
 	const struct cuda_rt *rt = h->rt;
 	struct dev_guard g = {0};
-	bool cuda = rt && dev_enter(h, &g) == 0;
+	int saved_err = tl_err;
+	char saved_msg[sizeof(tl_msg)];
+	bool cuda;
+
+	memcpy(saved_msg, tl_msg, sizeof(saved_msg));
+	cuda = rt && dev_enter(h, &g) == 0;
 
 	if (cuda && h->stream)
 		rt->cudaStreamSynchronize(h->stream);
@@ -358,13 +367,18 @@ static void destroy(struct hintfs_gpu *h)
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->submit_lock);
 	free(h);
+	tl_err = saved_err;
+	memcpy(tl_msg, saved_msg, sizeof(tl_msg));
 }
 
-/* Finds the device and makes the stream; -ENODEV says why. */
+/*
+ * Loads the runtime, checks the device exists, picks the path (pinned or
+ * cufile). Returns 0 or -ENODEV saying why.
+ */
 static int cuda_setup(struct hintfs_gpu *h, char *cufile_note, size_t len)
 {
 	const struct cuda_rt *rt;
-	char why[600];
+	char why[900];
 	cudaError_t e;
 	int count = 0, err;
 
@@ -376,9 +390,6 @@ static int cuda_setup(struct hintfs_gpu *h, char *cufile_note, size_t len)
 		cuda_rt_describe(rt, e, "cudaGetDeviceCount", why, sizeof(why));
 		return fail(-ENODEV, "no CUDA device: %s", why);
 	}
-	if (count <= 0)
-		return fail(-ENODEV,
-			    "no CUDA device: cudaGetDeviceCount found none");
 	if (h->cfg.device >= count)
 		return fail(-ENODEV,
 			    "no CUDA device: device %d requested, %d present "

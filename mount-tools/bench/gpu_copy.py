@@ -110,17 +110,17 @@ def copy_table(torch, work, repeat):
             rows.append((size_mb, nbytes / t_plain / 1e9,
                          nbytes / t_copy / 1e9, t_plain / t_copy,
                          nbytes / t_whole / 1e9))
-            del src, dst
+            src = dst = None             # free before the next size
             os.unlink(path)
     finally:
         loader.close()
     print("\n1. host -> device, one batch (median of %d)" % repeat)
     print(f"{'batch':>8} {'plain pinned':>13} {'helper copy':>12} "
           f"{'ratio':>6} {'helper read+copy':>17}")
-    for size_mb, plain, helper, ratio, whole in rows:
+    for size_mb, plain_gbs, helper_gbs, ratio, whole_gbs in rows:
         flag = "" if size_mb < 8 or ratio >= 0.9 else "  < 0.9x target"
-        print(f"{size_mb:>6} MB {plain:>10.1f} GB/s {helper:>7.1f} GB/s "
-              f"{ratio:>5.2f}x {whole:>12.1f} GB/s{flag}")
+        print(f"{size_mb:>6} MB {plain_gbs:>10.1f} GB/s {helper_gbs:>7.1f} "
+              f"GB/s {ratio:>5.2f}x {whole_gbs:>12.1f} GB/s{flag}")
 
 
 def make_jpegs(work, n):

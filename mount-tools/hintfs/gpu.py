@@ -363,24 +363,28 @@ class Loader:
     def _open(self, cfg):
         lib = self._lib
         h = ctypes.c_void_p()
-        env_set = False
+        rc = None
         if (not self.cpu and not os.environ.get("HINTFS_CUDART")
                 and self._torch_has_cuda()):
             # Share PyTorch's CUDA runtime rather than load a second one
-            # (and one its driver may not accept).
+            # (and one its driver may not accept); the library's own
+            # search if that fails. (The library keeps the first runtime
+            # that works for the rest of the process.)
             cudart = _torch_cudart()
             if cudart:
-                os.environ["HINTFS_CUDART"] = cudart
-                env_set = True
-        try:
+                with _lib_lock:
+                    os.environ["HINTFS_CUDART"] = cudart
+                    try:
+                        rc = lib.hintfs_gpu_open(ctypes.byref(cfg),
+                                                 ctypes.byref(h))
+                    finally:
+                        del os.environ["HINTFS_CUDART"]
+        if rc is None or rc == -errno.ENODEV:
             rc = lib.hintfs_gpu_open(ctypes.byref(cfg), ctypes.byref(h))
-            msg = _message(lib, rc) if rc else ""
-        finally:
-            if env_set:
-                del os.environ["HINTFS_CUDART"]
-        if rc == -errno.ENODEV:
-            raise NoCudaDevice(msg)
         if rc:
+            msg = _message(lib, rc)
+            if rc == -errno.ENODEV:
+                raise NoCudaDevice(msg)
             raise OSError(-rc, msg)
         return h
 
