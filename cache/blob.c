@@ -41,9 +41,9 @@
 
 /* One thread's ring. */
 struct blob_ring {
-	struct io_uring ring;
+	struct io_uring ring;     /* used by its thread only */
 	struct blob_ring *next;   /* ring_list, under ring_lock */
-	struct blob_ring **pprev;
+	struct blob_ring **pprev; /* the pointer to this one, for unlinking */
 	atomic_bool live;         /* set up and in ring_list */
 	bool failed;              /* setup failed: this thread uses pread */
 };

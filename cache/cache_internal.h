@@ -83,14 +83,14 @@ struct cache_ent {
 
 /* The entry table: lookup by key and ETag, and by id. Under c->lock. */
 struct tab {
-	struct cache_ent **buckets; /* chains by khash; power-of-two count */
-	size_t n_buckets;
+	struct cache_ent **buckets; /* chains by khash */
+	size_t n_buckets;           /* a power of two */
 	size_t n_ents;              /* entries in the table */
 	struct cache_ent **slots;   /* slot -> entry or NULL */
 	uint32_t n_slots;           /* slots ever used (high water) */
 	uint32_t cap_slots;         /* allocated slots and free_slots */
 	uint32_t *free_slots;       /* stack of NULL slots below n_slots */
-	uint32_t n_free;
+	uint32_t n_free;            /* entries on that stack */
 	uint32_t seq;               /* last id sequence handed out */
 };
 
@@ -98,8 +98,8 @@ struct tab {
 struct blob_seg {
 	struct blob_seg *next; /* c->segs (under lock); once removed, the
 				  list of segments to destroy */
-	uint32_t id;
-	int fd;
+	uint32_t id;           /* names the file; never reused in a session */
+	int fd;                /* open while the struct lives */
 	uint64_t tail;         /* next free offset (active segment only;
 				  under seg_lock) */
 	uint64_t file_bytes;   /* size found at open, to check extents */
@@ -111,15 +111,16 @@ struct blob_seg {
 };
 
 struct cache {
-	char *dir;
+	char *dir;                  /* as configured, for messages */
 	int dir_fd;                 /* segments are opened relative to it */
 	int lock_fd;                /* holds the flock while open */
-	struct idx *ix;
+	struct idx *ix;             /* the LMDB index */
 	uint64_t capacity_cfg;      /* as configured */
-	size_t inline_max;
-	cache_next_use_cb next_use;
-	void *next_use_arg;
+	size_t inline_max;          /* objects up to this go inline */
+	cache_next_use_cb next_use; /* may be NULL: LRU only */
+	void *next_use_arg;         /* its argument */
 
+	/* The four locks, in the order they are taken (see the top). */
 	pthread_mutex_t evict_lock;
 	pthread_mutex_t wlock;
 	pthread_mutex_t seg_lock;
@@ -127,16 +128,16 @@ struct cache {
 
 	/* under evict_lock */
 	struct evict_cand *evq;     /* last scan's entries, best victim first */
-	size_t evq_n;
+	size_t evq_n;               /* entries in evq */
 	size_t evq_pos;             /* next candidate to consider */
 	uint64_t evq_budget;        /* bytes it may still evict: then rescan */
 
 	/* under seg_lock */
 	struct blob_seg *active;    /* segment taking small extents, or NULL */
-	uint32_t next_seg_id;
+	uint32_t next_seg_id;       /* above every id on disk at open */
 
 	/* under lock */
-	struct tab tab;
+	struct tab tab;             /* the committed entries */
 	struct blob_seg *segs;      /* every open segment */
 	uint64_t used;              /* bytes of committed objects */
 	uint64_t reserved;          /* bytes of puts in progress */
@@ -147,16 +148,16 @@ struct cache {
 	struct cache_ent *graveyard;/* entries retired during a scan */
 	bool disk_full;             /* ENOSPC seen; its warning logged */
 	bool io_warned;             /* other write error seen and logged */
-	uint64_t hits, misses, evictions, corrupt, write_errors;
+	uint64_t hits, misses, evictions, corrupt, write_errors; /* stats */
 	atomic_uint n_puts;         /* puts begun and not yet finished */
 };
 
 /* An object being written (the cache_put of cache.h). */
 struct cache_put {
-	struct cache *c;
+	struct cache *c;       /* the cache it is written to */
 	struct blob_seg *seg;  /* NULL when inline */
 	uint64_t off;          /* extent start in seg */
-	uint64_t size;
+	uint64_t size;         /* object bytes (and the reservation) */
 	unsigned char *buf;    /* inline: the bytes until commit */
 	pthread_mutex_t lock;  /* guards the fields below */
 	void *hstate;          /* XXH3 state over bytes [0, hashed) */
@@ -164,8 +165,8 @@ struct cache_put {
 	uint64_t written;      /* bytes written; parts never overlap, so
 				  written == size means complete */
 	int err;               /* first write error, sticky */
-	uint16_t key_len;
-	uint8_t etag_len;
+	uint16_t key_len;      /* bytes of key in name[] */
+	uint8_t etag_len;      /* bytes of etag in name[] */
 	char name[];           /* key, '\0', etag, '\0' */
 };
 
@@ -192,14 +193,18 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims,
 void cache_note_write_error(struct cache *c, int err);
 
 /* ---- idx.c ---- */
+/* One object's record, decoded; key and etag point into LMDB or the
+ * caller's memory, valid for the call they are passed to. */
 struct idx_rec {
 	const char *key;
 	size_t key_len;
 	const char *etag;
 	size_t etag_len;
-	bool is_inline;
-	uint32_t seg;
-	uint64_t size, off, sum;
+	bool is_inline;   /* bytes in the inline db, not in a segment */
+	uint32_t seg;     /* segment id (0 when inline) */
+	uint64_t size;    /* object bytes */
+	uint64_t off;     /* extent start in the segment */
+	uint64_t sum;     /* xxh3-64 of the object */
 	uint64_t time_s;  /* insert time, unix seconds */
 };
 

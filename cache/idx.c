@@ -51,7 +51,7 @@
 #define IDX_LONG_PREFIX (1 + 16)
 
 struct idx {
-	MDB_env *env;
+	MDB_env *env;    /* DIR/index.mdb */
 	MDB_dbi objects; /* LMDB key -> record */
 	MDB_dbi inl;     /* LMDB key -> inline bytes */
 	MDB_dbi meta;    /* name -> blob */

@@ -70,12 +70,11 @@ int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		ret = p->buf ? 0 : -ENOMEM;
 	} else {
 		p->hstate = XXH3_createState();
-		ret = p->hstate ? XXH3_64bits_reset(p->hstate) == XXH_OK
-					  ? 0
-					  : -EIO
-				: -ENOMEM;
-		if (!ret)
+		ret = p->hstate ? 0 : -ENOMEM;
+		if (!ret) {
+			XXH3_64bits_reset(p->hstate);
 			ret = blob_reserve(c, size, &p->seg, &p->off);
+		}
 		if (ret && ret != -ENOMEM) {
 			/* No room for a new segment file counts as full. */
 			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC

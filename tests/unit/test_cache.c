@@ -26,8 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -251,6 +256,16 @@ static void test_roundtrip(void)
 	CHECK(st.capacity == 64 * MIB);
 	CHECK(st.misses == 2);
 	CHECK(st.hits >= 5);
+	{
+		struct cache_stats st2;
+
+		/* Neither a hit nor a miss. */
+		CHECK(cache_contains(c, "big", 3, "\"e1\""));
+		CHECK(!cache_contains(c, "big", 3, "\"e2\""));
+		CHECK(!cache_contains(c, "big", 3, NULL));
+		cache_get_stats(c, &st2);
+		CHECK(st2.hits == st.hits && st2.misses == st.misses);
+	}
 	CHECK(st.corrupt == 0 && st.write_errors == 0);
 	cache_close(c);
 	rm_rf(dir);
@@ -639,6 +654,8 @@ static void test_lru(void)
 	CHECK(put_obj(c, "C", "e", 10 * KIB, CACHE_NEVER, 1, &seed) == 0);
 	CHECK(put_obj(c, "D", "e", sz, CACHE_NEVER, 1, &seed) == 0);
 	CHECK(cache_lookup(c, "A", 1, "e", &o) == 0); /* A is used again */
+	/* The prefetcher's check is not a use: B stays the oldest. */
+	CHECK(cache_contains(c, "B", 1, "e"));
 	/* Least recently used first: B; nothing more than needed. */
 	CHECK(put_obj(c, "E", "e", sz, CACHE_NEVER, 1, &seed) == 0);
 	CHECK(cache_lookup(c, "B", 1, "e", &o) == -ENODATA);
@@ -957,6 +974,62 @@ static void test_crash(void)
 	free(dir);
 }
 
+/* ---- without io_uring ---- */
+
+/* Makes io_uring_setup fail with ENOSYS, as in containers that forbid it. */
+static int deny_io_uring(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = 4, .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+/* The same round trips through pread/pwrite, in a child (the filter
+ * cannot be lifted). Its exit status carries the result. */
+static void test_no_uring(void)
+{
+	char *dir = mktmp();
+	int status = 0, failed_before = check_failed;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		struct cache *c;
+		unsigned seed = 12;
+
+		if (deny_io_uring())
+			_exit(77);
+		c = open_cache(dir, 64 * MIB, NULL, NULL);
+		CHECK(put_obj(c, "s", "e", 3000, 0, 2, &seed) == 0);
+		CHECK(put_obj(c, "m", "e", 3 * MIB + 7, 0, 5, &seed) == 0);
+		CHECK(check_obj(c, "m", "e", 3 * MIB + 7) == 0);
+		cache_close(c);
+		c = open_cache(dir, 64 * MIB, NULL, NULL);
+		CHECK(check_obj(c, "s", "e", 3000) == 0);
+		CHECK(check_obj(c, "m", "e", 3 * MIB + 7) == 0);
+		cache_close(c);
+		_exit(check_failed > failed_before);
+	}
+	CHECK(pid > 0);
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		printf("skip: cannot install a seccomp filter\n");
+	else
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* ---- disk full ---- */
 
 static void test_disk_full(void)
@@ -1027,6 +1100,7 @@ int main(void)
 	test_meta_invalidate_clear();
 	test_threads();
 	test_crash();
+	test_no_uring();
 	test_disk_full();
 	return check_done();
 }
