@@ -680,7 +680,12 @@ int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh)
 
 void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
 {
-	fs_ctl_release(fh);
+	const struct tree_node *n = node_of(fs, ino);
+
+	if (fh)
+		fs_ctl_release(fh);
+	else if (n && !n->is_dir)
+		pf_note_close(atomic_load(&fs->pf), (uint32_t)(ino - 1));
 }
 
 /* Whether @ino is a control file that takes writes. */

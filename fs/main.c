@@ -12,6 +12,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_log.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int check_mountpoint(const char *path, char *err, size_t err_len)
@@ -35,6 +37,97 @@ static int check_mountpoint(const char *path, char *err, size_t err_len)
 		snprintf(err, err_len, "mount point '%s' is not a directory", path);
 		return -ENOTDIR;
 	}
+	return 0;
+}
+
+/*
+ * Detaching (no -f: mount(8), fstab, a plain shell).
+ *
+ * NOTE(fuse): fuse_daemonize() forks after the mount, but by then
+ * fs_create() has started threads (the prefetch engine, the hint watcher)
+ * and opened LMDB, none of which survives a fork: the child would serve
+ * reads that never complete. So the daemon forks before fs_create(): the
+ * child does all the work while the parent waits on a pipe, then exits 0
+ * once the child says the file system is mounted, or with the child's
+ * status when it dies first. The child's stderr stays the caller's until
+ * then, so a failed mount reaches mount(8) or the shell as one line and a
+ * non-zero exit status.
+ */
+static int detach_begin(int *ready_fd)
+{
+	int p[2], status = 0;
+	pid_t pid;
+	char c;
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		*ready_fd = p[1];
+		return 0;
+	}
+	close(p[1]);
+	do
+		n = read(p[0], &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1)
+		_exit(0);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	_exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* The child is mounted and serving: leave the caller's session and
+ * terminal, log to syslog, and let the parent exit 0. */
+static void detach_end(int ready_fd)
+{
+	int fd;
+
+	log_use_syslog("hintfs");
+	if (setsid() < 0)
+		log_warn("setsid: %s", strerror(errno));
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	if (write(ready_fd, "", 1) != 1)
+		log_warn("cannot tell the parent process the mount is up: %s",
+			 strerror(errno));
+	close(ready_fd);
+}
+
+/*
+ * Makes *@path absolute against the current directory: the daemon moves
+ * to "/" once mounted (as fuse_daemonize() does, with or without -f), and
+ * the hint watcher opens its file long after. Returns 0 or -ENOMEM.
+ */
+static int make_absolute(char **path)
+{
+	char *cwd, *abs;
+
+	if (!*path || (*path)[0] == '/')
+		return 0;
+	cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return -errno;
+	if (asprintf(&abs, "%s/%s", cwd, *path) < 0) {
+		free(cwd);
+		return -ENOMEM;
+	}
+	free(cwd);
+	free(*path);
+	*path = abs;
 	return 0;
 }
 
@@ -126,6 +219,7 @@ static int run(struct hintfs_opts *o)
 		.window = o->window,
 	};
 	char *mnt_abs = NULL;
+	int ready_fd = -1;
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct fuse_session *se = NULL;
 	struct fs *fs = NULL;
@@ -143,6 +237,16 @@ static int run(struct hintfs_opts *o)
 		goto fail_msg;
 	}
 	cfg.mountpoint = mnt_abs;
+	rc = make_absolute(&o->cache_dir);
+	if (!rc)
+		rc = make_absolute(&o->hint_file);
+	if (rc) {
+		log_error("cannot make the cache and hint paths absolute: %s",
+			  strerror(-rc));
+		goto out;
+	}
+	cfg.cache_dir = o->cache_dir;
+	cfg.hint_file = o->hint_file;
 	if (add_fsname(&o->fuse_args, o->source)) {
 		rc = -ENOMEM;
 		goto out;
@@ -155,6 +259,13 @@ static int run(struct hintfs_opts *o)
 			log_error("cannot start a FUSE session; see --help");
 		rc = -EINVAL;
 		goto out;
+	}
+	if (!o->foreground) {
+		rc = detach_begin(&ready_fd);
+		if (rc) {
+			log_error("cannot fork: %s", strerror(-rc));
+			goto out_session;
+		}
 	}
 	rc = fs_create(&cfg, &fs, err, sizeof(err));
 	if (rc) {
@@ -171,13 +282,16 @@ static int run(struct hintfs_opts *o)
 		rc = -EIO;
 		goto out_signals;
 	}
-	log_info("mounted %s at %s", o->source, o->mountpoint);
-	if (fuse_daemonize(o->foreground)) {
+	/* With -f this only moves to "/"; without, detach_begin() forked. */
+	if (fuse_daemonize(1)) {
 		rc = -EIO;
 		goto out_unmount;
 	}
-	if (!o->foreground)
-		log_use_syslog("hintfs");
+	/* Detached, the line goes to syslog: mount(8) stays quiet when it
+	 * worked, as for other file systems. */
+	if (ready_fd >= 0)
+		detach_end(ready_fd);
+	log_info("mounted %s at %s", o->source, o->mountpoint);
 
 	loop_cfg = fuse_loop_cfg_create();
 	if (!loop_cfg) {

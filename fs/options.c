@@ -1,8 +1,9 @@
 /*
  * fs/options.c - parses and checks the daemon's command line.
  *
- * Owns the rules that turn argv + AWS_* variables into one configuration:
- * precedence (option over environment over default), the generic mount(8)
+ * Owns the rules that turn argv + AWS_* variables + profile files into one
+ * configuration: precedence (option over environment over profile over
+ * default; aws_config.c does the last three), the generic mount(8)
  * options that are accepted and ignored, and the checks that give a bad
  * value a clear one-line error before anything touches the network.
  */
@@ -40,6 +41,11 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("hint=%s", hint_file, 0),
 	OPT("max_inflight=%s", max_inflight_str, 0),
 	OPT("window=%s", window_str, 0),
+	OPT("profile=%s", profile, 0),
+	OPT("--profile %s", profile, 0),
+	OPT("--profile=%s", profile, 0),
+	OPT("credentials_file=%s", credentials_file, 0),
+	OPT("config_file=%s", config_file, 0),
 	OPT("relist", relist, 1),
 	OPT("retries=%s", retries_str, 0),
 	OPT("retry_time=%s", retry_time_str, 0),
@@ -79,6 +85,25 @@ static bool is_generic(const char *arg)
 	return false;
 }
 
+/*
+ * Whether -o @arg tries to pass a credential ("secret_key=...",
+ * "aws_session_token=..."). Such an option is refused by its name alone:
+ * libfuse would echo an unknown option whole, and the value would stay
+ * readable in /proc/PID/cmdline.
+ */
+static bool is_secret(const char *arg)
+{
+	static const char *const words[] = {
+		"secret", "token", "access_key", "key_id", "passw",
+	};
+	size_t n = strcspn(arg, "=");
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (memmem(arg, n, words[i], strlen(words[i])))
+			return true;
+	return false;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -92,6 +117,12 @@ static int opt_proc(void *data, const char *arg, int key,
 			return (o->mountpoint = strdup(arg)) ? 0 : -1;
 		return 1; /* a third: fuse_session_new rejects it */
 	case FUSE_OPT_KEY_OPT:
+		if (is_secret(arg)) {
+			if (!o->secret_opt[0])
+				snprintf(o->secret_opt, sizeof(o->secret_opt),
+					 "%.*s", (int)strcspn(arg, "="), arg);
+			return 0;
+		}
 		return is_generic(arg) ? 0 : 1;
 	case KEY_FOREGROUND:
 		o->foreground = true;
@@ -274,7 +305,7 @@ static uint32_t dataset_hash(const char *endpoint, const char *prefix)
 static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
 {
 	const char *base = env_first("XDG_CACHE_HOME", NULL);
-	const char *home = env_first("HOME", NULL);
+	const char *home = aws_home_dir();
 	uint32_t h = dataset_hash(o->endpoint, o->prefix);
 	int n;
 
@@ -285,7 +316,7 @@ static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
 			     o->bucket, h);
 	else
 		return fail(err, err_len, "no cache directory: set -o cache_dir= "
-			    "(neither XDG_CACHE_HOME nor HOME is set)");
+			    "(no XDG_CACHE_HOME and no home directory)");
 	if (n < 0) {
 		o->cache_dir = NULL;
 		return -ENOMEM;
@@ -297,6 +328,12 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 {
 	int rc;
 
+	if (o->secret_opt[0])
+		return fail(err, err_len, "-o %s: credentials never go on the "
+			    "command line (every user can read it); use "
+			    "-o profile=NAME with a credentials file, or "
+			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+			    o->secret_opt);
 	if (!o->source)
 		return fail(err, err_len, "missing the bucket URL (s3://BUCKET[/PREFIX]); "
 			    "see --help");
@@ -306,8 +343,22 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	if (rc)
 		return rc;
 
+	rc = aws_config_load(&(struct aws_config_req){
+				     .profile = o->profile,
+				     .credentials_file = o->credentials_file,
+				     .config_file = o->config_file,
+				     .need_credentials = !o->no_sign,
+			     }, &o->aws, err, err_len);
+	if (rc)
+		return rc == -ENOMEM ? rc : -EINVAL;
+	if (!o->no_sign) {
+		o->access_key = o->aws.access_key;
+		o->secret_key = o->aws.secret_key;
+		o->session_token = o->aws.session_token;
+	}
+
 	if (!o->region) {
-		const char *r = env_first("AWS_REGION", "AWS_DEFAULT_REGION");
+		const char *r = o->aws.region;
 
 		o->region = strdup(r ? r : "us-east-1");
 		if (!o->region)
@@ -317,7 +368,7 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		return fail(err, err_len, "-o region= needs a value");
 
 	if (!o->endpoint) {
-		const char *e = env_first("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
+		const char *e = o->aws.endpoint;
 
 		if (e)
 			o->endpoint = strdup(e);
@@ -402,16 +453,6 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	}
 	if (o->hint_file && !*o->hint_file)
 		return fail(err, err_len, "-o hint= needs a file");
-
-	if (!o->no_sign) {
-		o->access_key = env_first("AWS_ACCESS_KEY_ID", NULL);
-		o->secret_key = env_first("AWS_SECRET_ACCESS_KEY", NULL);
-		o->session_token = env_first("AWS_SESSION_TOKEN", NULL);
-		if (!o->access_key || !o->secret_key)
-			return fail(err, err_len, "no credentials: set AWS_ACCESS_KEY_ID "
-				    "and AWS_SECRET_ACCESS_KEY, or mount a public "
-				    "bucket with -o no_sign");
-	}
 	return 0;
 }
 
@@ -440,6 +481,10 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->hint_file);
 	free(o->max_inflight_str);
 	free(o->window_str);
+	free(o->profile);
+	free(o->credentials_file);
+	free(o->config_file);
+	aws_config_fini(&o->aws);
 	free(o->retries_str);
 	free(o->retry_time_str);
 	free(o->stall_timeout_str);
@@ -458,9 +503,11 @@ void opts_usage(const char *prog)
 	       "  -f                     stay in the foreground\n"
 	       "  -d, -o debug           debug log and FUSE request trace (implies -f)\n"
 	       "  -o endpoint=URL        S3 endpoint (default: $AWS_ENDPOINT_URL_S3,\n"
-	       "                         $AWS_ENDPOINT_URL, or AWS's for the region)\n"
+	       "                         $AWS_ENDPOINT_URL, the profile's endpoint_url,\n"
+	       "                         or AWS's for the region)\n"
 	       "  -o region=REGION       signing region (default: $AWS_REGION,\n"
-	       "                         $AWS_DEFAULT_REGION, or us-east-1)\n"
+	       "                         $AWS_DEFAULT_REGION, the profile's region,\n"
+	       "                         or us-east-1)\n"
 	       "  -o path_style          address the bucket as ENDPOINT/BUCKET (implied\n"
 	       "                         when the endpoint is an IP address or localhost)\n"
 	       "  -o no_sign             anonymous requests, for public buckets\n"
@@ -481,9 +528,25 @@ void opts_usage(const char *prog)
 	       "  -o retry_time=S        seconds per request before EIO (default 60)\n"
 	       "  -o stall_timeout=S     retry a transfer that moves nothing for S\n"
 	       "                         seconds (default 5)\n"
+	       "  -o profile=NAME        AWS profile (also --profile NAME; default:\n"
+	       "                         $AWS_PROFILE, or default)\n"
+	       "  -o credentials_file=F  instead of $AWS_SHARED_CREDENTIALS_FILE or\n"
+	       "                         ~/.aws/credentials\n"
+	       "  -o config_file=F       instead of $AWS_CONFIG_FILE or ~/.aws/config\n"
 	       "  -o allow_other, ...    options of libfuse, passed on\n"
+	       "  -h, --help             this text\n"
+	       "  -V, --version          the version\n"
 	       "\n"
-	       "Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"
-	       "AWS_SESSION_TOKEN; never put them on the command line.\n",
+	       "Credentials, region and endpoint are found as the AWS CLI finds\n"
+	       "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,\n"
+	       "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the profile\n"
+	       "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
+	       "An -o option beats both; a profile named with -o profile= beats\n"
+	       "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
+	       "\n"
+	       "Without -f the daemon detaches once the file system is mounted;\n"
+	       "a failed mount exits non-zero with one line on stderr. Works as\n"
+	       "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
+	       "/etc/fstab; see hintfs(1).\n",
 	       prog);
 }

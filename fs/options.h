@@ -4,12 +4,15 @@
  *   hintfs s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o opt[,opt...]]
  *
  * Parsing is separate from main() so that it can be unit-tested: it reads
- * argv and the AWS_* environment variables, checks every value, and
+ * argv, the AWS_* environment variables and the AWS profile files
+ * (aws_config.h), checks every value, and
  * leaves the options it does not own (allow_other, ...) in fuse_args for
  * fuse_session_new(), which rejects unknown ones.
  */
 #ifndef HINTFS_FS_OPTIONS_H
 #define HINTFS_FS_OPTIONS_H
+
+#include "fs/aws_config.h"
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
@@ -30,6 +33,10 @@ struct hintfs_opts {
 	char *hint_file;  /**< -o hint=FILE: watched and re-read */
 	char *max_inflight_str; /**< -o max_inflight=N */
 	char *window_str; /**< -o window=N objects ahead */
+	char *profile;    /**< -o profile= / --profile: AWS profile name */
+	char *credentials_file; /**< -o credentials_file=: replaces
+				     AWS_SHARED_CREDENTIALS_FILE */
+	char *config_file; /**< -o config_file=: replaces AWS_CONFIG_FILE */
 	char *retries_str;       /**< -o retries=N attempts per request */
 	char *retry_time_str;    /**< -o retry_time=S seconds per request */
 	char *stall_timeout_str; /**< -o stall_timeout=S */
@@ -43,6 +50,9 @@ struct hintfs_opts {
 	bool debug;       /**< -d / -o debug: debug log and FUSE trace */
 	bool help;
 	bool version;
+	/** The name of an option that looks like a credential (-o
+	 *  secret_key=...): refused by name, its value never echoed. */
+	char secret_opt[32];
 
 	/* Derived by opts_parse(). */
 	char *bucket;      /**< malloc'd */
@@ -57,10 +67,12 @@ struct hintfs_opts {
 				        decided once the directory exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */
 
-	/* From the environment; not owned (getenv's storage). */
+	/* From the environment or the profile (aws_config.h); point into
+	 * @aws, NULL with -o no_sign. */
 	const char *access_key;
 	const char *secret_key;
 	const char *session_token;
+	struct aws_config aws;
 
 	struct fuse_args fuse_args; /**< what fuse_session_new() gets */
 };

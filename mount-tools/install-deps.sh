@@ -3,23 +3,27 @@
 # and benchmark. Idempotent: a package already installed is not touched, and
 # `apt-get update` runs only when something is missing.
 #
-# Usage: mount-tools/install-deps.sh [--no-torch] [--bench]
+# Usage: mount-tools/install-deps.sh [--no-torch] [--bench] [--fuzz]
 #   --no-torch  leave out PyTorch, torchvision and matplotlib (enough for
 #               the S3 server and the C build)
 #   --bench     also what only the benchmark uses: the curl tool (its
 #               uploads and the server-ceiling client) and the filesystems
 #               it compares hintfs with, s3fs and rclone (bench.sh skips
 #               those two, with a note, where they are absent)
+#   --fuzz      also clang and its libFuzzer runtime, for the fuzz targets
+#               (mount-tools/fuzz.sh)
 set -euo pipefail
 
 torch=1
 bench=0
+fuzz=0
 for arg in "$@"; do
 	case "$arg" in
 	--no-torch) torch=0 ;;
 	--bench) bench=1 ;;
+	--fuzz) fuzz=1 ;;
 	*)
-		echo "usage: $0 [--no-torch] [--bench]" >&2
+		echo "usage: $0 [--no-torch] [--bench] [--fuzz]" >&2
 		exit 2
 		;;
 	esac
@@ -32,14 +36,19 @@ pkgs=(
 	liburing-dev libexpat1-dev libxxhash-dev
 	# the S3 server for tests, demo and benchmark (shared/notes/ceph-rgw.md)
 	ceph-mon ceph-osd radosgw ceph-common
-	# tests and the demo
-	python3 python3-pytest python3-pil python3-boto3
+	# tests and the demo (openssl: the TLS tests' certificates)
+	python3 python3-pytest python3-pil python3-boto3 openssl
+	# the Python package's install test: pip from the source tree, offline
+	python3-pip python3-setuptools python3-wheel python3-venv
 )
 if [ $torch -eq 1 ]; then
 	pkgs+=(python3-torch python3-torchvision python3-matplotlib)
 fi
 if [ $bench -eq 1 ]; then
 	pkgs+=(curl s3fs rclone)
+fi
+if [ $fuzz -eq 1 ]; then
+	pkgs+=(clang libclang-rt-14-dev)
 fi
 
 missing=()

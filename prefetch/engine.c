@@ -118,6 +118,20 @@ struct pf_hint {
 	struct pf_hint *next;
 };
 
+/* A fetch that failed for good, remembered for a moment (see pf_read). */
+struct pf_failure {
+	uint32_t id;
+	int err;
+	uint64_t until_ns;
+};
+
+/* NOTE(fuse): after a read fails, the kernel's page cache reads the same
+ * page again (the readahead attempt, then the read itself): a failure
+ * answers every read of its object for one second instead of spending a
+ * second retry budget on the same verdict. */
+#define PF_FAILS 64
+#define PF_FAIL_HOLD_NS 1000000000ull
+
 /* A FIFO of parts. */
 struct pf_queue {
 	struct pf_part *head;
@@ -143,6 +157,9 @@ struct pf {
 	struct pf_hint *hints;     /* current first, then the queue */
 	struct pf_fetch **done;    /* fetches the engine must commit */
 	size_t n_done, cap_done;
+	uint32_t *open_count;      /* n_ids: readers with the object open */
+	struct pf_failure fails[PF_FAILS];  /* recent definitive failures */
+	unsigned int fail_next;    /* the slot the next failure takes */
 	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
 	size_t warm_n, warm_cap;
 	size_t warm_next;          /* next entry to look at */
@@ -249,7 +266,8 @@ static struct pf_hint *hint_build(const uint32_t *ids, size_t n, int64_t epoch,
 	fill = calloc(n_ids ? n_ids : 1, sizeof(*fill));
 	if (!h->ids || !h->pos || !h->read || !h->start || !h->consumed || !fill)
 		goto fail;
-	memcpy(h->ids, ids, n * sizeof(*ids));
+	if (n)
+		memcpy(h->ids, ids, n * sizeof(*ids));
 	for (size_t i = 0; i < n; i++)
 		h->start[ids[i] + 1]++;
 	for (uint32_t i = 0; i < n_ids; i++)
@@ -314,6 +332,7 @@ void pf_note_open(struct pf *pf, uint32_t id)
 	if (id >= pf->cfg.n_ids)
 		return;
 	pthread_mutex_lock(&pf->mu);
+	pf->open_count[id]++;
 	h = pf->hints;
 	if (h && !hint_consume(h, id) && h->next) {
 		/* Not expected any more by this hint: the reader may have moved
@@ -326,6 +345,16 @@ void pf_note_open(struct pf *pf, uint32_t id)
 	curl_multi_wakeup(pf->multi);
 }
 
+void pf_note_close(struct pf *pf, uint32_t id)
+{
+	if (id >= pf->cfg.n_ids)
+		return;
+	pthread_mutex_lock(&pf->mu);
+	if (pf->open_count[id])
+		pf->open_count[id]--;
+	pthread_mutex_unlock(&pf->mu);
+}
+
 int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	    bool replace)
 {
@@ -335,6 +364,13 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	if (!h)
 		return -ENOMEM;
 	pthread_mutex_lock(&pf->mu);
+	pf->st.hints_total++;
+	if (!n && !replace) {
+		/* Nothing to follow: queueing it would only stall the next. */
+		pthread_mutex_unlock(&pf->mu);
+		hint_free(h);
+		return 0;
+	}
 	if (replace) {
 		old = pf->hints;
 		pf->hints = NULL;
@@ -342,7 +378,6 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	for (tail = &pf->hints; *tail; tail = &(*tail)->next)
 		;
 	*tail = h;
-	pf->st.hints_total++;
 	hints_advance(pf);
 	pthread_mutex_unlock(&pf->mu);
 	while (old) {
@@ -363,7 +398,11 @@ uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len)
 	if (id == HINT_NO_ID || id >= pf->cfg.n_ids)
 		return UINT64_MAX;
 	pthread_mutex_lock(&pf->mu);
-	for (struct pf_hint *h = pf->hints; h; h = h->next) {
+	/* Open right now: its reads may not have reached us yet (the open
+	 * consumed its hint entry already), so it is needed at once. */
+	if (pf->open_count[id])
+		best = 0;
+	for (struct pf_hint *h = pf->hints; h && best; h = h->next) {
 		uint32_t k = h->consumed[id];
 		uint32_t cnt = h->start[id + 1] - h->start[id];
 		size_t base = h == pf->hints ? h->oldest : 0;
@@ -604,6 +643,14 @@ static void commit_done(struct pf *pf)
 			cache_invalidate(pf->cfg.cache, f->key, f->key_len, NULL);
 
 		pthread_mutex_lock(&pf->mu);
+		if (f->err && f->demand) {
+			/* Only a verdict a reader waited for; a prefetch that
+			 * failed leaves the next reader a full budget. */
+			struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
+
+			*fl = (struct pf_failure){ f->id, f->err,
+						   now_ns() + PF_FAIL_HOLD_NS };
+		}
 		if (!f->err && !ok)
 			pf->st.cache_put_fail++;
 		if (ok)
@@ -828,6 +875,7 @@ static void *engine_main(void *arg)
 	for (;;) {
 		CURLMsg *msg;
 		int still, left, timeout;
+		bool ended;
 
 		commit_done(pf);
 		schedule_prefetch(pf);
@@ -843,6 +891,7 @@ static void *engine_main(void *arg)
 		pthread_mutex_unlock(&pf->mu);
 
 		curl_multi_perform(pf->multi, &still);
+		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
 			struct s3_xfer *x = NULL;
 			struct s3_status st;
@@ -860,8 +909,11 @@ static void *engine_main(void *arg)
 			pthread_mutex_lock(&pf->mu);
 			part_ended(pf, s3_xfer_user(x), got, retryable, &st);
 			pthread_mutex_unlock(&pf->mu);
+			ended = true;
 		}
-		curl_multi_poll(pf->multi, NULL, 0, timeout, NULL);
+		/* Something ended: commit it and start the next at once rather
+		 * than after the poll's timeout. */
+		curl_multi_poll(pf->multi, NULL, 0, ended ? 0 : timeout, NULL);
 	}
 	return NULL;
 }
@@ -970,6 +1022,16 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 
 	/* mu held. */
 	if (!f) {
+		uint64_t now = now_ns();
+
+		for (int i = 0; i < PF_FAILS; i++) {
+			if (pf->fails[i].id == id && pf->fails[i].until_ns > now) {
+				n = map_read_error(pf->fails[i].err);
+				pf->st.failed_reads++;
+				pthread_mutex_unlock(&pf->mu);
+				return n;
+			}
+		}
 		f = fetch_create(pf, id, &o, true);
 		if (!f) {
 			pf->st.failed_reads++;
@@ -1058,8 +1120,10 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pthread_mutex_init(&pf->mu, NULL);
 	pthread_cond_init(&pf->cv, NULL);
 	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
+	pf->open_count = calloc(cfg->n_ids ? cfg->n_ids : 1,
+				sizeof(*pf->open_count));
 	pf->multi = curl_multi_init();
-	if (!pf->by_id || !pf->multi) {
+	if (!pf->by_id || !pf->open_count || !pf->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1075,6 +1139,7 @@ fail:
 	if (pf->multi)
 		curl_multi_cleanup(pf->multi);
 	free(pf->by_id);
+	free(pf->open_count);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);
 	free(pf);
@@ -1114,6 +1179,7 @@ void pf_stop(struct pf *pf)
 	}
 	free(pf->done);
 	free(pf->warm_ids);
+	free(pf->open_count);
 	free(pf->by_id);
 	curl_multi_cleanup(pf->multi);
 	pthread_cond_destroy(&pf->cv);

@@ -214,6 +214,12 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 void pf_note_open(struct pf *pf, uint32_t id);
 
 /**
+ * Tells the engine the last reader of object @id closed it; until then the
+ * object counts as needed at once and is not evicted. Any thread.
+ */
+void pf_note_close(struct pf *pf, uint32_t id);
+
+/**
  * Installs a hint: @n ids (copied) in the order of reading, queued behind
  * the hint in progress, or replacing the current and queued ones when
  * @replace. @epoch is -1 when unnamed. Returns 0 or -ENOMEM. Any thread.

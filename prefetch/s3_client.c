@@ -583,19 +583,21 @@ static void xfer_disarm(struct s3_xfer *x, bool healthy)
 
 /*
  * Readies @x for one attempt: signs it now (a retry gets a fresh date),
- * takes a handle from the pool and sets it up. With @resume, a ranged GET
- * keeps the bytes an earlier attempt received and asks only for the rest:
- * If-Match guarantees they are of the same version. Otherwise the 2xx sink
- * starts empty, so a retry never appends to a broken attempt's bytes.
+ * takes a handle from the pool and sets it up. A @retry goes out on a fresh
+ * connection (the old one may be what failed: a server that throttles or
+ * resets one connection), and a ranged GET keeps the bytes an earlier
+ * attempt received and asks only for the rest: If-Match guarantees they
+ * are of the same version. Otherwise the 2xx sink starts empty, so a retry
+ * never appends to a broken attempt's bytes.
  */
-static int xfer_arm(struct s3_xfer *x, bool resume)
+static int xfer_arm(struct s3_xfer *x, bool retry)
 {
 	struct s3_client *c = x->c;
 	CURL *h;
 	int rc;
 
 	xfer_disarm(x, true);
-	if (!resume || !x->ranged || x->body.len >= x->body.max)
+	if (!retry || !x->ranged || x->body.len >= x->body.max)
 		x->body.len = 0;
 	if (x->ranged)
 		snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
@@ -631,6 +633,8 @@ static int xfer_arm(struct s3_xfer *x, bool resume)
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->sink);
 	curl_easy_setopt(h, CURLOPT_PRIVATE, x);
+	if (retry)
+		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
 	if (c->insecure) {
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -677,10 +681,10 @@ static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 }
 
 /* Performs one attempt of @x in the calling thread. */
-static int s3_perform_once(struct s3_xfer *x, bool resume, struct s3_status *st,
+static int s3_perform_once(struct s3_xfer *x, bool retry, struct s3_status *st,
 			   long *http)
 {
-	int rc = xfer_arm(x, resume);
+	int rc = xfer_arm(x, retry);
 
 	if (rc) {
 		*http = 0;
@@ -902,9 +906,9 @@ void s3_xfer_destroy(struct s3_xfer *x)
 	free(x);
 }
 
-int s3_xfer_arm(struct s3_xfer *x, bool resume, CURL **easy)
+int s3_xfer_arm(struct s3_xfer *x, bool retry, CURL **easy)
 {
-	int rc = xfer_arm(x, resume);
+	int rc = xfer_arm(x, retry);
 
 	*easy = rc ? NULL : x->h;
 	return rc;

@@ -32,11 +32,11 @@ int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
 		   void *user, struct s3_xfer **out);
 
 /**
- * Readies one attempt; stores the easy handle to run in *@easy. With
- * @resume (a retry), the bytes received so far are kept and only the rest
- * of the range is asked for.
+ * Readies one attempt; stores the easy handle to run in *@easy. A @retry
+ * uses a fresh connection, keeps the bytes received so far and asks only
+ * for the rest of the range.
  */
-int s3_xfer_arm(struct s3_xfer *x, bool resume, CURL **easy);
+int s3_xfer_arm(struct s3_xfer *x, bool retry, CURL **easy);
 
 /**
  * Concludes the attempt whose curl result is @cc (remove the handle from

@@ -60,18 +60,16 @@ def proxy(rgw):
 def test_gets_follow_the_hint_order(s3, bucket, mount, proxy):
     objects = make_objects()
     upload(s3, bucket, objects)
+    # One GET at a time, so that the order the server sees is the order
+    # the engine chose, whatever the scheduling of this busy machine.
     m = mount(bucket, endpoint=proxy.endpoint,
-              options=("max_inflight=4", "window=1000"))
+              options=("max_inflight=1", "window=1000"))
     order = sorted(objects, key=lambda k: sha256(k.encode()))  # a shuffle
     write_hint(m.path, order)
     gets = wait_gets(proxy, bucket, len(order))
-    # Prefetched without a single read, each object once, in hint order
-    # up to the 4 requests in flight at once.
+    # Prefetched without a single read, each object once, in hint order.
     started = [r.key for r in sorted(gets, key=lambda r: r.start_ms)]
-    assert sorted(started) == sorted(order)
-    rank = {k: i for i, k in enumerate(order)}
-    worst = max(abs(rank[k] - i) for i, k in enumerate(started))
-    assert worst <= 4, f"a GET came {worst} places away from its hint slot"
+    assert started == order
     # Reading now costs no GET, and the bytes are right.
     for k in order:
         assert Path(m / k).read_bytes() == objects[k]
