@@ -9,6 +9,7 @@
  * consistent snapshot.
  */
 #include "fs/fs_internal.h"
+#include "common/fileio.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -331,53 +332,6 @@ static char *verify_json(struct fs *fs, size_t *len)
 
 /* ---- the -o hint=FILE watcher ---------------------------------------------- */
 
-/* Reads @path whole into a malloc'd buffer. Returns 0 or -errno. */
-static int read_file(const char *path, char **out, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t cap = 65536, n = 0;
-	char *buf;
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	buf = malloc(cap);
-	while (buf) {
-		ssize_t r;
-
-		if (n == cap) {
-			char *nb = cap >= CTL_HINT_MAX ? NULL : realloc(buf, cap * 2);
-
-			if (!nb) {
-				rc = cap >= CTL_HINT_MAX ? -EFBIG : -ENOMEM;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			break;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	if (!buf)
-		return -ENOMEM;
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 /*
  * Polls the hint file. A new hint is a file whose identity or contents
  * changed: another inode (written elsewhere and renamed into place, the
@@ -406,7 +360,8 @@ static void *watch_main(void *arg)
 			   st.st_mtim.tv_nsec != last.st_mtim.tv_nsec) {
 			char *text = NULL;
 			size_t len = 0;
-			int rc = read_file(fs->hint_file, &text, &len);
+			int rc = read_file_all(fs->hint_file, CTL_HINT_MAX,
+					       &text, &len);
 
 			missing_said = false;
 			last = st;

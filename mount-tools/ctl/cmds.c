@@ -9,6 +9,7 @@
  * an unreadable file), so a failed command changes nothing.
  */
 #include "ctl.h"
+#include "common/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,58 +33,23 @@
 /* Reads FILE ("-": stdin) whole. Prints the error and returns -1. */
 static int slurp(const char *path, char **out, size_t *len)
 {
-	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
-	size_t n = 0, cap = 65536;
-	char *buf;
+	bool in = !strcmp(path, "-");
+	int fd = in ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	int rc;
 
 	if (fd < 0) {
 		ctl_err("'%s': %s", path, strerror(errno));
 		return -1;
 	}
-	buf = malloc(cap);
-	for (;;) {
-		ssize_t r;
-
-		if (!buf) {
-			ctl_err("out of memory");
-			break;
-		}
-		if (n == cap) {
-			char *nb;
-
-			if (cap >= CTL_TEXT_MAX) {
-				ctl_err("'%s': larger than the 256 MiB a control "
-					"file takes", path);
-				break;
-			}
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				ctl_err("out of memory");
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			ctl_err("'%s': %s", path, strerror(errno));
-			break;
-		}
-		if (r == 0) {
-			if (fd != STDIN_FILENO)
-				close(fd);
-			*out = buf;
-			*len = n;
-			return 0;
-		}
-		n += (size_t)r;
-	}
-	if (fd != STDIN_FILENO)
+	rc = read_fd_all(fd, CTL_TEXT_MAX, out, len);
+	if (!in)
 		close(fd);
-	free(buf);
-	return -1;
+	if (rc == -EFBIG)
+		ctl_err("'%s': larger than the 256 MiB a control file takes",
+			path);
+	else if (rc)
+		ctl_err("'%s': %s", path, strerror(-rc));
+	return rc ? -1 : 0;
 }
 
 /* Writes @n pieces into control file @name and closes it; the daemon's

@@ -9,6 +9,7 @@
  * allow_other) and needs no version handshake beyond the stats' keys.
  */
 #include "ctl.h"
+#include "common/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -233,50 +234,9 @@ void ctl_path(const struct ctl_mount *m, const char *name, char *buf, size_t len
 int ctl_read(const struct ctl_mount *m, const char *name, char **out, size_t *len)
 {
 	char path[4200];
-	size_t n = 0, cap = 8192;
-	char *buf;
-	int fd, rc = 0;
 
 	ctl_path(m, name, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(cap);
-	while (buf) {
-		ssize_t r;
-
-		if (n + 1 >= cap) {
-			char *nb = cap >= CTL_READ_MAX ? NULL : realloc(buf, cap * 2);
-
-			if (!nb) {
-				rc = cap >= CTL_READ_MAX ? -EFBIG : -ENOMEM;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n - 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			break;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	if (!buf)
-		return -ENOMEM;
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	return 0;
+	return read_file_all(path, CTL_READ_MAX, out, len);
 }
 
 int ctl_stats(const struct ctl_mount *m, struct json **st)
