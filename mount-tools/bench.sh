@@ -11,6 +11,7 @@
 #                        [--rtt 0,20] [--systems local,hintfs,hintfs-nohint,s3fs,rclone,ceiling]
 #                        [--sleep-ms-per-batch MS] [--out DIR] [...]   (--help: all)
 #   mount-tools/bench.sh scale [--objects 10000,100000] [...]
+#   mount-tools/bench.sh report [DIR]    tables and plot again from DIR/results.json
 #
 # Runs as root (it drops the page cache and mounts). Builds hintfs in build/
 # unless HINTFS_BUILD names a build directory to use as it is. curl, s3fs
@@ -18,6 +19,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "${1:-}" = report ]; then
+	exec /usr/bin/python3 mount-tools/bench/run.py "$@"
+fi
 bash mount-tools/install-deps.sh
 if [ -z "${HINTFS_BUILD:-}" ]; then
 	[ -f build/build.ninja ] || meson setup build >/dev/null

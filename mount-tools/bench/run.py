@@ -57,7 +57,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="bench.sh",
         description="hintfs vs local disk, s3fs and rclone; see the README. "
-        "`bench.sh scale --help` for the namespace-scale benchmark.")
+        "`bench.sh scale --help`: the namespace-scale benchmark; "
+        "`bench.sh report [DIR]`: print and plot DIR/results.json again.")
     ap.add_argument("--images", type=int, help="dataset size (default "
                     "10000, 2000 with --quick)")
     ap.add_argument("--classes", type=int, default=100)
@@ -73,6 +74,12 @@ def parse_args(argv):
                     help=",".join(SYSTEM_NAMES) + " (default all)")
     ap.add_argument("--sleep-ms-per-batch", type=float, default=250,
                     help="gpu mode's stand-in for the GPU step (default 250)")
+    ap.add_argument("--gpu-systems", type=csv_list(str),
+                    default=["local", "hintfs", "hintfs-nohint"],
+                    help="the systems gpu mode runs, among --systems (default "
+                    "local,hintfs,hintfs-nohint: s3fs and rclone are far "
+                    "below the sleep's rate already in train mode, and an "
+                    "epoch of theirs costs minutes)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/hintfs-bench"),
                     help="results: table, JSON, CSV, PNG (default "
                     "/tmp/hintfs-bench)")
@@ -92,7 +99,7 @@ def parse_args(argv):
                     help="hintfs -o cache_size (default 8G)")
     ap.add_argument("--hintfs-opts", default="",
                     help="more -o options for hintfs, e.g. max_inflight=128")
-    ap.add_argument("--ceiling-conns", type=csv_list(int), default=[64, 128],
+    ap.add_argument("--ceiling-conns", type=csv_list(int), default=[32, 64, 128],
                     help="connections of the ceiling client; the best counts")
     a = ap.parse_args(argv)
     if a.images is None:
@@ -102,7 +109,7 @@ def parse_args(argv):
     for m in a.modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}: choose from {','.join(MODES)}")
-    for s in a.systems:
+    for s in a.systems + a.gpu_systems:
         if s not in SYSTEM_NAMES:
             ap.error(f"unknown system {s!r}: choose from "
                      f"{','.join(SYSTEM_NAMES)}")
@@ -199,6 +206,7 @@ class Bench:
             "hintfs": str(self.hintfs_bin), "hintfs_opts": args.hintfs_opts,
             "cache_size": args.cache_size, "seed": args.seed,
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "gpu_systems": args.gpu_systems,
         }
 
     # ------------------------------------------------------------ setup
@@ -468,29 +476,68 @@ class Bench:
                 self.save()
         finally:
             if client is not None:
-                try:
-                    client.stdin.write(b"quit\n")
-                    client.stdin.flush()
-                    client.stdin.close()
-                except OSError:
-                    pass
+                self._stop_client(client)
+            problems = sysobj.unmount()
+            if client is not None and client.poll() is None:
+                # It was stuck in a read the unmount has now failed.
                 try:
                     client.wait(timeout=30)
                 except subprocess.TimeoutExpired:
-                    client.kill()
-                    client.wait(timeout=30)
-                client.stdout.close()
-            problems = sysobj.unmount()
+                    problems.append(f"client pid {client.pid} still there")
             if problems:
                 keep_dir = True
                 self.notes.append(f"{name} {mode} {rtt}: " + "; ".join(problems))
                 log(f"{label}: unmount problems: {'; '.join(problems)}")
             if sysobj.uses_proxy and run_dir.exists():
+                self._keep_logs(name, mode, rtt, run_dir)
                 if keep_dir:
                     # The caches are big; the logs are what is worth keeping.
                     shutil.rmtree(run_dir / "cache", ignore_errors=True)
                 else:
                     shutil.rmtree(run_dir, ignore_errors=True)
+
+    @staticmethod
+    def _stop_client(client):
+        """Asks the client to quit, then kills it; never raises (a client
+        stuck in a read of a hung mount is handled after the unmount)."""
+        try:
+            client.stdin.write(b"quit\n")
+            client.stdin.flush()
+            client.stdin.close()
+        except OSError:
+            pass
+        try:
+            client.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            client.kill()
+            try:
+                client.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        client.stdout.close()
+
+    def _keep_logs(self, name, mode, rtt, run_dir):
+        """Copies the run's daemon and client logs to OUT/logs/; notes the
+        errors and warnings hintfs logged."""
+        logs = self.out / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for f in ("daemon.log", "client.log"):
+            if (run_dir / f).exists():
+                shutil.copy(run_dir / f, logs / f"{name}-{mode}-{rtt}.{f}")
+        if not name.startswith("hintfs"):
+            return
+        try:
+            lines = (run_dir / "daemon.log").read_text(
+                errors="replace").splitlines()
+        except OSError:
+            return
+        bad = [ln for ln in lines if ln.startswith(("hintfs: error:",
+                                                    "hintfs: warning:"))]
+        if bad:
+            msg = (f"{name} {mode} {rtt}: the daemon logged {len(bad)} "
+                   f"errors/warnings, first: {bad[0]}")
+            self.notes.append(msg)
+            log(msg)
 
     def _fail(self, name, mode, rtt, msg):
         row = self.base_row(name, mode, rtt, 1)
@@ -513,12 +560,14 @@ class Bench:
                 if mode == "raw" and "ceiling" in a.systems:
                     steps.append((mode, rtt, "ceiling"))
                 for s in a.systems:
-                    if s not in ("local", "ceiling"):
-                        steps.append((mode, rtt, s))
+                    if s in ("local", "ceiling"):
+                        continue
+                    if mode == "gpu" and s not in a.gpu_systems:
+                        continue
+                    steps.append((mode, rtt, s))
         return steps
 
     def run(self):
-        a = self.args
         if os.geteuid() != 0:
             self.notes.append("not root: the page cache is not dropped, so "
                               "epoch 1 is not cold")
@@ -529,6 +578,7 @@ class Bench:
         self.workdir.mkdir(parents=True, exist_ok=True)
         t_start = time.monotonic()
         with contextlib.ExitStack() as stack:
+            stack.enter_context(sysutil.workdir_lock(self.workdir))
             self.prepare_dataset()
             stack.callback(self.rgw.stop)
             self.start_rgw()
@@ -549,29 +599,47 @@ class Bench:
         return self.finish()
 
     def finish(self):
-        meta = dict(self.meta, notes=self.notes)
-        text = "\n\n".join(t for t in (
-            report.main_table(self.rows, meta),
-            report.cpu_table(self.rows),
-            report.hintfs_table(self.rows),
-            report.other_memory(self.rows),
-            report.targets(self.rows, meta),
-            ("Notes:\n" + "\n".join("- " + n for n in self.notes))
-            if self.notes else "") if t)
-        print("\n" + text, flush=True)
-        (self.out / "report.txt").write_text(text + "\n")
-        report.write_csv(self.rows, self.out / "results.csv")
-        report.write_json(self.rows, meta, self.out / "results.json")
-        png = self.out / "bench.png"
-        try:
-            if report.plot(self.rows, meta, png):
-                print(f"\nplot: {png}")
-        except ImportError as e:
-            print(f"\nno plot ({e}): install python3-matplotlib")
-        print(f"results: {self.out / 'results.json'}, "
-              f"{self.out / 'results.csv'}, {self.out / 'report.txt'}",
-              flush=True)
-        return 0
+        return render(self.rows, dict(self.meta, notes=self.notes), self.out)
+
+
+def render(rows, meta, out):
+    """Prints the tables and targets of @rows; writes report.txt,
+    results.csv, results.json and bench.png into @out."""
+    notes = meta.get("notes") or []
+    text = "\n\n".join(t for t in (
+        report.main_table(rows, meta),
+        report.cpu_table(rows),
+        report.hintfs_table(rows),
+        report.other_memory(rows),
+        report.targets(rows, meta),
+        ("Notes:\n" + "\n".join("- " + n for n in notes)) if notes else "")
+        if t)
+    print("\n" + text, flush=True)
+    (out / "report.txt").write_text(text + "\n")
+    report.write_csv(rows, out / "results.csv")
+    report.write_json(rows, meta, out / "results.json")
+    png = out / "bench.png"
+    try:
+        if report.plot(rows, meta, png):
+            print(f"\nplot: {png}")
+    except ImportError as e:
+        print(f"\nno plot ({e}): install python3-matplotlib")
+    print(f"results: {out / 'results.json'}, {out / 'results.csv'}, "
+          f"{out / 'report.txt'}", flush=True)
+    return 0
+
+
+def rerender(argv):
+    """`bench.sh report [DIR]`: the tables, targets and plot again from
+    DIR/results.json (default /tmp/hintfs-bench), e.g. of an interrupted
+    run."""
+    out = Path(argv[0] if argv else "/tmp/hintfs-bench").resolve()
+    data = sysutil.read_json(out / "results.json")
+    if not data:
+        print(f"bench.sh report: no readable {out / 'results.json'}",
+              file=sys.stderr)
+        return 1
+    return render(data["rows"], data["meta"], out)
 
 
 def _interrupt(signum, frame):
@@ -589,9 +657,16 @@ def main(argv=None):
     if argv[:1] == ["scale"]:
         from bench import scale
         return scale.main(argv[1:])
+    if argv[:1] == ["report"]:
+        return rerender(argv[1:])
     bench = Bench(parse_args(argv))
     try:
         return bench.run()
+    except RuntimeError as e:
+        log(f"error: {e}")
+        if bench.rows:
+            bench.finish()
+        return 1
     except KeyboardInterrupt:
         # The ExitStack and the finally blocks have unmounted and stopped
         # everything by now.

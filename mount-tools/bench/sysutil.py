@@ -4,6 +4,8 @@ wrapper, a tail of the proxy's request log, and curl batches (the server
 ceiling and the uploads).
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import resource
@@ -35,13 +37,15 @@ def proc_cpu_s(pid):
 
 
 def proc_mem_kb(pid):
-    """{'VmRSS': kB, 'VmHWM': kB} of @pid ({} if gone)."""
+    """{'VmRSS', 'VmHWM', 'RssAnon', 'RssFile': kB} of @pid ({} if gone).
+    RssFile counts mapped file pages (an mmap'd LMDB), RssAnon the
+    process's own heap and stacks."""
     out = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 k, _, v = line.partition(":")
-                if k in ("VmRSS", "VmHWM"):
+                if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                     out[k] = int(v.split()[0])
     except OSError:
         pass
@@ -154,6 +158,23 @@ def unmount(path, proc, timeout=30):
         subprocess.run(["fusermount3", "-u", "-z", str(path)],
                        capture_output=True)
     return problems
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir):
+    """One benchmark at a time per work directory: two would share (and
+    stop) one RGW."""
+    f = open(Path(workdir) / ".lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise RuntimeError(f"another benchmark is running in {workdir} "
+                           "(use another --workdir)") from None
+    try:
+        yield
+    finally:
+        f.close()
 
 
 # ------------------------------------------------------------------ Ceph RGW

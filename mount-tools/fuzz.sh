@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of tests/fuzz (hint parser, S3 XML parsers,
+# SigV4 canonicalization) with Debian's clang, AddressSanitizer and UBSan.
+#
+# Usage: mount-tools/fuzz.sh [--ci | --time S] [--target NAME]... [--replay]
+#   --ci          a short run for CI: 40 s per target (the default)
+#   --time S      S seconds per target; the longer run before a release or
+#                 after touching a parser is
+#                     mount-tools/fuzz.sh --time 3600
+#                 (an hour each; the corpus grows in build-fuzz/corpus/ and
+#                 the next run starts from it)
+#   --target NAME only this target (hint, s3_xml, sigv4); repeatable
+#   --replay      no fuzzing: only replay the seeds, the regression inputs
+#                 and the grown corpus through the libFuzzer binaries
+#
+# Needs clang and libclang-rt-14-dev: mount-tools/install-deps.sh --fuzz.
+# Builds in build-fuzz/ (CC=clang, -Dfuzz=true). Seeds: tests/fuzz/corpus/
+# and ../shared/testdata, or $HINTFS_TESTDATA (read-only); new inputs go
+# to build-fuzz/corpus/.
+#
+# A crash (or a broken invariant: the targets check the headers' promises)
+# stops with exit 1 and leaves the input in build-fuzz/artifacts/. Make it
+# a regression test: copy it to tests/fuzz/corpus/<target>/, where every
+# build replays it (meson test --suite unit), then fix the parser.
+#
+# Prints one line per target: executions, executions/s, corpus size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=40
+replay=0
+targets=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--ci) seconds=40 ;;
+	--time)
+		[ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --time needs seconds" >&2; exit 2; }
+		seconds=$2
+		shift
+		;;
+	--target)
+		[ $# -ge 2 ] || { echo "fuzz.sh: --target needs a name" >&2; exit 2; }
+		targets+=("$2")
+		shift
+		;;
+	--replay) replay=1 ;;
+	-h | --help)
+		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "fuzz.sh: unknown argument '$1'; see --help" >&2
+		exit 2
+		;;
+	esac
+	shift
+done
+[ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4)
+for t in "${targets[@]}"; do
+	case "$t" in
+	hint | s3_xml | sigv4) ;;
+	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4)" >&2; exit 2 ;;
+	esac
+done
+
+if ! command -v clang >/dev/null 2>&1 ||
+	! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+	echo "fuzz.sh: clang with libFuzzer is missing: run mount-tools/install-deps.sh --fuzz" >&2
+	exit 1
+fi
+
+testdata=${HINTFS_TESTDATA:-$(cd .. && pwd)/shared/testdata}
+if [ ! -d "$testdata/s3xml" ] || [ ! -d "$testdata/sigv4" ]; then
+	echo "fuzz.sh: the shared test data is not at $testdata: set HINTFS_TESTDATA" >&2
+	exit 1
+fi
+builddir=build-fuzz
+if [ ! -f "$builddir/build.ninja" ]; then
+	CC=clang meson setup "$builddir" -Dfuzz=true -Dgpu=disabled \
+		-Dtestdata="$testdata" >/dev/null
+fi
+ninja -C "$builddir" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+
+seeds_of() {
+	case "$1" in
+	hint) echo tests/fuzz/corpus/hint ;;
+	s3_xml) echo tests/fuzz/corpus/s3_xml "$testdata/s3xml" ;;
+	sigv4) echo tests/fuzz/corpus/sigv4 "$testdata/sigv4" ;;
+	esac
+}
+
+rc=0
+for t in "${targets[@]}"; do
+	seeds=$(seeds_of "$t")
+	corpus="$builddir/corpus/$t"
+	art="$builddir/artifacts/$t"
+	log="$builddir/fuzz-$t.log"
+	mkdir -p "$corpus" "$art"
+	# shellcheck disable=SC2086
+	if [ $replay -eq 1 ]; then
+		args=(-runs=0 "$corpus" $seeds)
+	else
+		args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048
+			-max_len=65536 -print_final_stats=1
+			-dict="tests/fuzz/dict/$t.dict" "$corpus" $seeds)
+	fi
+	set +e
+	"$builddir/tests/fuzz/fuzz_$t" -artifact_prefix="$art/" "${args[@]}" >"$log" 2>&1
+	st=$?
+	set -e
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+	units=$(ls "$corpus" | wc -l)
+	if [ $st -ne 0 ]; then
+		echo "fuzz.sh: $t: FAILED (exit $st) after ${execs:-?} executions; input:" >&2
+		ls -t "$art" | head -3 | sed "s|^|  $art/|" >&2
+		grep -m 20 -E 'ERROR|invariant broken|runtime error|SUMMARY|#[0-9]+ 0x' "$log" >&2 || true
+		echo "  full log: $log" >&2
+		rc=1
+	elif [ $replay -eq 1 ]; then
+		echo "fuzz.sh: $t: corpus of $units and the seeds replayed, no crash"
+	else
+		echo "fuzz.sh: $t: $execs executions, $eps exec/s, corpus $units, no crash"
+	fi
+done
+exit $rc

@@ -1,0 +1,142 @@
+"""What the reliability tests (test_faults, test_crash, test_security) share:
+a data set of many small objects, a pool of reader threads that reads it
+through a mount and counts every wrong byte, and small probes of the
+daemon (its RSS, whether it was built with ASan) and of the proxy's log.
+
+Nothing here asserts: the tests decide what must hold.
+"""
+
+import errno
+import os
+import random
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The fault matrix's data set (issue 4): 2,000 small files, 2-20 KB, in
+# 20 folders, as an ImageFolder of thumbnails would be.
+N_FILES = 2000
+MIN_BYTES = 2000
+MAX_BYTES = 20000
+
+
+def small_objects(n=N_FILES, seed=4, tag="s", min_bytes=MIN_BYTES,
+                  max_bytes=MAX_BYTES):
+    """key -> bytes: @n objects of @min_bytes..@max_bytes random bytes,
+    reproducible from @seed."""
+    rng = random.Random(seed)
+    return {f"c{i % 20:02d}/{tag}{i:05d}.bin":
+            rng.randbytes(rng.randrange(min_bytes, max_bytes + 1))
+            for i in range(n)}
+
+
+def shuffled(keys, seed):
+    order = sorted(keys)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def drop_page_cache():
+    """So that reads reach hintfs instead of the kernel's page cache
+    (root only; callers skip without it)."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def wrong_bytes(got, want):
+    """How many bytes of @got differ from @want (a length difference
+    counts every missing or extra byte)."""
+    if got == want:
+        return 0
+    n = min(len(got), len(want))
+    diff = sum(1 for a, b in zip(got[:n], want[:n]) if a != b)
+    return diff + abs(len(got) - len(want))
+
+
+@dataclass
+class ReadResult:
+    files: int = 0            # reads that returned bytes
+    wrong: int = 0            # bytes that differ from the object's
+    wrong_keys: list = field(default_factory=list)
+    errors: dict = field(default_factory=dict)  # key -> errno
+    seconds: float = 0.0
+    slowest: float = 0.0      # the longest single read
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def parallel_read(mount_path, keys, objects, threads=16, timeout=600):
+    """Reads every key of @keys (in that order, @threads at a time) below
+    @mount_path and compares it with @objects[key]. Raises TimeoutError
+    if the whole read takes longer than @timeout seconds (a hung daemon
+    must fail the test, not hang it)."""
+    res = ReadResult()
+
+    def one(key):
+        t0 = time.monotonic()
+        try:
+            data = read_file(os.path.join(mount_path, key))
+            err = None
+        except OSError as e:
+            data, err = None, e.errno or errno.EIO
+        return key, data, err, time.monotonic() - t0
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        for key, data, err, dt in pool.map(one, keys, timeout=timeout):
+            res.slowest = max(res.slowest, dt)
+            if err is not None:
+                res.errors[key] = err
+                continue
+            res.files += 1
+            w = wrong_bytes(data, objects[key])
+            if w:
+                res.wrong += w
+                res.wrong_keys.append(key)
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def object_gets(px, bucket, key=None):
+    """The proxy's log lines of object GETs in @bucket (of @key if given)."""
+    return [r for r in px.requests()
+            if r.method == "GET" and not r.is_listing and r.bucket == bucket
+            and (key is None or r.key == key)]
+
+
+def gets_settled(px, bucket, timeout=10):
+    """Object GETs once the proxy's log stops growing: a line is written
+    when a response ends, which may be just after the client has it."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        n = len(object_gets(px, bucket))
+        if n == last or time.monotonic() > deadline:
+            return object_gets(px, bucket)
+        last = n
+        time.sleep(0.3)
+
+
+def rss_kb(pid):
+    """VmRSS of process @pid in KiB, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
+
+
+def is_asan_build(binary):
+    """Whether @binary was linked with AddressSanitizer (its memory
+    figures then include shadow memory and the quarantine)."""
+    out = subprocess.run(["ldd", str(binary)], capture_output=True,
+                         text=True, check=False).stdout
+    return "libasan" in out
