@@ -1,5 +1,5 @@
-"""Helpers shared by the demo (mount-tools/demo.py) and the benchmark
-(mount-tools/bench/): the sample ImageFolder dataset, uploads, the RGW
+"""Helpers of the benchmark (mount-tools/bench/; the demo is the benchmark
+cut down): the sample ImageFolder dataset, uploads, the RGW
 env file, dropping the page cache.
 
 Everything here is plain Python plus PIL and boto3 from Debian; nothing
