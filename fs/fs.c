@@ -85,8 +85,11 @@ static uint64_t ms_since(const struct timespec *t0)
 	struct timespec t1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (uint64_t)(t1.tv_sec - t0->tv_sec) * 1000 +
-	       (uint64_t)(t1.tv_nsec - t0->tv_nsec) / 1000000;
+	/* Signed: the nanoseconds alone may go backwards across a second. */
+	int64_t ms = (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 +
+		     ((int64_t)t1.tv_nsec - (int64_t)t0->tv_nsec) / 1000000;
+
+	return ms > 0 ? (uint64_t)ms : 0;
 }
 
 /*
