@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dataset import upload
+from workload import drop_page_cache, gets_settled, listings, object_gets
 from proxy import Proxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
@@ -19,38 +20,12 @@ import hintfs  # noqa: E402
 from hintfs.torch import write_hint  # noqa: E402
 
 
-def drop_page_cache():
-    """So that reads reach hintfs instead of the kernel's page cache."""
-    if os.geteuid() != 0:
-        pytest.skip("dropping the page cache needs root")
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def object_gets(px, bucket):
-    return [r for r in px.requests()
-            if r.method == "GET" and not r.is_listing and r.bucket == bucket]
 
 
-def gets_settled(px, bucket, want=None, timeout=10):
-    """The object GETs in the proxy's log once it has caught up: a line
-    is written when a response ends, which may be just after the client
-    has its bytes. Waits for @want of them, or for the count to hold."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        n = len(object_gets(px, bucket))
-        if (want is not None and n >= want) or (want is None and n == last):
-            break
-        if time.monotonic() > deadline:
-            break
-        last = n
-        time.sleep(0.2)
-    return object_gets(px, bucket)
 
 
-def listings(px, bucket):
-    return [r for r in px.requests() if r.is_listing and r.bucket == bucket]
 
 
 def objects_of(n, size, tag="o"):

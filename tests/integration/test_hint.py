@@ -14,6 +14,7 @@ import pytest
 
 from dataset import sha256, upload
 from proxy import Proxy
+from workload import object_gets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
 import hintfs  # noqa: E402
@@ -30,9 +31,6 @@ def make_objects(n=N_OBJECTS, size=2000, tag="f"):
             for i in range(n)}
 
 
-def object_gets(px, bucket):
-    return [r for r in px.requests()
-            if r.method == "GET" and not r.is_listing and r.bucket == bucket]
 
 
 def wait_gets(px, bucket, n, timeout=WAIT_S):

@@ -25,6 +25,7 @@ import pytest
 import conftest
 from dataset import upload
 from proxy import Proxy
+from workload import drop_page_cache, gets_settled, listings, object_gets
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "mount-tools"))
@@ -55,37 +56,12 @@ def ctl(*args, input=None, check=None):
     return p
 
 
-def drop_page_cache():
-    if os.geteuid() != 0:
-        pytest.skip("dropping the page cache needs root")
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def object_gets(px, bucket):
-    return [r for r in px.requests()
-            if r.method == "GET" and not r.is_listing and r.bucket == bucket]
 
 
-def listings(px, bucket):
-    return [r for r in px.requests() if r.is_listing and r.bucket == bucket]
 
 
-def gets_settled(px, bucket, want=None, timeout=10):
-    """The object GETs once the proxy's log has caught up (a line is
-    written when a response ends): waits for @want, or for the count to
-    hold still."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        n = len(object_gets(px, bucket))
-        if (want is not None and n >= want) or (want is None and n == last):
-            break
-        if time.monotonic() > deadline:
-            break
-        last = n
-        time.sleep(0.2)
-    return object_gets(px, bucket)
 
 
 def objects_of(n, size=20000, tag="f", dirs=("a", "b")):

@@ -39,8 +39,11 @@ def shuffled(keys, seed):
 
 
 def drop_page_cache():
-    """So that reads reach hintfs instead of the kernel's page cache
-    (root only; callers skip without it)."""
+    """So that reads reach hintfs instead of the kernel's page cache. Needs
+    root: without it the calling test is skipped."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("dropping the page cache needs root")
     os.sync()
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
@@ -109,17 +112,26 @@ def object_gets(px, bucket, key=None):
             and (key is None or r.key == key)]
 
 
-def gets_settled(px, bucket, timeout=10):
-    """Object GETs once the proxy's log stops growing: a line is written
-    when a response ends, which may be just after the client has it."""
+def listings(px, bucket):
+    """The proxy's log lines of ListObjectsV2 requests on @bucket."""
+    return [r for r in px.requests() if r.is_listing and r.bucket == bucket]
+
+
+def gets_settled(px, bucket, want=None, timeout=10):
+    """The object GETs once the proxy's log has caught up: a line is
+    written when a response ends, which may be just after the client has
+    its bytes. Waits for @want of them, or for the count to hold still."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
         n = len(object_gets(px, bucket))
-        if n == last or time.monotonic() > deadline:
-            return object_gets(px, bucket)
+        if (want is not None and n >= want) or (want is None and n == last):
+            break
+        if time.monotonic() > deadline:
+            break
         last = n
-        time.sleep(0.3)
+        time.sleep(0.2)
+    return object_gets(px, bucket)
 
 
 def rss_kb(pid):
