@@ -13,10 +13,19 @@
  * cudaMemcpy; many batches in a loop and held batches stay intact. Those
  * checks print "SKIP" lines when there is no device; the binary then still
  * exits 0 if everything else passed (77 only if nothing could run).
+ *
+ * With $HINTFS_TEST_SIM_CUDART naming the simulated runtime
+ * (sim_cudart.c; the meson test "gpu-sim"), the GPU checks run on the
+ * pinned path against it, and so do checks only a simulator can make:
+ * what stays allocated, that reads overlap copies still in flight, that a
+ * slot is not rewritten before its copy and the caller's kernels are done,
+ * that close waits for those kernels, and the CUDA failures (no device,
+ * device memory exhausted, a dead stream).
  */
 #include "gpu/gpu.h"
 #include "gpu/reader.h"
 #include "check.h"
+#include "sim_cudart.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,6 +41,9 @@
 
 #define N_FILES 40
 #define MIB	(1u << 20)
+
+/* The simulated CUDA runtime to test against, or NULL. */
+static const char *sim_path;
 
 static char dir[256];
 static char *paths[N_FILES];
@@ -227,7 +239,10 @@ static bool test_gpu_open(void)
 	CHECK(strstr(msg, "/nonexistent/libcudart.so.99") != NULL);
 	CHECK(strstr(msg, "HINTFS_CUDART") != NULL);
 	printf("no runtime: %s\n", msg);
-	unsetenv("HINTFS_CUDART");
+	if (sim_path)
+		setenv("HINTFS_CUDART", sim_path, 1);
+	else
+		unsetenv("HINTFS_CUDART");
 
 	rc = hintfs_gpu_open(&cfg, &h);
 	if (rc == 0) {
@@ -587,7 +602,9 @@ static bool load_memcpy(void)
 	const char *names[] = {"libcudart.so.13", "libcudart.so.12",
 			       "libcudart.so"};
 
-	for (size_t i = 0; i < 3 && !cuda_memcpy; i++) {
+	if (sim_path)
+		names[0] = sim_path;
+	for (size_t i = 0; i < (sim_path ? 1 : 3) && !cuda_memcpy; i++) {
 		void *dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 
 		if (dl)
@@ -657,10 +674,313 @@ static void test_gpu_batches(void)
 	}
 }
 
+/* ------------------------------------------------ simulated runtime */
+
+static sim_cuda_stats_fn sim_stats;
+static sim_cuda_set_devices_fn sim_set_devices;
+static sim_cuda_set_device_limit_fn sim_set_device_limit;
+static sim_cuda_set_copy_delay_us_fn sim_set_copy_delay_us;
+static sim_cuda_gate_fn sim_gate;
+static sim_cuda_checksum_fn sim_checksum;
+/* The runtime's own stream calls, for the caller's stream. */
+static int (*sim_stream_create)(void **s, unsigned flags);
+static int (*sim_stream_sync)(void *s);
+static int (*sim_stream_destroy)(void *s);
+
+static bool sim_load(void)
+{
+	void *dl = dlopen(sim_path, RTLD_NOW | RTLD_LOCAL);
+
+	CHECK(dl != NULL);
+	if (!dl)
+		return false;
+#define SIM_SYM(var, name) var = (__typeof__(var))dlsym(dl, name)
+	SIM_SYM(sim_stats, "sim_cuda_stats");
+	SIM_SYM(sim_set_devices, "sim_cuda_set_devices");
+	SIM_SYM(sim_set_device_limit, "sim_cuda_set_device_limit");
+	SIM_SYM(sim_set_copy_delay_us, "sim_cuda_set_copy_delay_us");
+	SIM_SYM(sim_gate, "sim_cuda_gate");
+	SIM_SYM(sim_checksum, "sim_cuda_checksum");
+	SIM_SYM(sim_stream_create, "cudaStreamCreateWithFlags");
+	SIM_SYM(sim_stream_sync, "cudaStreamSynchronize");
+	SIM_SYM(sim_stream_destroy, "cudaStreamDestroy");
+#undef SIM_SYM
+	CHECK(sim_stats && sim_set_devices && sim_set_device_limit &&
+	      sim_set_copy_delay_us && sim_gate && sim_checksum &&
+	      sim_stream_create && sim_stream_sync && sim_stream_destroy);
+	return sim_stats && sim_set_devices && sim_set_device_limit &&
+	       sim_set_copy_delay_us && sim_gate && sim_checksum &&
+	       sim_stream_create && sim_stream_sync && sim_stream_destroy;
+}
+
+/* Nothing allocated, no stream or event left. */
+static bool sim_idle(void)
+{
+	struct sim_cuda_stats st;
+
+	sim_stats(&st);
+	return st.device_allocs == 0 && st.pinned_allocs == 0 &&
+	       st.streams == 0 && st.events == 0;
+}
+
+static struct hintfs_gpu *open_sim(uint32_t ring)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = NULL;
+	int rc;
+
+	hintfs_gpu_config_init(&cfg);
+	cfg.ring_depth = ring;
+	cfg.max_batch_bytes = 16 * MIB;
+	rc = hintfs_gpu_open(&cfg, &h);
+	if (rc)
+		fprintf(stderr, "open (sim): %s\n", hintfs_gpu_strerror(rc));
+	CHECK(rc == 0);
+	return h;
+}
+
+/* FNV-1a of samples first..first+n-1 packed back to back. */
+static uint64_t files_hash(int first, uint32_t n)
+{
+	uint64_t x = SIM_FNV1A_BASIS;
+
+	for (uint32_t i = 0; i < n; i++)
+		x = sim_fnv1a(x, data[first + i], sizes[first + i]);
+	return x;
+}
+
+/* What a handle holds, and that close gives all of it back. */
+static void test_sim_memory(void)
+{
+	struct hintfs_gpu *h;
+	struct sim_cuda_stats st;
+
+	CHECK(sim_idle());
+	h = open_sim(3);
+	if (!h)
+		return;
+	sim_stats(&st);
+	printf("sim: %s\n", hintfs_gpu_describe(h));
+	CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_PINNED);
+	CHECK(strstr(hintfs_gpu_describe(h), sim_path) != NULL);
+	CHECK(st.device_allocs == 3 && st.device_bytes == 48 * MIB);
+	CHECK(st.pinned_allocs == 3 && st.pinned_bytes == 48 * MIB);
+	CHECK(st.streams == 1 && st.events == 6);
+	hintfs_gpu_close(h);
+	CHECK(sim_idle());
+}
+
+struct late_submit {
+	struct hintfs_gpu *h;
+	struct hintfs_gpu_batch b;
+	int rc;
+	int done; /* atomic */
+};
+
+static void *late_submit_main(void *arg)
+{
+	struct late_submit *l = arg;
+
+	l->rc = hintfs_gpu_submit(l->h, cpaths(30), 10, &l->b);
+	__atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Copies held back at the head of the stream: three submits still return
+ * with their reads done (reads overlap copies in flight), and a fourth into
+ * a released slot whose copy has not run waits for it rather than rewrite
+ * the pinned buffer under the DMA.
+ */
+static void test_sim_overlap(void)
+{
+	struct hintfs_gpu *h = open_sim(3);
+	struct hintfs_gpu_batch b[3];
+	struct sim_cuda_stats st0, st;
+	struct late_submit late = {0};
+	pthread_t t;
+
+	if (!h)
+		return;
+	sim_stats(&st0);
+	sim_gate(1);
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 10, &b[0]) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(10), 10, &b[1]) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(20), 10, &b[2]) == 0);
+	sim_stats(&st);
+	CHECK(st.copies - st0.copies == 3);
+	CHECK(st.copies_done == st0.copies_done);
+	CHECK(batch_ok(&b[1], b[1].host, 10, 10, 1));
+	CHECK(batch_ok(&b[2], b[2].host, 20, 10, 1));
+
+	CHECK(hintfs_gpu_release(h, &b[0]) == 0);
+	late.h = h;
+	pthread_create(&t, NULL, late_submit_main, &late);
+	usleep(100000);
+	/* Still waiting for b[0]'s copy out of the slot it wants. */
+	CHECK(__atomic_load_n(&late.done, __ATOMIC_ACQUIRE) == 0);
+	sim_gate(0);
+	pthread_join(t, NULL);
+	CHECK(late.rc == 0);
+	CHECK(late.b.slot == b[0].slot);
+	CHECK(hintfs_gpu_wait(h, &late.b) == 0);
+	CHECK(device_ok(&late.b, 30, 10));
+	CHECK(hintfs_gpu_wait(h, &b[1]) == 0 && device_ok(&b[1], 10, 10));
+	CHECK(hintfs_gpu_wait(h, &b[2]) == 0 && device_ok(&b[2], 20, 10));
+	hintfs_gpu_close(h);
+	CHECK(sim_idle());
+}
+
+/*
+ * The caller's stream: kernels queued after hintfs_gpu_stream_wait() see
+ * the batch, and a slot given back with hintfs_gpu_release_on_stream() is
+ * not rewritten while a kernel queued before still reads it.
+ *
+ * Phase 0: copies are slow (5 ms) and kernels instant: without the wait a
+ * kernel reads the device buffer before its copy lands. Phase 1: copies
+ * are instant and kernels slow (4 ms), ring of 2: without the release
+ * event, batch k+2 lands in batch k's slot under batch k's kernel.
+ */
+static void test_sim_consumer_stream(void)
+{
+	enum { ROUNDS = 24 };
+	uint64_t want[ROUNDS], got[ROUNDS];
+	void *user = NULL;
+
+	CHECK(sim_stream_create(&user, 1 /* non-blocking */) == 0);
+	for (int phase = 0; phase < 2; phase++) {
+		struct hintfs_gpu *h = open_sim(2);
+		int same = 0;
+
+		if (!h)
+			break;
+		sim_set_copy_delay_us(phase == 0 ? 5000 : 0);
+		for (int k = 0; k < ROUNDS; k++) {
+			int first = (int)(rng() % N_FILES);
+			uint32_t n = (uint32_t)(rng() % (N_FILES - first)) + 1;
+			struct hintfs_gpu_batch x;
+
+			got[k] = 0;
+			want[k] = files_hash(first, n);
+			CHECK(hintfs_gpu_submit(h, cpaths(first), n, &x) == 0);
+			CHECK(hintfs_gpu_stream_wait(h, &x, user) == 0);
+			CHECK(sim_checksum(user, x.dev, x.bytes, &got[k],
+					   phase == 0 ? 0 : 4000) == 0);
+			CHECK(hintfs_gpu_release_on_stream(h, &x, user) == 0);
+		}
+		CHECK(sim_stream_sync(user) == 0);
+		for (int k = 0; k < ROUNDS; k++)
+			same += got[k] == want[k];
+		printf("sim phase %d: %d of %d kernels saw their batch\n",
+		       phase, same, ROUNDS);
+		CHECK(same == ROUNDS);
+		hintfs_gpu_close(h);
+	}
+	sim_set_copy_delay_us(0);
+
+	/* Close waits for a kernel still reading a released batch. */
+	{
+		struct hintfs_gpu *h = open_sim(2);
+		struct hintfs_gpu_batch x;
+		uint64_t sum = 0;
+
+		if (h) {
+			CHECK(hintfs_gpu_submit(h, cpaths(0), 20, &x) == 0);
+			CHECK(hintfs_gpu_stream_wait(h, &x, user) == 0);
+			CHECK(sim_checksum(user, x.dev, x.bytes, &sum, 50000) ==
+			      0);
+			CHECK(hintfs_gpu_release_on_stream(h, &x, user) == 0);
+			hintfs_gpu_close(h);
+			CHECK(sim_stream_sync(user) == 0);
+			CHECK(sum == files_hash(0, 20));
+		}
+	}
+	CHECK(sim_stream_destroy(user) == 0);
+	CHECK(sim_idle());
+}
+
+/* CUDA failures: each a clear error, nothing left allocated. */
+static void test_sim_failures(void)
+{
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = (struct hintfs_gpu *)1;
+	struct hintfs_gpu_batch b;
+	struct sim_cuda_stats st0, st;
+	void *dead = NULL;
+	const char *msg;
+	int rc;
+
+	hintfs_gpu_config_init(&cfg);
+	cfg.max_batch_bytes = 16 * MIB;
+
+	sim_set_devices(0);
+	rc = hintfs_gpu_open(&cfg, &h);
+	msg = hintfs_gpu_strerror(rc);
+	printf("sim, no device: %s\n", msg);
+	CHECK(rc == -ENODEV && h == NULL);
+	CHECK(strncmp(msg, "no CUDA device: ", 16) == 0);
+	CHECK(strstr(msg, "cudaErrorNoDevice") != NULL);
+	sim_set_devices(1);
+
+	cfg.device = 1;
+	rc = hintfs_gpu_open(&cfg, &h);
+	msg = hintfs_gpu_strerror(rc);
+	CHECK(rc == -ENODEV);
+	CHECK(strstr(msg, "device 1 requested, 1 present") != NULL);
+	cfg.device = 0;
+
+	/* Room for two slots of three: the third cudaMalloc fails. */
+	sim_set_device_limit(40 * MIB);
+	rc = hintfs_gpu_open(&cfg, &h);
+	msg = hintfs_gpu_strerror(rc);
+	printf("sim, device memory short: %s\n", msg);
+	CHECK(rc == -ENOMEM && h == NULL);
+	CHECK(strstr(msg, "cudaMalloc") && strstr(msg, "out of memory"));
+	CHECK(sim_idle());
+	sim_set_device_limit((size_t)4 << 30);
+
+	/* A stream that no longer exists: -EINVAL, the batch stays held. */
+	h = open_sim(2);
+	if (!h)
+		return;
+	CHECK(sim_stream_create(&dead, 1) == 0);
+	CHECK(sim_stream_destroy(dead) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(0), 5, &b) == 0);
+	sim_stats(&st0);
+	rc = hintfs_gpu_stream_wait(h, &b, dead);
+	CHECK(rc == -EINVAL &&
+	      strstr(hintfs_gpu_strerror(rc), "cudaStreamWaitEvent"));
+	rc = hintfs_gpu_release_on_stream(h, &b, dead);
+	CHECK(rc == -EINVAL &&
+	      strstr(hintfs_gpu_strerror(rc), "caller's stream"));
+	sim_stats(&st);
+	CHECK(st.misuse - st0.misuse == 2); /* those two, nothing else */
+	CHECK(hintfs_gpu_wait(h, &b) == 0 && device_ok(&b, 0, 5));
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+	hintfs_gpu_close(h);
+	CHECK(sim_idle());
+}
+
+static void test_sim(void)
+{
+	struct sim_cuda_stats st;
+
+	test_sim_memory();
+	test_sim_overlap();
+	test_sim_consumer_stream();
+	/* Every call so far was one the real runtime takes. */
+	sim_stats(&st);
+	CHECK(st.misuse == 0);
+	test_sim_failures();
+}
+
 int main(void)
 {
 	bool gpu;
 
+	sim_path = getenv("HINTFS_TEST_SIM_CUDART");
+	if (sim_path && !sim_path[0])
+		sim_path = NULL;
 	make_files();
 	test_config();
 	gpu = test_gpu_open();
@@ -677,6 +997,11 @@ int main(void)
 		test_gpu_batches();
 	else
 		printf("SKIP GPU tests: no CUDA device\n");
+	if (sim_path) {
+		CHECK(gpu);
+		if (gpu && sim_load())
+			test_sim();
+	}
 	remove_files();
 	return check_done();
 }
