@@ -358,6 +358,35 @@ def test_no_cuda_runtime_is_no_cuda_device(tmp_path):
     assert "libcudart.so.99" in out.stdout
 
 
+@pytest.mark.skipif(_cuda_usable(), reason="this machine has a GPU")
+def test_runtime_without_torch_cuda_is_no_cuda_device():
+    """A CUDA runtime that opens (the simulated one of tests/unit) while
+    PyTorch cannot use CUDA: still NoCudaDevice, saying both, and no
+    handle is left open behind it."""
+    sim = _build_dir() / "tests" / "unit" / "libsimcudart.so"
+    if not sim.exists():
+        pytest.skip(f"{sim} not built")
+    code = (
+        "import sys, ctypes; sys.path.insert(0, %r)\n"
+        "import hintfs.gpu as g\n"
+        "try:\n"
+        "    g.Loader(max_batch_bytes=1 << 20)\n"
+        "except g.NoCudaDevice as e:\n"
+        "    print('NoCudaDevice:', e)\n"
+        "st = (ctypes.c_uint64 * 9)()\n"
+        "ctypes.CDLL(%r).sim_cuda_stats(st)\n"
+        "print('live:', st[0], st[2], st[4], st[5])\n"
+        % (str(REPO / "mount-tools"), str(sim)))
+    env = dict(os.environ, HINTFS_GPU_LIB=str(LIB), HINTFS_CUDART=str(sim))
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("NoCudaDevice: no CUDA device: PyTorch"), out
+    assert "although the helper opened: pinned:" in lines[0], out
+    assert lines[1] == "live: 0 0 0 0", out   # device, pinned, streams, events
+
+
 # -------------------------------------------------------------- with a GPU
 
 
