@@ -3,7 +3,9 @@
  *
  * Owns: the process-wide cuFile function table and the cuFile driver
  * session (opened once, never closed: other code in the process may use
- * cuFile too, and cuFile itself closes the driver at exit).
+ * cuFile too, and cuFile itself closes the driver at exit). The library is
+ * libcufile.so.0, or the file $HINTFS_CUFILE names (tests load a simulated
+ * one, tests/unit/sim_cufile.c).
  *
  * Invariant: `gds_fn.loaded` is set, under gds_lock, only after every
  * symbol was found and cuFileDriverOpen() succeeded; the table is read
@@ -26,6 +28,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -68,15 +71,18 @@ static pthread_mutex_t gds_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int gds_load(char *why, size_t why_len)
 {
+	const char *lib = getenv("HINTFS_CUFILE");
 	struct gds_status st;
 	const char *missing = NULL;
 	void *dl;
 	int err = 0;
 
+	if (!lib || !lib[0])
+		lib = "libcufile.so.0";
 	pthread_mutex_lock(&gds_lock);
 	if (gds_fn.loaded)
 		goto out;
-	dl = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
+	dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!dl) {
 		snprintf(why, why_len, "%s", dlerror());
 		err = -ENODEV;
@@ -94,7 +100,7 @@ int gds_load(char *why, size_t why_len)
 	GDS_SYM(read, "cuFileRead")
 #undef GDS_SYM
 	if (missing) {
-		snprintf(why, why_len, "libcufile.so.0 lacks %s", missing);
+		snprintf(why, why_len, "%s lacks %s", lib, missing);
 		err = -ENODEV;
 		dlclose(dl);
 		goto out;

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 /*
- * Loads libcufile.so.0 and opens its driver, once per process. Returns 0,
+ * Loads libcufile.so.0 ($HINTFS_CUFILE when set) and opens its driver, once
+ * per process. Returns 0,
  * or -ENODEV with the reason in @why ("libcufile.so.0: cannot open shared
  * object file: ..."). A failed load is retried by the next call. Any
  * thread.

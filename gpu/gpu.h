@@ -179,7 +179,8 @@ HINTFS_GPU_API void hintfs_gpu_config_init(struct hintfs_gpu_config *cfg);
  * why: no driver, no device, no runtime library, index out of range),
  * -EINVAL for a bad field, -ENOMEM. @cfg is copied; NULL means defaults.
  * The environment variable HINTFS_CUDART, when set, is the one CUDA runtime
- * library tried. The caller owns the handle and closes it. Any thread.
+ * library tried; HINTFS_CUFILE, likewise, the cuFile library (default
+ * libcufile.so.0). The caller owns the handle and closes it. Any thread.
  */
 HINTFS_GPU_API int hintfs_gpu_open(const struct hintfs_gpu_config *cfg,
 				   struct hintfs_gpu **out);

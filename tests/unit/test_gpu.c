@@ -20,7 +20,8 @@
  * what stays allocated, that reads overlap copies still in flight, that a
  * slot is not rewritten before its copy and the caller's kernels are done,
  * that close waits for those kernels, and the CUDA failures (no device,
- * device memory exhausted, a dead stream).
+ * device memory exhausted, a dead stream). With $HINTFS_TEST_SIM_CUFILE
+ * naming the simulated cuFile (sim_cufile.c), the cufile path too.
  */
 #include "gpu/gpu.h"
 #include "gpu/reader.h"
@@ -961,6 +962,105 @@ static void test_sim_failures(void)
 	CHECK(sim_idle());
 }
 
+/*
+ * The cufile path against the simulated cuFile ($HINTFS_TEST_SIM_CUFILE):
+ * a library that cannot load and a driver that cannot open each leave the
+ * pinned path with the reason in the description; with both there, every
+ * slot's device buffer is registered, samples are read straight into it
+ * (short reads continued), there is no host copy, read errors name their
+ * sample, and close gives back every registration and file handle.
+ */
+static void test_sim_cufile(void)
+{
+	const char *lib = getenv("HINTFS_TEST_SIM_CUFILE");
+	void (*fail_driver)(int);
+	void (*cf_stats)(long out[5]);
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu *h = NULL;
+	struct hintfs_gpu_batch b;
+	const char *bad[2], *desc;
+	char missing[300];
+	long st[5];
+	void *dl;
+	int rc;
+
+	if (!lib || !lib[0]) {
+		printf("SKIP cufile: no HINTFS_TEST_SIM_CUFILE\n");
+		return;
+	}
+	hintfs_gpu_config_init(&cfg);
+	cfg.max_batch_bytes = 16 * MIB;
+	cfg.flags = HINTFS_GPU_CUFILE;
+
+	setenv("HINTFS_CUFILE", "/nonexistent/libcufile.so.0", 1);
+	CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+	if (!h)
+		return;
+	desc = hintfs_gpu_describe(h);
+	CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_PINNED);
+	CHECK(strstr(desc, "cufile unavailable: /nonexistent/libcufile.so.0"));
+	hintfs_gpu_close(h);
+
+	dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	fail_driver =
+	    dl ? (__typeof__(fail_driver))dlsym(dl, "sim_cufile_fail_driver")
+	       : NULL;
+	cf_stats =
+	    dl ? (__typeof__(cf_stats))dlsym(dl, "sim_cufile_stats") : NULL;
+	CHECK(fail_driver && cf_stats);
+	if (!fail_driver || !cf_stats)
+		return;
+	setenv("HINTFS_CUFILE", lib, 1);
+	fail_driver(1);
+	CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+	if (!h)
+		return;
+	desc = hintfs_gpu_describe(h);
+	printf("sim cufile, no driver: %s\n", desc);
+	CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_PINNED);
+	CHECK(strstr(desc, "cuFileDriverOpen failed") != NULL);
+	hintfs_gpu_close(h);
+
+	fail_driver(0);
+	CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+	if (!h)
+		return;
+	desc = hintfs_gpu_describe(h);
+	printf("sim cufile: %s\n", desc);
+	CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_CUFILE);
+	CHECK(strncmp(desc, "cufile:", 7) == 0);
+	cf_stats(st);
+	CHECK(st[1] == 3); /* every slot's device buffer registered */
+	/* Samples 0..24 include empty ones and one of 1 MiB + 12345. */
+	rc = hintfs_gpu_submit(h, cpaths(0), 25, &b);
+	if (rc)
+		fprintf(stderr, "cufile submit: %s\n", hintfs_gpu_strerror(rc));
+	CHECK(rc == 0);
+	CHECK(b.host == NULL && b.dev != NULL);
+	CHECK(hintfs_gpu_wait(h, &b) == 0 && device_ok(&b, 0, 25));
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+	CHECK(hintfs_gpu_submit(h, cpaths(20), 20, &b) == 0);
+	CHECK(hintfs_gpu_wait(h, &b) == 0 && device_ok(&b, 20, 20));
+	CHECK(hintfs_gpu_release(h, &b) == 0);
+
+	snprintf(missing, sizeof(missing), "%s/no-such-file.jpg", dir);
+	bad[0] = paths[1];
+	bad[1] = missing;
+	rc = hintfs_gpu_submit(h, bad, 2, &b);
+	CHECK(rc == -ENOENT && strstr(hintfs_gpu_strerror(rc), "sample 1"));
+	cf_stats(st);
+	CHECK(st[0] == 0); /* no file handle left registered */
+	hintfs_gpu_close(h);
+	cf_stats(st);
+	printf("sim cufile: %ld reads, %ld refused, %ld unregistered\n", st[3],
+	       st[2], st[4]);
+	CHECK(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[4] == 0);
+	/* The 1 MiB + 12345 and 3 MiB samples took many 64 KiB reads. */
+	CHECK(st[3] > 45 + 48);
+	unsetenv("HINTFS_CUFILE");
+	CHECK(sim_idle());
+}
+
 static void test_sim(void)
 {
 	struct sim_cuda_stats st;
@@ -969,6 +1069,7 @@ static void test_sim(void)
 	test_sim_overlap();
 	test_sim_consumer_stream();
 	/* Every call so far was one the real runtime takes. */
+	test_sim_cufile();
 	sim_stats(&st);
 	CHECK(st.misuse == 0);
 	test_sim_failures();
