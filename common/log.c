@@ -6,6 +6,7 @@
  */
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -73,4 +74,16 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	/* Best effort: a closed stderr must not take the daemon down. */
 	if (write(STDERR_FILENO, line, n) < 0)
 		return;
+}
+
+int fail_einval(char *err, size_t err_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && err_len) {
+		va_start(ap, fmt);
+		vsnprintf(err, err_len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
 }

@@ -14,6 +14,7 @@
 #define HINTFS_COMMON_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum log_level {
 	LOG_LVL_ERROR = 0,
@@ -34,6 +35,14 @@ void log_use_syslog(const char *ident);
 /** Formats and writes one line. Newlines inside the text are replaced. */
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/**
+ * Formats a one-line reason into @err (@err_len bytes; nothing when @err is
+ * NULL or @err_len is 0) and returns -EINVAL: how the parsers of options,
+ * profile files and endpoints say "bad input, and why" to their caller.
+ */
+int fail_einval(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_LVL_WARN, __VA_ARGS__)

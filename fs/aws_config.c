@@ -10,10 +10,11 @@
  */
 #include "fs/aws_config.h"
 
+#include "common/log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,17 +245,6 @@ out:
 	return 0;
 }
 
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t err_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, err_len, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static const char *env(const char *name)
 {
 	const char *v = getenv(name);
@@ -438,10 +428,11 @@ static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 	if (!ak && !sk)
 		return 0;
 	if (!ak || !sk || !*ak || !*sk)
-		return fail(err, err_len, "profile '%s' in '%s' has %s but no %s",
-			    p->name, path,
-			    ak && *ak ? "aws_access_key_id" : "aws_secret_access_key",
-			    ak && *ak ? "aws_secret_access_key" : "aws_access_key_id");
+		return fail_einval(
+		    err, err_len, "profile '%s' in '%s' has %s but no %s",
+		    p->name, path,
+		    ak && *ak ? "aws_access_key_id" : "aws_secret_access_key",
+		    ak && *ak ? "aws_secret_access_key" : "aws_access_key_id");
 	c->creds_from = from;
 	if (dup_to(&c->access_key, ak) || dup_to(&c->secret_key, sk) ||
 	    dup_to(&c->session_token, p->val[PK_TOKEN]))
@@ -488,7 +479,7 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 
 	memset(c, 0, sizeof(*c));
 	if (profile && !*profile)
-		return fail(err, err_len, "-o profile= needs a name");
+		return fail_einval(err, err_len, "-o profile= needs a name");
 	if (!profile && (profile = env("AWS_PROFILE")))
 		profile_from = " (from AWS_PROFILE)";
 	else if (!profile && (profile = env("AWS_DEFAULT_PROFILE")))
@@ -525,9 +516,11 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 	 * beats the AWS_ACCESS_KEY_ID pair; AWS_PROFILE does not. */
 	if (!req->profile && (ak || sk)) {
 		if (!ak || !sk) {
-			rc = fail(err, err_len, "no credentials: %s is set but %s is not",
-				  ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
-				  ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+			rc = fail_einval(
+			    err, err_len,
+			    "no credentials: %s is set but %s is not",
+			    ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+			    ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
 			goto out;
 		}
 		c->creds_from = "environment";
@@ -550,18 +543,25 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 		const char *kind = unsupported_creds(&cr, &cf);
 
 		if (kind)
-			rc = fail(err, err_len, "profile '%s' gets its credentials "
-				  "from %s, which hintfs does not support: put "
-				  "aws_access_key_id and aws_secret_access_key in "
-				  "it, or export AWS_ACCESS_KEY_ID and "
-				  "AWS_SECRET_ACCESS_KEY", profile, kind);
+			rc = fail_einval(
+			    err, err_len,
+			    "profile '%s' gets its credentials "
+			    "from %s, which hintfs does not support: put "
+			    "aws_access_key_id and aws_secret_access_key in "
+			    "it, or export AWS_ACCESS_KEY_ID and "
+			    "AWS_SECRET_ACCESS_KEY",
+			    profile, kind);
 		else
-			rc = fail(err, err_len, "no credentials: set "
-				  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, put "
-				  "them in profile '%s' of %s (-o profile=NAME for "
-				  "another), or mount a public bucket with -o no_sign",
-				  profile, c->credentials_path ? c->credentials_path
-							       : "~/.aws/credentials");
+			rc = fail_einval(
+			    err, err_len,
+			    "no credentials: set "
+			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, put "
+			    "them in profile '%s' of %s (-o profile=NAME for "
+			    "another), or mount a public bucket with -o "
+			    "no_sign",
+			    profile,
+			    c->credentials_path ? c->credentials_path
+						: "~/.aws/credentials");
 		goto out;
 	}
 

@@ -9,9 +9,10 @@
  */
 #include "fs/options.h"
 
+#include "common/log.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,17 +142,6 @@ static int opt_proc(void *data, const char *arg, int key,
 	}
 }
 
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t err_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, err_len, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static const char *env_first(const char *a, const char *b)
 {
 	const char *v = getenv(a);
@@ -183,15 +173,17 @@ static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
 	size_t plen;
 
 	if (strncmp(s, "s3://", 5))
-		return fail(err, err_len,
-			    "'%s' is not an S3 URL: expected s3://BUCKET[/PREFIX]", s);
+		return fail_einval(
+		    err, err_len,
+		    "'%s' is not an S3 URL: expected s3://BUCKET[/PREFIX]", s);
 	s += 5;
 	slash = strchr(s, '/');
 	o->bucket = slash ? strndup(s, slash - s) : strdup(s);
 	if (!o->bucket)
 		return -ENOMEM;
 	if (!bucket_ok(o->bucket))
-		return fail(err, err_len, "'%s': bad bucket name", o->source);
+		return fail_einval(err, err_len, "'%s': bad bucket name",
+				   o->source);
 
 	s = slash ? slash + 1 : "";
 	while (*s == '/')
@@ -209,8 +201,9 @@ static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
 		o->prefix[plen++] = '/';
 	o->prefix[plen] = '\0';
 	if (strstr(o->prefix, "//"))
-		return fail(err, err_len, "'%s': empty component in the prefix",
-			    o->source);
+		return fail_einval(err, err_len,
+				   "'%s': empty component in the prefix",
+				   o->source);
 	return 0;
 }
 
@@ -315,8 +308,9 @@ static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
 		n = asprintf(&o->cache_dir, "%s/.cache/hintfs/%s-%08x", home,
 			     o->bucket, h);
 	else
-		return fail(err, err_len, "no cache directory: set -o cache_dir= "
-			    "(no XDG_CACHE_HOME and no home directory)");
+		return fail_einval(err, err_len,
+				   "no cache directory: set -o cache_dir= "
+				   "(no XDG_CACHE_HOME and no home directory)");
 	if (n < 0) {
 		o->cache_dir = NULL;
 		return -ENOMEM;
@@ -329,16 +323,21 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	int rc;
 
 	if (o->secret_opt[0])
-		return fail(err, err_len, "-o %s: credentials never go on the "
-			    "command line (every user can read it); use "
-			    "-o profile=NAME with a credentials file, or "
-			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-			    o->secret_opt);
+		return fail_einval(
+		    err, err_len,
+		    "-o %s: credentials never go on the "
+		    "command line (every user can read it); use "
+		    "-o profile=NAME with a credentials file, or "
+		    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+		    o->secret_opt);
 	if (!o->source)
-		return fail(err, err_len, "missing the bucket URL (s3://BUCKET[/PREFIX]); "
-			    "see --help");
+		return fail_einval(
+		    err, err_len,
+		    "missing the bucket URL (s3://BUCKET[/PREFIX]); "
+		    "see --help");
 	if (!o->mountpoint)
-		return fail(err, err_len, "missing the mount point; see --help");
+		return fail_einval(err, err_len,
+				   "missing the mount point; see --help");
 	rc = parse_source(o, err, err_len);
 	if (rc)
 		return rc;
@@ -365,7 +364,7 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 			return -ENOMEM;
 	}
 	if (!*o->region)
-		return fail(err, err_len, "-o region= needs a value");
+		return fail_einval(err, err_len, "-o region= needs a value");
 
 	if (!o->endpoint) {
 		const char *e = o->aws.endpoint;
@@ -379,8 +378,10 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 			return -ENOMEM;
 	}
 	if (strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
-		return fail(err, err_len,
-			    "endpoint '%s' is not an http:// or https:// URL", o->endpoint);
+		return fail_einval(
+		    err, err_len,
+		    "endpoint '%s' is not an http:// or https:// URL",
+		    o->endpoint);
 	if (endpoint_needs_path_style(o->endpoint))
 		o->path_style = true;
 
@@ -390,28 +391,33 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		unsigned long v = strtoul(o->max_threads_str, &end, 10);
 
 		if (!*o->max_threads_str || *end || v < 1 || v > OPTS_MAX_THREADS_LIMIT)
-			return fail(err, err_len,
-				    "-o max_threads=%s: expected a number from 1 to 1024",
-				    o->max_threads_str);
+			return fail_einval(err, err_len,
+					   "-o max_threads=%s: expected a "
+					   "number from 1 to 1024",
+					   o->max_threads_str);
 		o->max_threads = (unsigned int)v;
 	}
 	if (o->ca_file && !*o->ca_file)
-		return fail(err, err_len, "-o ca_file= needs a path");
+		return fail_einval(err, err_len, "-o ca_file= needs a path");
 
 	if (o->max_inflight_str) {
 		unsigned long long v;
 
 		if (!parse_uint(o->max_inflight_str, 1, 4096, &v))
-			return fail(err, err_len, "-o max_inflight=%s: expected a "
-				    "number from 1 to 4096", o->max_inflight_str);
+			return fail_einval(err, err_len,
+					   "-o max_inflight=%s: expected a "
+					   "number from 1 to 4096",
+					   o->max_inflight_str);
 		o->max_inflight = (unsigned int)v;
 	}
 	if (o->window_str) {
 		unsigned long long v;
 
 		if (!parse_uint(o->window_str, 1, 1u << 24, &v))
-			return fail(err, err_len, "-o window=%s: expected a number "
-				    "of objects from 1 to 16777216", o->window_str);
+			return fail_einval(err, err_len,
+					   "-o window=%s: expected a number "
+					   "of objects from 1 to 16777216",
+					   o->window_str);
 		o->window = (uint32_t)v;
 	}
 	static const struct {
@@ -433,26 +439,31 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		if (!str)
 			continue;
 		if (!parse_uint(str, ints[i].lo, ints[i].hi, &v))
-			return fail(err, err_len, "-o %s=%s: expected a number from "
-				    "%llu to %llu", ints[i].name, str, ints[i].lo,
-				    ints[i].hi);
+			return fail_einval(err, err_len,
+					   "-o %s=%s: expected a number from "
+					   "%llu to %llu",
+					   ints[i].name, str, ints[i].lo,
+					   ints[i].hi);
 		*(int *)((char *)o + ints[i].val_off) = (int)v;
 	}
 	o->cache_size_pct = 10;
 	if (o->cache_size_str &&
 	    !parse_size(o->cache_size_str, &o->cache_size, &o->cache_size_pct))
-		return fail(err, err_len, "-o cache_size=%s: expected bytes with "
-			    "an optional K, M, G or T, or a percentage of the free "
-			    "space such as 20%%", o->cache_size_str);
+		return fail_einval(
+		    err, err_len,
+		    "-o cache_size=%s: expected bytes with "
+		    "an optional K, M, G or T, or a percentage of the free "
+		    "space such as 20%%",
+		    o->cache_size_str);
 	if (o->cache_dir && !*o->cache_dir)
-		return fail(err, err_len, "-o cache_dir= needs a path");
+		return fail_einval(err, err_len, "-o cache_dir= needs a path");
 	if (!o->cache_dir) {
 		rc = default_cache_dir(o, err, err_len);
 		if (rc)
 			return rc;
 	}
 	if (o->hint_file && !*o->hint_file)
-		return fail(err, err_len, "-o hint= needs a file");
+		return fail_einval(err, err_len, "-o hint= needs a file");
 	return 0;
 }
 
@@ -462,7 +473,8 @@ int opts_parse(int argc, char **argv, struct hintfs_opts *o, char *err,
 	memset(o, 0, sizeof(*o));
 	o->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	if (fuse_opt_parse(&o->fuse_args, o, opt_spec, opt_proc) == -1)
-		return fail(err, err_len, "bad command line; see --help");
+		return fail_einval(err, err_len,
+				   "bad command line; see --help");
 	if (o->help || o->version)
 		return 0;
 	return resolve(o, err, err_len);

@@ -24,7 +24,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,19 +103,6 @@ static void curl_global_once(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int __attribute__((format(printf, 3, 4)))
-set_err(char *err, size_t err_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && err_len) {
-		va_start(ap, fmt);
-		vsnprintf(err, err_len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
 /*
  * Splits "scheme://host[:port][/]" and fills the client's addressing. An
  * IPv6 literal keeps its brackets in host, as URLs and Host headers want.
@@ -135,20 +121,24 @@ static int parse_endpoint(struct s3_client *c, const char *ep, char *err,
 		c->scheme = strdup("http");
 		hp = ep + 7;
 	} else {
-		return set_err(err, err_len,
-			       "endpoint '%s' is not an http:// or https:// URL", ep);
+		return fail_einval(
+		    err, err_len,
+		    "endpoint '%s' is not an http:// or https:// URL", ep);
 	}
 	end = hp + strcspn(hp, "/?#");
 	if (*end && strcmp(end, "/"))
-		return set_err(err, err_len,
-			       "endpoint '%s' must not have a path", ep);
+		return fail_einval(err, err_len,
+				   "endpoint '%s' must not have a path", ep);
 	if (*hp == '[') {
 		colon = memchr(hp, ']', end - hp);
 		if (!colon)
-			return set_err(err, err_len, "endpoint '%s': bad IPv6 address", ep);
+			return fail_einval(err, err_len,
+					   "endpoint '%s': bad IPv6 address",
+					   ep);
 		colon++;
 		if (colon < end && *colon != ':')
-			return set_err(err, err_len, "endpoint '%s': bad port", ep);
+			return fail_einval(err, err_len,
+					   "endpoint '%s': bad port", ep);
 	} else {
 		colon = memchr(hp, ':', end - hp);
 		if (!colon)
@@ -156,13 +146,15 @@ static int parse_endpoint(struct s3_client *c, const char *ep, char *err,
 	}
 	hlen = colon - hp;
 	if (hlen == 0)
-		return set_err(err, err_len, "endpoint '%s' has no host", ep);
+		return fail_einval(err, err_len, "endpoint '%s' has no host",
+				   ep);
 	if (colon < end) {
 		char *pend;
 
 		port = strtol(colon + 1, &pend, 10);
 		if (pend != end || port <= 0 || port > 65535)
-			return set_err(err, err_len, "endpoint '%s': bad port", ep);
+			return fail_einval(err, err_len,
+					   "endpoint '%s': bad port", ep);
 	}
 	c->host = strndup(hp, hlen);
 	if (!c->scheme || !c->host)
@@ -201,10 +193,12 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	if (curl_init_rc != CURLE_OK)
 		return -ENOMEM;
 	if (!cfg->bucket || !*cfg->bucket)
-		return set_err(err, err_len, "no bucket given");
+		return fail_einval(err, err_len, "no bucket given");
 	if (!cfg->no_sign && (!cfg->access_key || !cfg->secret_key))
-		return set_err(err, err_len, "no credentials: set AWS_ACCESS_KEY_ID "
-			       "and AWS_SECRET_ACCESS_KEY, or use -o no_sign");
+		return fail_einval(
+		    err, err_len,
+		    "no credentials: set AWS_ACCESS_KEY_ID "
+		    "and AWS_SECRET_ACCESS_KEY, or use -o no_sign");
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
