@@ -818,7 +818,7 @@ int s3_list(struct s3_client *c, const char *prefix, s3_list_cb cb, void *arg,
 		rc = s3_perform(&x, st);
 		if (rc)
 			break;
-		rc = s3_list_parse(x.body.buf, x.body.len, true, &page, st->message,
+		rc = s3_list_parse(x.body.buf, x.body.len, &page, st->message,
 				   sizeof(st->message));
 		if (rc) {
 			snprintf(st->code, sizeof(st->code), "MalformedListing");

@@ -3,7 +3,7 @@
  *
  * Owns the two document parsers the S3 client needs (ListObjectsV2 pages
  * and <Error> documents), the ISO 8601 time parser and the form-decoder
- * for keys sent with encoding-type=url.
+ * for keys of pages that say <EncodingType>url.
  *
  * Invariants:
  * - A parse fills the caller's struct completely or leaves it empty; no
@@ -260,6 +260,7 @@ enum list_field {
 	LF_NONE,
 	LF_IS_TRUNCATED, /* children of the root */
 	LF_NEXT_TOKEN,
+	LF_ENCODING_TYPE,
 	LF_KEY, /* children of <Contents> */
 	LF_SIZE,
 	LF_MTIME,
@@ -269,6 +270,7 @@ enum list_field {
 static const char *const list_field_names[] = {
 	[LF_IS_TRUNCATED] = "IsTruncated",
 	[LF_NEXT_TOKEN] = "NextContinuationToken",
+	[LF_ENCODING_TYPE] = "EncodingType",
 	[LF_KEY] = "Key",
 	[LF_SIZE] = "Size",
 	[LF_MTIME] = "LastModified",
@@ -281,7 +283,8 @@ static const char *const list_field_names[] = {
 
 struct list_ctx {
 	struct xml_base b;     /* first: expat's user data is a list_ctx */
-	bool url_encoded;
+	bool url_encoded;      /* <EncodingType>url: keys are decoded at the
+				  end (the element may follow them) */
 	bool in_contents;      /* at ListBucketResult/Contents or below */
 	enum list_field field; /* leaf being captured, or LF_NONE */
 	unsigned int seen;     /* LF_BIT()s of the root's and cur's fields */
@@ -312,7 +315,7 @@ static struct entry_name entry_name(const struct list_ctx *c)
 static enum list_field list_field_of(const char *name, bool in_contents)
 {
 	int f = in_contents ? LF_KEY : LF_IS_TRUNCATED;
-	int last = in_contents ? LF_ETAG : LF_NEXT_TOKEN;
+	int last = in_contents ? LF_ETAG : LF_ENCODING_TYPE;
 
 	for (; f <= last; f++)
 		if (!strcmp(name, list_field_names[f]))
@@ -392,18 +395,34 @@ static void list_take_key(struct list_ctx *c)
 		xml_fail(b, -EPROTO, "empty <Key> in %s", entry_name(c).s);
 		return;
 	}
-	errno = EINVAL;
-	if (c->url_encoded) {
-		c->cur.key = s3_form_decode(b->text, b->text_len,
-					    &c->cur.key_len);
-	} else if (!memchr(b->text, '\0', b->text_len)) {
-		c->cur.key = strndup(b->text, b->text_len);
-		c->cur.key_len = b->text_len;
-	}
+	/* As sent; decoded once the page is known to be url-encoded. XML
+	 * text holds no NUL (expat refuses &#0;). */
+	c->cur.key = strndup(b->text, b->text_len);
+	c->cur.key_len = b->text_len;
 	if (!c->cur.key)
-		xml_fail(b, errno == ENOMEM ? -ENOMEM : -EPROTO,
-			 "<Key> '%s' has a bad %%-escape",
-			 quote(b->text, b->text_len).s);
+		xml_fail(b, -ENOMEM, "out of memory");
+}
+
+/* Form-decodes every key of a page that says <EncodingType>url. */
+static void list_decode_keys(struct list_ctx *c)
+{
+	for (size_t i = 0; i < c->page.n_entries && !c->b.failed; i++) {
+		struct s3_list_entry *e = &c->page.entries[i];
+		size_t len;
+		char *key;
+
+		errno = EINVAL;
+		key = s3_form_decode(e->key, e->key_len, &len);
+		if (!key) {
+			xml_fail(&c->b, errno == ENOMEM ? -ENOMEM : -EPROTO,
+				 "<Key> '%s' has a bad %%-escape",
+				 quote(e->key, e->key_len).s);
+			break;
+		}
+		free(e->key);
+		e->key = key;
+		e->key_len = len;
+	}
 }
 
 /* Stores the captured text of one leaf of <Contents>. */
@@ -465,6 +484,17 @@ static void list_root_field(struct list_ctx *c, enum list_field f)
 		c->page.next_token = strndup(b->text, b->text_len);
 		if (!c->page.next_token)
 			xml_fail(b, -ENOMEM, "out of memory");
+	} else if (f == LF_ENCODING_TYPE) {
+		/* NOTE(s3): the page, not the request, says whether keys are
+		 * encoded: a server that ignores encoding-type=url (s3rver,
+		 * ../shared/notes/ceph-rgw.md) sends them as they are and no
+		 * <EncodingType>. "url" is the only encoding S3 defines. */
+		if (len == 3 && !memcmp(s, "url", 3))
+			c->url_encoded = true;
+		else
+			xml_fail(b, -EPROTO,
+				 "<EncodingType> is '%s', not 'url'",
+				 quote(s, len).s);
 	}
 }
 
@@ -535,10 +565,10 @@ void s3_list_page_fini(struct s3_list_page *page)
 	memset(page, 0, sizeof(*page));
 }
 
-int s3_list_parse(const char *body, size_t len, bool url_encoded,
-		  struct s3_list_page *out, char *err, size_t err_len)
+int s3_list_parse(const char *body, size_t len, struct s3_list_page *out,
+		  char *err, size_t err_len)
 {
-	struct list_ctx c = { .url_encoded = url_encoded };
+	struct list_ctx c = {0};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -553,6 +583,10 @@ int s3_list_parse(const char *body, size_t len, bool url_encoded,
 	if (!rc && c.page.truncated && !c.page.next_token) {
 		xml_fail(&c.b, -EPROTO, "<IsTruncated> is true but no "
 			 "<NextContinuationToken>");
+		rc = c.b.rc;
+	}
+	if (!rc && c.url_encoded) {
+		list_decode_keys(&c);
 		rc = c.b.rc;
 	}
 	list_entry_free(&c.cur);

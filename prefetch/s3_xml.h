@@ -17,8 +17,8 @@
 
 /** One <Contents> element. */
 struct s3_list_entry {
-	char *key;      /**< malloc'd, decoded (url form when the page was
-			     asked with encoding-type=url), NUL-terminated;
+	char *key;	/**< malloc'd, decoded (url form when the page says
+			     <EncodingType>url), NUL-terminated;
 			     may hold any byte, even a NUL (%00): the
 			     namespace, not the parser, refuses such keys */
 	size_t key_len; /**< bytes in key, without the NUL */
@@ -37,16 +37,18 @@ struct s3_list_page {
 };
 
 /**
- * Parses a ListObjectsV2 page of @len bytes. @url_encoded says the request
- * carried encoding-type=url, so <Key> values are form-decoded ('+' is a
- * space, %XX a byte). On success returns 0 and fills @out (caller frees
- * with s3_list_page_fini()). On failure returns -EPROTO (not XML, wrong
- * root element, a v1 page, a <Contents> without <Key>, a bad number or
- * date, a bad %-escape) or -ENOMEM, writes a one-line reason into @err (of @err_len
- * bytes) and leaves @out empty.
+ * Parses a ListObjectsV2 page of @len bytes. When the page says
+ * <EncodingType>url</EncodingType> (what a server that honours the
+ * request's encoding-type=url sends, anywhere in the page), <Key> values
+ * are form-decoded ('+' is a space, %XX a byte); without it they are taken
+ * as sent. On success returns 0 and fills @out (caller frees with
+ * s3_list_page_fini()). On failure returns -EPROTO (not XML, wrong root
+ * element, a v1 page, a <Contents> without <Key>, a bad number or date, an
+ * unknown <EncodingType>, a bad %-escape) or -ENOMEM, writes a one-line
+ * reason into @err (of @err_len bytes) and leaves @out empty.
  */
-int s3_list_parse(const char *body, size_t len, bool url_encoded,
-		  struct s3_list_page *out, char *err, size_t err_len);
+int s3_list_parse(const char *body, size_t len, struct s3_list_page *out,
+		  char *err, size_t err_len);
 
 /** Frees everything in @page and zeroes it. Accepts a zeroed page. */
 void s3_list_page_fini(struct s3_list_page *page);

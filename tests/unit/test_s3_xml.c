@@ -165,11 +165,10 @@ static void check_page(const struct s3_list_page *p, const struct want *w,
 }
 
 /* Parses @body, expecting success; returns the rc for chaining. */
-static int parse_ok(const char *body, size_t len, bool url,
-		    struct s3_list_page *p)
+static int parse_ok(const char *body, size_t len, struct s3_list_page *p)
 {
 	char err[256] = "unset";
-	int rc = s3_list_parse(body, len, url, p, err, sizeof(err));
+	int rc = s3_list_parse(body, len, p, err, sizeof(err));
 
 	CHECKF(rc == 0, "s3_list_parse: %d (%s)", rc, err);
 	return rc;
@@ -177,15 +176,14 @@ static int parse_ok(const char *body, size_t len, bool url,
 
 /* Parses @body expecting -EPROTO, an empty page and a one-line reason
  * containing @reason_part. */
-static void expect_reject(const char *body, size_t len, bool url,
-			  const char *reason_part)
+static void expect_reject(const char *body, size_t len, const char *reason_part)
 {
 	struct s3_list_page p;
 	char err[256] = "";
 	int rc;
 
 	memset(&p, 0xa5, sizeof(p)); /* must be cleared even on failure */
-	rc = s3_list_parse(body, len, url, &p, err, sizeof(err));
+	rc = s3_list_parse(body, len, &p, err, sizeof(err));
 	CHECKF(rc == -EPROTO, "rc %d, want -EPROTO (err '%s')", rc, err);
 	CHECK(page_is_empty(&p));
 	CHECKF(one_line(err), "reason not one line: '%s'", err);
@@ -196,10 +194,9 @@ static void expect_reject(const char *body, size_t len, bool url,
 		s3_list_page_fini(&p);
 }
 
-static void expect_reject_str(const char *body, bool url,
-			      const char *reason_part)
+static void expect_reject_str(const char *body, const char *reason_part)
 {
-	expect_reject(body, strlen(body), url, reason_part);
+	expect_reject(body, strlen(body), reason_part);
 }
 
 #define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -208,23 +205,24 @@ static void expect_reject_str(const char *body, bool url,
 #define ETAG "\"0cc175b9c0f1b6a831c399e269772661\""
 #define ETAG_X "&quot;0cc175b9c0f1b6a831c399e269772661&quot;"
 
-/* A list page whose root holds @inner (malloc'd). */
-static char *list_doc(const char *inner)
+/* A list page whose root holds @inner (malloc'd); with @url, saying
+ * <EncodingType>url, as a server that honours encoding-type=url does. */
+static char *list_doc(const char *inner, bool url)
 {
 	char *s;
 
 	if (asprintf(&s,
 		     XML_DECL "<ListBucketResult " NS "><Name>b</Name>"
-			      "<KeyCount>1</KeyCount>"
+			      "<KeyCount>1</KeyCount>%s"
 			      "<IsTruncated>false</IsTruncated>%s"
 			      "</ListBucketResult>",
-		     inner) < 0)
+		     url ? "<EncodingType>url</EncodingType>" : "", inner) < 0)
 		abort();
 	return s;
 }
 
 /* A list page with one <Contents> holding @key_xml and @size_xml. */
-static char *entry_doc(const char *key_xml, const char *size_xml)
+static char *entry_doc(const char *key_xml, const char *size_xml, bool url)
 {
 	char *inner, *s;
 
@@ -234,7 +232,7 @@ static char *entry_doc(const char *key_xml, const char *size_xml)
 		     "<StorageClass>STANDARD</StorageClass></Contents>",
 		     key_xml, size_xml) < 0)
 		abort();
-	s = list_doc(inner);
+	s = list_doc(inner, url);
 	free(inner);
 	return s;
 }
@@ -242,9 +240,9 @@ static char *entry_doc(const char *key_xml, const char *size_xml)
 static void expect_entry_reject(const char *key_xml, const char *size_xml,
 				bool url, const char *reason_part)
 {
-	char *doc = entry_doc(key_xml, size_xml);
+	char *doc = entry_doc(key_xml, size_xml, url);
 
-	expect_reject_str(doc, url, reason_part);
+	expect_reject_str(doc, reason_part);
 	free(doc);
 }
 
@@ -254,10 +252,10 @@ static void expect_entry(const char *key_xml, const char *size_xml,
 			 bool url, const char *key, size_t key_len,
 			 uint64_t size)
 {
-	char *doc = entry_doc(key_xml, size_xml);
+	char *doc = entry_doc(key_xml, size_xml, url);
 	struct s3_list_page p;
 
-	if (!parse_ok(doc, strlen(doc), url, &p)) {
+	if (!parse_ok(doc, strlen(doc), &p)) {
 		CHECK(p.n_entries == 1);
 		if (p.n_entries == 1) {
 			CHECKF(p.entries[0].key_len == key_len &&
@@ -290,9 +288,8 @@ static void test_adobe_v2(void)
 		    "Owner/Checksum* skipped)");
 	body = load("adobe-s3mock/ListBucketResultV2Test_testSerialization.xml",
 		    &len);
-	for (int url = 0; body && url <= 1; url++) {
-		if (parse_ok(body, len, url, &p))
-			continue;
+	/* Its <EncodingType>url comes after the <Contents>. */
+	if (body && !parse_ok(body, len, &p)) {
 		/* IsTruncated is false, yet the token is passed on as sent. */
 		check_page(&p, w, 2, false, "nextContinuationToken");
 		s3_list_page_fini(&p);
@@ -310,13 +307,13 @@ static void test_adobe_v1(void)
 	body = load("adobe-s3mock/ListBucketResultTest_testSerialization.xml",
 		    &len);
 	if (body)
-		expect_reject(body, len, true, "v1");
+		expect_reject(body, len, "v1");
 	free(body);
 	group_end();
 }
 
-static void test_list_sample(const char *rel, bool url, const struct want *w,
-			     size_t n, bool truncated, const char *token)
+static void test_list_sample(const char *rel, const struct want *w, size_t n,
+			     bool truncated, const char *token)
 {
 	struct s3_list_page p;
 	size_t len;
@@ -324,7 +321,7 @@ static void test_list_sample(const char *rel, bool url, const struct want *w,
 
 	group_begin(rel);
 	body = load(rel, &len);
-	if (body && !parse_ok(body, len, url, &p)) {
+	if (body && !parse_ok(body, len, &p)) {
 		check_page(&p, w, n, truncated, token);
 		s3_list_page_fini(&p);
 	}
@@ -336,31 +333,16 @@ static void test_constructed_lists(void)
 {
 	static const struct want empty[1];
 	static const struct want url[] = {
-		{ "a b.txt", 1, 1705312800, ETAG },
-		{ "a+b.txt", 1, 1705312800,
-		  "\"92eb5ffee6ae2fec3ad71c777531578f\"" },
-		{ "100%.csv", 1, 1705312800,
-		  "\"4a8a08f09d37b73795649038408b5f33\"" },
-		{ "ctrl\x01" "char.bin", 1, 1705312800,
-		  "\"8277e0910d750195b448797616e091ad\"" },
-		{ "caf\xc3\xa9&co<>.jpg", 1, 1705312800,
-		  "\"e1671797c52e15f763380b45e841ec32\"" },
-		{ "line\rbreak.txt", 1, 1705312800,
-		  "\"8fa14cdd754f91cc6554c9e71929cce7\"" },
-	};
-	/* The same page read without encoding-type=url: keys stay raw. */
-	static const struct want url_raw[] = {
-		{ "a+b.txt", 1, 1705312800, ETAG },
-		{ "a%2Bb.txt", 1, 1705312800,
-		  "\"92eb5ffee6ae2fec3ad71c777531578f\"" },
-		{ "100%25.csv", 1, 1705312800,
-		  "\"4a8a08f09d37b73795649038408b5f33\"" },
-		{ "ctrl%01char.bin", 1, 1705312800,
-		  "\"8277e0910d750195b448797616e091ad\"" },
-		{ "caf%C3%A9%26co%3C%3E.jpg", 1, 1705312800,
-		  "\"e1671797c52e15f763380b45e841ec32\"" },
-		{ "line%0Dbreak.txt", 1, 1705312800,
-		  "\"8fa14cdd754f91cc6554c9e71929cce7\"" },
+	    {"a b.txt", 1, 1705312800, ETAG},
+	    {"a+b.txt", 1, 1705312800, "\"92eb5ffee6ae2fec3ad71c777531578f\""},
+	    {"100%.csv", 1, 1705312800, "\"4a8a08f09d37b73795649038408b5f33\""},
+	    {"ctrl\x01"
+	     "char.bin",
+	     1, 1705312800, "\"8277e0910d750195b448797616e091ad\""},
+	    {"caf\xc3\xa9&co<>.jpg", 1, 1705312800,
+	     "\"e1671797c52e15f763380b45e841ec32\""},
+	    {"line\rbreak.txt", 1, 1705312800,
+	     "\"8fa14cdd754f91cc6554c9e71929cce7\""},
 	};
 	static const struct want escaped[] = {
 		{ "caf\xc3\xa9&co<>\"'.jpg", 1, 1705312800,
@@ -386,22 +368,19 @@ static void test_constructed_lists(void)
 		  "\"9b2cf535f27731c974343645a3985328-3\"" },
 	};
 
-	test_list_sample("constructed/list-v2-empty.xml", true, empty, 0,
-			 false, NULL);
-	test_list_sample("constructed/list-v2-encoding-url.xml", true, url, 6,
-			 false, NULL);
-	test_list_sample("constructed/list-v2-encoding-url.xml", false,
-			 url_raw, 6, false, NULL);
+	test_list_sample("constructed/list-v2-empty.xml", empty, 0, false,
+			 NULL);
+	test_list_sample("constructed/list-v2-encoding-url.xml", url, 6, false,
+			 NULL);
 	test_list_sample("constructed/list-v2-xml-escaped-no-encoding.xml",
-			 false, escaped, 3, false, NULL);
-	test_list_sample("constructed/list-v2-leaf-dir.xml", true, leaf, 3,
-			 false, NULL);
+			 escaped, 3, false, NULL);
+	test_list_sample("constructed/list-v2-leaf-dir.xml", leaf, 3, false,
+			 NULL);
 	/* The token holds '/' and '=': it must come back undecoded. */
-	test_list_sample("constructed/list-v2-page1-truncated.xml", true,
-			 page1, 1, true,
-			 "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
-	test_list_sample("constructed/list-v2-page2-final.xml", true, page2,
-			 1, false, NULL);
+	test_list_sample("constructed/list-v2-page1-truncated.xml", page1, 1,
+			 true, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
+	test_list_sample("constructed/list-v2-page2-final.xml", page2, 1, false,
+			 NULL);
 }
 
 /* ---- error documents ---- */
@@ -507,7 +486,7 @@ static void test_constructed_errors(void)
 			CHECK(between(body, "<Message>", "</Message>", message,
 				      sizeof(message)));
 			check_error_doc(body, len, name, message);
-			expect_reject(body, len, true, "<Error>");
+			expect_reject(body, len, "<Error>");
 		}
 		free(body);
 		group_end();
@@ -525,7 +504,7 @@ static void test_other_errors(void)
 		    &len);
 	if (body) {
 		check_error_doc(body, len, "code", "message");
-		expect_reject(body, len, false, "root");
+		expect_reject(body, len, "root");
 	}
 	free(body);
 	group_end();
@@ -546,7 +525,7 @@ static void test_other_errors(void)
 		    &len);
 	if (body) {
 		check_error_doc(body, len, NULL, NULL);
-		expect_reject(body, len, true, "LocationConstraint");
+		expect_reject(body, len, "LocationConstraint");
 	}
 	free(body);
 	group_end();
@@ -705,26 +684,26 @@ static void test_long_error_cut(void)
 static void test_not_a_list(void)
 {
 	group_begin("list: empty body, HTML, text, wrong root");
-	expect_reject(NULL, 0, true, "not well-formed");
-	expect_reject("", 0, true, "not well-formed");
-	expect_reject_str("   \n", true, "not well-formed");
-	expect_reject_str(XML_DECL, true, "not well-formed");
+	expect_reject(NULL, 0, "not well-formed");
+	expect_reject("", 0, "not well-formed");
+	expect_reject_str("   \n", "not well-formed");
+	expect_reject_str(XML_DECL, "not well-formed");
 	expect_reject_str("<html><head><title>502 Bad Gateway</title></head>"
 			  "<body><h1>502 Bad Gateway</h1></body></html>",
-			  true, "<html>");
+			  "<html>");
 	expect_reject_str("<!DOCTYPE html><html><body>oops</body></html>",
-			  true, "DOCTYPE");
-	expect_reject_str("bad_request", true, "not well-formed");
+			  "DOCTYPE");
+	expect_reject_str("bad_request", "not well-formed");
 	expect_reject_str("<ListVersionsResult " NS "></ListVersionsResult>",
-			  true, "ListVersionsResult");
-	expect_reject_str("<Error><Code>NoSuchBucket</Code></Error>", true,
+			  "ListVersionsResult");
+	expect_reject_str("<Error><Code>NoSuchBucket</Code></Error>",
 			  "<Error>");
-	expect_reject_str("<ListBucketResult></ListBucketResult>junk", true,
+	expect_reject_str("<ListBucketResult></ListBucketResult>junk",
 			  "not well-formed");
 	/* Not UTF-8: 0xff is no character. */
 	expect_reject_str("<ListBucketResult><Name>\xff</Name>"
 			  "</ListBucketResult>",
-			  true, "not well-formed");
+			  "not well-formed");
 	group_end();
 }
 
@@ -743,13 +722,13 @@ static void test_truncated(void)
 		     "</Contents>",
 		     good_keys[0], good_keys[1]) < 0)
 		abort();
-	doc = list_doc(inner);
+	doc = list_doc(inner, true);
 	free(inner);
 	end = strlen(doc);
 	for (size_t n = 0; n < end; n++) {
 		struct s3_list_page p;
 		char err[200];
-		int rc = s3_list_parse(doc, n, true, &p, err, sizeof(err));
+		int rc = s3_list_parse(doc, n, &p, err, sizeof(err));
 
 		if (rc != -EPROTO || !page_is_empty(&p) || !one_line(err)) {
 			CHECKF(false, "prefix of %zu bytes: rc %d (%s)", n, rc,
@@ -763,7 +742,7 @@ static void test_truncated(void)
 	{
 		struct s3_list_page p;
 
-		if (!parse_ok(doc, end, true, &p)) {
+		if (!parse_ok(doc, end, &p)) {
 			CHECK(p.n_entries == 2);
 			s3_list_page_fini(&p);
 		}
@@ -806,7 +785,8 @@ static void test_key_escapes(void)
 	/* A decoded NUL is kept: the namespace skips the key, and one
 	 * hostile key must not fail the whole listing. */
 	expect_entry("nul%00byte", "1", true, "nul\0byte", 8, 1);
-	/* Without encoding-type=url these are just key bytes. */
+	/* On a page without <EncodingType> (a server that ignored
+	 * encoding-type=url) these are just key bytes. */
 	expect_entry("bad%G1", "1", false, "bad%G1", 6, 1);
 	expect_entry("nul%00byte", "1", false, "nul%00byte", 10, 1);
 	/* An encoded '%' followed by "00" is not a NUL. */
@@ -816,6 +796,37 @@ static void test_key_escapes(void)
 		     17, 1);
 	expect_entry("%E2%82%AC+%e2%82%ac", "1", true,
 		     "\xe2\x82\xac \xe2\x82\xac", 7, 1);
+	/* The page says whether keys are encoded, wherever it says so:
+	 * <EncodingType> after the keys still decodes them; anything but
+	 * "url", or saying it twice, is not a page we can read. */
+	{
+		const char *tail =
+		    XML_DECL "<ListBucketResult " NS "><Contents><Key>a%20b"
+			     "</Key><LastModified>" MTIME "</LastModified>"
+			     "<ETag>" ETAG_X "</ETag><Size>1</Size></Contents>"
+			     "<EncodingType>url</EncodingType>"
+			     "</ListBucketResult>";
+		static const struct want w[] = {
+		    {"a b", 1, 1705312800, ETAG},
+		};
+		struct s3_list_page p;
+
+		if (!parse_ok(tail, strlen(tail), &p)) {
+			check_page(&p, w, 1, false, NULL);
+			s3_list_page_fini(&p);
+		}
+		expect_reject_str(
+		    XML_DECL
+		    "<ListBucketResult " NS ">"
+		    "<EncodingType>base64</EncodingType></ListBucketResult>",
+		    "<EncodingType> is 'base64'");
+		expect_reject_str(
+		    XML_DECL
+		    "<ListBucketResult " NS ">"
+		    "<EncodingType>url</EncodingType>"
+		    "<EncodingType>url</EncodingType></ListBucketResult>",
+		    "duplicate <EncodingType>");
+	}
 	/* XML cannot carry NUL, even as a reference. */
 	expect_entry_reject("a&#0;b", "1", false, "not well-formed");
 	expect_entry_reject("", "1", true, "empty <Key>");
@@ -846,8 +857,8 @@ static void test_huge(void)
 		     "</Contents>",
 		     key, key, key, key) < 0)
 		abort();
-	doc = list_doc(inner);
-	if (!parse_ok(doc, strlen(doc), true, &p)) {
+	doc = list_doc(inner, true);
+	if (!parse_ok(doc, strlen(doc), &p)) {
 		CHECK(p.n_entries == 1);
 		s3_list_page_fini(&p);
 	}
@@ -858,8 +869,8 @@ static void test_huge(void)
 		     "<NextContinuationToken>%s</NextContinuationToken>",
 		     key) < 0)
 		abort();
-	doc = list_doc(inner);
-	expect_reject_str(doc, true, "<NextContinuationToken> text longer");
+	doc = list_doc(inner, true);
+	expect_reject_str(doc, "<NextContinuationToken> text longer");
 	free(doc);
 	free(inner);
 	free(key);
@@ -901,7 +912,7 @@ static void test_entities(void)
 	group_begin("list and error: DOCTYPE and entity declarations refused");
 	for (size_t i = 0; i < sizeof(dtd_bodies) / sizeof(*dtd_bodies);
 	     i++) {
-		expect_reject_str(dtd_bodies[i], false, "DOCTYPE");
+		expect_reject_str(dtd_bodies[i], "DOCTYPE");
 		check_error_doc(dtd_bodies[i], strlen(dtd_bodies[i]), NULL,
 				NULL);
 	}
@@ -965,13 +976,13 @@ static void test_missing_fields(void)
 
 	group_begin("list: <Contents> missing or bad fields");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		char *doc = list_doc(cases[i].inner);
+		char *doc = list_doc(cases[i].inner, true);
 
-		expect_reject_str(doc, true, cases[i].reason);
+		expect_reject_str(doc, cases[i].reason);
 		free(doc);
 	}
 	for (size_t i = 0; i < sizeof(roots) / sizeof(*roots); i++)
-		expect_reject_str(roots[i], true, root_reasons[i]);
+		expect_reject_str(roots[i], root_reasons[i]);
 	group_end();
 }
 
@@ -990,7 +1001,7 @@ static void test_nesting(void)
 	for (size_t i = 0; i < levels; i++)
 		n += (size_t)sprintf(doc + n, "</a>");
 	n += (size_t)sprintf(doc + n, "</ListBucketResult>");
-	expect_reject(doc, n, true, "nested deeper than");
+	expect_reject(doc, n, "nested deeper than");
 	memcpy(doc, "<Error><Code>", 13);
 	check_error_doc(doc, n, NULL, NULL);
 	/* 16 levels, the limit, are fine. */
@@ -1000,7 +1011,7 @@ static void test_nesting(void)
 	for (int i = 0; i < 15; i++)
 		n += (size_t)sprintf(doc + n, "</a>");
 	n += (size_t)sprintf(doc + n, "</ListBucketResult>");
-	if (!parse_ok(doc, n, true, &p)) {
+	if (!parse_ok(doc, n, &p)) {
 		CHECK(p.n_entries == 0);
 		s3_list_page_fini(&p);
 	}
@@ -1024,11 +1035,11 @@ static void test_paths(void)
 		"</IsRestoreInProgress></RestoreStatus></Contents>"
 		"<Wrapper><IsTruncated>true</IsTruncated></Wrapper>";
 	static const struct want w[] = { { "real", 3, 1705312800, ETAG } };
-	char *doc = list_doc(inner);
+	char *doc = list_doc(inner, true);
 	struct s3_list_page p;
 
 	group_begin("list: elements only at their S3 path");
-	if (!parse_ok(doc, strlen(doc), true, &p)) {
+	if (!parse_ok(doc, strlen(doc), &p)) {
 		check_page(&p, w, 1, false, NULL);
 		s3_list_page_fini(&p);
 	}
@@ -1061,7 +1072,7 @@ static void test_lenient(void)
 	for (size_t i = 0; i < sizeof(docs) / sizeof(*docs); i++) {
 		struct s3_list_page p;
 
-		if (!parse_ok(docs[i], strlen(docs[i]), true, &p)) {
+		if (!parse_ok(docs[i], strlen(docs[i]), &p)) {
 			check_page(&p, w, 1, true, "t+%2F=");
 			s3_list_page_fini(&p);
 		}
@@ -1086,7 +1097,7 @@ static void test_many_entries(void)
 					"</Contents>",
 					i, i, i * 3);
 	len += (size_t)snprintf(doc + len, cap - len, "</ListBucketResult>");
-	if (!parse_ok(doc, len, true, &p)) {
+	if (!parse_ok(doc, len, &p)) {
 		size_t i;
 
 		CHECK(p.n_entries == n);
@@ -1117,14 +1128,14 @@ static void test_err_buffer(void)
 
 	group_begin("list: small or missing reason buffer, page_fini");
 	memset(err, 'x', sizeof(err));
-	CHECK(s3_list_parse(bad, strlen(bad), true, &p, err, sizeof(err)) ==
+	CHECK(s3_list_parse(bad, strlen(bad), &p, err, sizeof(err)) ==
 	      -EPROTO);
 	CHECK(memchr(err, '\0', sizeof(err)) != NULL);
 	CHECK(!strncmp(err, "ListObj", 7));
 	err[0] = 'x';
-	CHECK(s3_list_parse(bad, strlen(bad), true, &p, err, 1) == -EPROTO);
+	CHECK(s3_list_parse(bad, strlen(bad), &p, err, 1) == -EPROTO);
 	CHECK(err[0] == '\0');
-	CHECK(s3_list_parse(bad, strlen(bad), true, &p, NULL, 0) == -EPROTO);
+	CHECK(s3_list_parse(bad, strlen(bad), &p, NULL, 0) == -EPROTO);
 	CHECK(page_is_empty(&p));
 	/* fini on a zeroed page, on NULL, and twice */
 	memset(&zero, 0, sizeof(zero));
