@@ -476,6 +476,8 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 			fetch_free(f);
 			return NULL;
 		}
+		if (f->n_parts == 1)
+			s3_xfer_whole_object(p->x);
 	}
 	f->demand = demand;
 	f->refs = 1;

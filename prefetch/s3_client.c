@@ -556,6 +556,7 @@ struct s3_xfer {
 	CURL *h;                 /* from the pool while armed, else NULL */
 	char *etag;              /* If-Match value, owned */
 	bool ranged;             /* a GET of [off, off + body.max) */
+	bool whole;              /* ... which is the whole object */
 	uint64_t off;
 	char curl_err[CURL_ERROR_SIZE];
 	void *user;              /* the caller's, see s3_xfer_user() */
@@ -593,7 +594,8 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 	xfer_disarm(x, true);
 	if (!retry || !x->ranged || x->body.len >= x->body.max)
 		x->body.len = 0;
-	if (x->ranged)
+	x->rq.range[0] = '\0';
+	if (x->ranged && !(x->whole && x->body.len == 0))
 		snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
 			 (unsigned long long)(x->off + x->body.len),
 			 (unsigned long long)(x->off + x->body.max - 1));
@@ -927,6 +929,11 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets)
 CURL *s3_xfer_easy(const struct s3_xfer *x)
 {
 	return x->h;
+}
+
+void s3_xfer_whole_object(struct s3_xfer *x)
+{
+	x->whole = x->off == 0;
 }
 
 void *s3_xfer_user(const struct s3_xfer *x)

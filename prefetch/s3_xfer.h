@@ -50,6 +50,17 @@ ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 /** The easy handle of an armed transfer, or NULL when not armed. */
 CURL *s3_xfer_easy(const struct s3_xfer *x);
 
+/**
+ * Says that the range of @x is its whole object (offset 0, the listed
+ * size): an attempt that has received nothing yet is then a plain GET, no
+ * Range header. Ceph RGW spends about 15% less CPU on it (0.77 against
+ * 0.90 ms per 110 KB GET, If-Match in both), and a server that ignores
+ * If-Match cannot hand back a changed object's bytes as a silent 206: a
+ * larger body overflows the buffer (-EPROTO). Retries that resume keep
+ * asking for the rest by Range.
+ */
+void s3_xfer_whole_object(struct s3_xfer *x);
+
 /** The @user given to s3_xfer_create(). */
 void *s3_xfer_user(const struct s3_xfer *x);
 
