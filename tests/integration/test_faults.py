@@ -158,16 +158,24 @@ def test_fault_matrix_every_byte_right(data, mount, proxy, fault_table, case):
     assert st["reads"]["failed"] == 0
 
 
-def test_slowdown_retries_on_a_fresh_connection(data, mount, proxy):
-    """A retry never reuses the connection of the failed attempt: a
-    throttling front end or a half-dead connection is left behind."""
+def read_via_proxy(data, mount, proxy, n, **faults):
+    """Reads the first @n files of the data set through a proxy injecting
+    @faults, every byte checked; returns the proxy's object GETs in the
+    order they started."""
     bucket, objects = data
-    keys = sorted(objects)[:300]
-    px = proxy(seed=SEED + 1, slowdown=20)
+    keys = sorted(objects)[:n]
+    px = proxy(**faults)
     m = mount(bucket, endpoint=px.endpoint, options=BASE_OPTIONS)
     res = parallel_read(m.path, keys, objects, READERS, READ_TIMEOUT_S)
     assert res.wrong == 0 and res.errors == {}
-    gets = sorted(workload.gets_settled(px, bucket), key=lambda r: r.start_ms)
+    return sorted(workload.gets_settled(px, bucket), key=lambda r: r.start_ms)
+
+
+def test_slowdown_retries_on_a_fresh_connection(data, mount, proxy):
+    """A retry never reuses the connection of the failed attempt: a
+    throttling front end or a half-dead connection is left behind."""
+    gets = read_via_proxy(data, mount, proxy, 300, seed=SEED + 1,
+                          slowdown=20)
     failed = [r for r in gets if r.outcome == "503"]
     assert failed
     reused = []
@@ -262,13 +270,9 @@ def test_small_objects_are_plain_gets_and_resume_by_range(data, mount,
     """An object fetched whole is asked for without a Range header (RGW
     spends ~15% less CPU on a plain GET); when such a transfer is cut, the
     retry asks only for the bytes still missing, up to the object's end."""
-    bucket, objects = data
-    keys = sorted(objects)[:200]
-    px = proxy(seed=SEED + 7, truncate=30)
-    m = mount(bucket, endpoint=px.endpoint, options=BASE_OPTIONS)
-    res = parallel_read(m.path, keys, objects, READERS, READ_TIMEOUT_S)
-    assert res.wrong == 0 and res.errors == {}
-    gets = sorted(workload.gets_settled(px, bucket), key=lambda r: r.start_ms)
+    objects = data[1]
+    gets = read_via_proxy(data, mount, proxy, 200, seed=SEED + 7,
+                          truncate=30)
     first = {}
     for r in gets:
         first.setdefault(r.key, r)
