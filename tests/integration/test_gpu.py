@@ -9,10 +9,11 @@ skipped elsewhere): device bytes equal the files, without a copy; batches in
 flight at once do not corrupt each other; many batches and many open/close
 cycles leak neither device nor pinned memory.
 
-Needs no S3 server: every file is made under tmp_path. Skipped as a whole
-when the build has no GPU helper (-Dgpu=disabled, or no CUDA toolkit with
--Dgpu=auto); a build configured with -Dgpu=enabled but without the library
-fails instead.
+Needs no S3 server, but for one test that reads through a hintfs mount of
+the integration data set; the others make their files under tmp_path.
+Skipped as a whole when the build has no GPU helper (-Dgpu=disabled, or no
+CUDA toolkit with -Dgpu=auto); a build configured with -Dgpu=enabled but
+without the library fails instead.
 """
 
 import errno
@@ -192,6 +193,24 @@ def test_cpu_fallback_returns_the_files(files, use_uring):
         assert bytes(batch.sample(7).numpy()) == contents[7]
         assert batch.sample(0).numel() == 0
         assert len(batch.samples()) == len(paths)
+
+
+def test_cpu_batches_from_a_hintfs_mount(issue_bucket, mount):
+    """What the helper is for: batches of files under a hintfs mount, read
+    with io_uring (64 reads in flight at the FUSE daemon), hold the
+    objects' bytes; empty and multi-MiB objects included."""
+    import dataset
+    name, objects, _ = issue_bucket
+    m = mount(name)
+    rels = sorted(r for r in dataset.expected_tree(objects)[0]
+                  if len(objects[r]) <= 4 * MIB)[:256]
+    assert any(not objects[r] for r in rels) and len(rels) > 100
+    with hgpu.Loader(cpu=True, max_batch_bytes=64 * MIB) as loader:
+        for k in range(0, len(rels), 64):
+            group = rels[k:k + 64]
+            batch = loader.read([str(m / r) for r in group])
+            check_batch(batch, [objects[r] for r in group])
+            batch.release()
 
 
 def test_cpu_alignment(files):
