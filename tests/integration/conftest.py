@@ -44,6 +44,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+import workload
+
 REPO = Path(__file__).resolve().parents[2]
 RGW_SH = REPO / "mount-tools" / "rgw.sh"
 # The pair rgw.sh creates unless told otherwise.
@@ -67,17 +69,7 @@ SANITIZER_RE = re.compile(
 ERROR_LINE_RE = re.compile(r"hintfs: error:.*")
 
 
-def _build_dir():
-    val = os.environ.get("HINTFS_BUILD")
-    if not val:
-        return REPO / "build"
-    p = Path(val)
-    if p.is_absolute() or p.exists():
-        return p.resolve()
-    return (REPO / p).resolve()
-
-
-HINTFS_BIN = _build_dir() / "fs" / "hintfs"
+HINTFS_BIN = workload.build_dir() / "fs" / "hintfs"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+import workload
+
 torch = pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,16 +38,6 @@ sys.path.insert(0, str(REPO / "mount-tools"))
 import hintfs.gpu as hgpu  # noqa: E402
 
 MIB = 1 << 20
-
-
-def _build_dir():
-    val = os.environ.get("HINTFS_BUILD")
-    if not val:
-        return REPO / "build"
-    p = Path(val)
-    if p.is_absolute() or p.exists():
-        return p.resolve()
-    return (REPO / p).resolve()
 
 
 def _build_option(build, name):
@@ -66,7 +58,7 @@ def _asan_missing(build):
     return "libasan" not in Path("/proc/self/maps").read_text()
 
 
-BUILD = _build_dir()
+BUILD = workload.build_dir()
 LIB = BUILD / "gpu" / "libhintfs_gpu.so"
 
 
@@ -382,7 +374,7 @@ def test_runtime_without_torch_cuda_is_no_cuda_device():
     """A CUDA runtime that opens (the simulated one of tests/unit) while
     PyTorch cannot use CUDA: still NoCudaDevice, saying both, and no
     handle is left open behind it."""
-    sim = _build_dir() / "tests" / "unit" / "libsimcudart.so"
+    sim = BUILD / "tests" / "unit" / "libsimcudart.so"
     if not sim.exists():
         pytest.skip(f"{sim} not built")
     code = (

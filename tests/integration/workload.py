@@ -1,7 +1,8 @@
 """What the reliability tests (test_faults, test_crash, test_security) share:
 a data set of many small objects, a pool of reader threads that reads it
 through a mount and counts every wrong byte, and small probes of the
-daemon (its RSS, whether it was built with ASan) and of the proxy's log.
+daemon (its RSS, whether it was built with ASan) and of the proxy's log,
+and where the build under test is.
 
 Nothing here asserts: the tests decide what must hold.
 """
@@ -14,6 +15,21 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_dir():
+    """The build under test: $HINTFS_BUILD (absolute, or relative to the
+    working directory or the repository), else <repo>/build."""
+    val = os.environ.get("HINTFS_BUILD")
+    if not val:
+        return REPO / "build"
+    p = Path(val)
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    return (REPO / p).resolve()
+
 
 # The fault matrix's data set (issue 4): 2,000 small files, 2-20 KB, in
 # 20 folders, as an ImageFolder of thumbnails would be.
