@@ -858,77 +858,70 @@ static int slot_of(struct hintfs_gpu *h, const struct hintfs_gpu_batch *b,
 	return 0;
 }
 
-/* Shared by wait and stream_wait: the copied event of a held batch. */
-static int held_event(struct hintfs_gpu *h, const struct hintfs_gpu_batch *b,
-		      cudaEvent_t *ev)
-{
-	struct gpu_slot *s;
-	int err;
-
-	pthread_mutex_lock(&h->lock);
-	err = slot_of(h, b, &s);
-	if (!err)
-		*ev = s->copied;
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-int hintfs_gpu_wait(struct hintfs_gpu *h, const struct hintfs_gpu_batch *b)
+/*
+ * Shared by wait and stream_wait: runs @op on the `copied` event of the
+ * held batch @b with the handle's device current. On the cpu path there is
+ * nothing to wait for: 0 once @b is known to be held.
+ */
+static int on_copied(struct hintfs_gpu *h, const struct hintfs_gpu_batch *b,
+		     int (*op)(struct hintfs_gpu *h, cudaEvent_t ev, void *arg),
+		     void *arg)
 {
 	struct dev_guard g = {0};
+	struct gpu_slot *s;
 	cudaEvent_t ev = NULL;
-	cudaError_t e;
 	int err;
 
 	clear_err();
 	err = handle_enter(h);
 	if (err)
 		return err;
-	err = held_event(h, b, &ev);
-	if (err || !h->rt)
-		goto out;
-	err = dev_enter(h, &g);
-	if (err)
-		goto out;
-	e = h->rt->cudaEventSynchronize(ev);
-	if (e != cudaSuccess)
-		err = cuda_fail(h, e, "cudaEventSynchronize");
-	dev_leave(h, &g);
-out:
+	pthread_mutex_lock(&h->lock);
+	err = slot_of(h, b, &s);
+	if (!err)
+		ev = s->copied;
+	pthread_mutex_unlock(&h->lock);
+	if (!err && h->rt) {
+		err = dev_enter(h, &g);
+		if (!err) {
+			err = op(h, ev, arg);
+			dev_leave(h, &g);
+		}
+	}
 	handle_leave(h);
 	return err;
+}
+
+static int sync_event(struct hintfs_gpu *h, cudaEvent_t ev, void *arg)
+{
+	cudaError_t e = h->rt->cudaEventSynchronize(ev);
+
+	(void)arg;
+	return e == cudaSuccess ? 0 : cuda_fail(h, e, "cudaEventSynchronize");
+}
+
+static int stream_wait_event(struct hintfs_gpu *h, cudaEvent_t ev, void *stream)
+{
+	cudaError_t e = h->rt->cudaStreamWaitEvent((cudaStream_t)stream, ev, 0);
+
+	if (e == cudaSuccess)
+		return 0;
+	cuda_fail(
+	    h, e,
+	    "cudaStreamWaitEvent (is the stream on the handle's device?)");
+	tl_err = -EINVAL;
+	return -EINVAL;
+}
+
+int hintfs_gpu_wait(struct hintfs_gpu *h, const struct hintfs_gpu_batch *b)
+{
+	return on_copied(h, b, sync_event, NULL);
 }
 
 int hintfs_gpu_stream_wait(struct hintfs_gpu *h,
 			   const struct hintfs_gpu_batch *b, void *stream)
 {
-	struct dev_guard g = {0};
-	cudaEvent_t ev = NULL;
-	cudaError_t e;
-	int err;
-
-	clear_err();
-	err = handle_enter(h);
-	if (err)
-		return err;
-	err = held_event(h, b, &ev);
-	if (err || !h->rt)
-		goto out;
-	err = dev_enter(h, &g);
-	if (err)
-		goto out;
-	e = h->rt->cudaStreamWaitEvent((cudaStream_t)stream, ev, 0);
-	if (e != cudaSuccess) {
-		cuda_fail(h, e,
-			  "cudaStreamWaitEvent (is the stream on the "
-			  "handle's device?)");
-		err = -EINVAL;
-		tl_err = err;
-	}
-	dev_leave(h, &g);
-out:
-	handle_leave(h);
-	return err;
+	return on_copied(h, b, stream_wait_event, stream);
 }
 
 static int release(struct hintfs_gpu *h, const struct hintfs_gpu_batch *b,
