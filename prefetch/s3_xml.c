@@ -286,11 +286,14 @@ struct list_ctx {
 	bool url_encoded;      /* <EncodingType>url: keys are decoded at the
 				  end (the element may follow them) */
 	bool in_contents;      /* at ListBucketResult/Contents or below */
+	bool in_common;        /* at ListBucketResult/CommonPrefixes */
+	bool capture_cp;       /* capturing CommonPrefixes/Prefix */
 	enum list_field field; /* leaf being captured, or LF_NONE */
 	unsigned int seen;     /* LF_BIT()s of the root's and cur's fields */
 	struct s3_list_entry cur;
 	struct s3_list_page page;
 	size_t entries_cap;
+	size_t prefixes_cap;
 };
 
 /* Names the entry being parsed in a reason: by its key once seen, else by
@@ -341,6 +344,17 @@ static void XMLCALL list_start(void *ud, const XML_Char *qname,
 	if (c->b.depth == 2 && !strcmp(name, "Contents")) {
 		c->in_contents = true;
 		c->seen &= ~LF_ENTRY_BITS;
+		return;
+	}
+	if (c->b.depth == 2 && !strcmp(name, "CommonPrefixes")) {
+		c->in_common = true;
+		return;
+	}
+	if (c->in_common) {
+		if (c->b.depth == 3 && !strcmp(name, "Prefix")) {
+			c->capture_cp = true;
+			xml_capture_begin(&c->b, "Prefix");
+		}
 		return;
 	}
 	/* NOTE(s3): v1 and v2 share the root name; only v1 has markers. We
@@ -403,26 +417,64 @@ static void list_take_key(struct list_ctx *c)
 		xml_fail(b, -ENOMEM, "out of memory");
 }
 
-/* Form-decodes every key of a page that says <EncodingType>url. */
+/* Stores the captured text of one <CommonPrefixes><Prefix>, as sent. */
+static void list_common_prefix(struct list_ctx *c)
+{
+	struct s3_list_page *p = &c->page;
+	struct xml_base *b = &c->b;
+
+	if (p->n_prefixes == c->prefixes_cap) {
+		size_t cap = c->prefixes_cap ? 2 * c->prefixes_cap : 64;
+		struct s3_list_prefix *e;
+
+		e = reallocarray(p->prefixes, cap, sizeof(*e));
+		if (!e) {
+			xml_fail(b, -ENOMEM, "out of memory");
+			return;
+		}
+		p->prefixes = e;
+		c->prefixes_cap = cap;
+	}
+	p->prefixes[p->n_prefixes].prefix = strndup(b->text, b->text_len);
+	p->prefixes[p->n_prefixes].len = b->text_len;
+	if (!p->prefixes[p->n_prefixes].prefix)
+		xml_fail(b, -ENOMEM, "out of memory");
+	else
+		p->n_prefixes++;
+}
+
+/* Form-decodes @s (@len bytes) in place of itself; false (with the reason
+ * set) on a bad escape. */
+static bool decode_in_place(struct list_ctx *c, char **s, size_t *len,
+			    const char *what)
+{
+	size_t n;
+	char *d;
+
+	errno = EINVAL;
+	d = s3_form_decode(*s, *len, &n);
+	if (!d) {
+		xml_fail(&c->b, errno == ENOMEM ? -ENOMEM : -EPROTO,
+			 "<%s> '%s' has a bad %%-escape", what,
+			 quote(*s, *len).s);
+		return false;
+	}
+	free(*s);
+	*s = d;
+	*len = n;
+	return true;
+}
+
+/* Form-decodes every key and common prefix of a page that says
+ * <EncodingType>url. */
 static void list_decode_keys(struct list_ctx *c)
 {
-	for (size_t i = 0; i < c->page.n_entries && !c->b.failed; i++) {
-		struct s3_list_entry *e = &c->page.entries[i];
-		size_t len;
-		char *key;
-
-		errno = EINVAL;
-		key = s3_form_decode(e->key, e->key_len, &len);
-		if (!key) {
-			xml_fail(&c->b, errno == ENOMEM ? -ENOMEM : -EPROTO,
-				 "<Key> '%s' has a bad %%-escape",
-				 quote(e->key, e->key_len).s);
-			break;
-		}
-		free(e->key);
-		e->key = key;
-		e->key_len = len;
-	}
+	for (size_t i = 0; i < c->page.n_prefixes && !c->b.failed; i++)
+		decode_in_place(c, &c->page.prefixes[i].prefix,
+				&c->page.prefixes[i].len, "Prefix");
+	for (size_t i = 0; i < c->page.n_entries && !c->b.failed; i++)
+		decode_in_place(c, &c->page.entries[i].key,
+				&c->page.entries[i].key_len, "Key");
 }
 
 /* Stores the captured text of one leaf of <Contents>. */
@@ -533,7 +585,13 @@ static void XMLCALL list_end(void *ud, const XML_Char *qname)
 	(void)qname;
 	if (c->b.failed)
 		return;
-	if (c->field != LF_NONE) {
+	if (c->capture_cp) {
+		c->b.leaf = NULL;
+		c->capture_cp = false;
+		list_common_prefix(c);
+	} else if (c->in_common && c->b.depth == 2) {
+		c->in_common = false;
+	} else if (c->field != LF_NONE) {
 		/* Captured leaves have no children, so this ends the leaf. */
 		c->b.leaf = NULL;
 		if (c->in_contents)
@@ -561,6 +619,9 @@ void s3_list_page_fini(struct s3_list_page *page)
 	for (size_t i = 0; i < page->n_entries; i++)
 		list_entry_free(&page->entries[i]);
 	free(page->entries);
+	for (size_t i = 0; i < page->n_prefixes; i++)
+		free(page->prefixes[i].prefix);
+	free(page->prefixes);
 	free(page->next_token);
 	memset(page, 0, sizeof(*page));
 }

@@ -27,10 +27,18 @@ struct s3_list_entry {
 	char *etag;     /**< malloc'd, exactly as sent, quotes included */
 };
 
+/** One <CommonPrefixes><Prefix> of a page listed with a delimiter. */
+struct s3_list_prefix {
+	char *prefix; /**< malloc'd, decoded like keys, NUL-terminated */
+	size_t len;   /**< bytes in prefix, without the NUL */
+};
+
 /** One ListObjectsV2 page. */
 struct s3_list_page {
 	struct s3_list_entry *entries; /**< malloc'd array of n_entries */
 	size_t n_entries;
+	struct s3_list_prefix *prefixes; /**< malloc'd array of n_prefixes */
+	size_t n_prefixes;
 	bool truncated;     /**< <IsTruncated>true */
 	char *next_token;   /**< malloc'd <NextContinuationToken>, raw (never
 				 decoded: it is opaque), or NULL */

@@ -329,6 +329,52 @@ static void test_list_sample(const char *rel, const struct want *w, size_t n,
 	group_end();
 }
 
+/* <CommonPrefixes> of a delimiter listing: decoded like keys when the page
+ * is url-encoded (RGW: %20, %2B, '/' kept; AWS: '+' for space), taken as
+ * sent otherwise; the root's own <Prefix> is not one of them. */
+static void test_common_prefixes(void)
+{
+	const char *url =
+	    XML_DECL "<ListBucketResult " NS "><Prefix>top/</Prefix>"
+		     "<EncodingType>url</EncodingType>"
+		     "<CommonPrefixes><Prefix>top/a%20b%2Bc%25d/</Prefix>"
+		     "</CommonPrefixes><CommonPrefixes><Prefix>top/run+books/"
+		     "</Prefix></CommonPrefixes><Contents><Key>top%2Fz.txt</Key>"
+		     "<LastModified>" MTIME "</LastModified><ETag>" ETAG_X
+		     "</ETag><Size>1</Size></Contents></ListBucketResult>";
+	const char *raw =
+	    XML_DECL "<ListBucketResult " NS "><Prefix>p</Prefix>"
+		     "<CommonPrefixes><Prefix>100%/</Prefix></CommonPrefixes>"
+		     "</ListBucketResult>";
+	struct s3_list_page p;
+
+	group_begin("list: <CommonPrefixes>");
+	if (!parse_ok(url, strlen(url), &p)) {
+		CHECK(p.n_prefixes == 2 && p.n_entries == 1);
+		if (p.n_prefixes == 2) {
+			CHECK(!strcmp(p.prefixes[0].prefix, "top/a b+c%d/"));
+			CHECK(p.prefixes[0].len == 12);
+			CHECK(!strcmp(p.prefixes[1].prefix, "top/run books/"));
+		}
+		s3_list_page_fini(&p);
+		CHECK(p.prefixes == NULL && p.n_prefixes == 0);
+	}
+	if (!parse_ok(raw, strlen(raw), &p)) {
+		CHECK(p.n_prefixes == 1 &&
+		      !strcmp(p.prefixes[0].prefix, "100%/"));
+		s3_list_page_fini(&p);
+	}
+	expect_reject_str(XML_DECL "<ListBucketResult " NS "><EncodingType>url"
+				   "</EncodingType><CommonPrefixes><Prefix>%G0/"
+				   "</Prefix></CommonPrefixes></ListBucketResult>",
+			  "<Prefix> '%G0/' has a bad %-escape");
+	expect_reject_str(XML_DECL "<ListBucketResult " NS "><CommonPrefixes>"
+				   "<Prefix><x/></Prefix></CommonPrefixes>"
+				   "</ListBucketResult>",
+			  "unexpected element");
+	group_end();
+}
+
 static void test_constructed_lists(void)
 {
 	static const struct want empty[1];
@@ -1350,6 +1396,7 @@ int main(void)
 		group_skip("s3xml samples", why);
 	}
 	test_not_a_list();
+	test_common_prefixes();
 	test_truncated();
 	test_size_values();
 	test_key_escapes();
