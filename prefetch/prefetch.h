@@ -37,6 +37,10 @@ struct s3_config {
 				        0 = default (60 s) */
 	int stall_timeout_s;       /**< abandon an attempt that moves no byte
 				        for this long; 0 = default (5 s) */
+	int list_workers;	   /**< ListObjectsV2 requests in flight for
+					a listing of more than one page;
+					0 = default (16), 1 = one page after
+					another */
 };
 
 /** What the server or the connection said when a request failed. */
@@ -79,9 +83,12 @@ void s3_client_destroy(struct s3_client *c);
 
 /**
  * Lists every object under @prefix (may be "") with paginated
- * ListObjectsV2 (encoding-type=url), calling @cb for each. Returns 0, the
- * first non-zero result of @cb, or a -errno for the request that failed
- * after its retries, with details in @st (may be NULL).
+ * ListObjectsV2 (encoding-type=url), calling @cb for each, exactly once.
+ * A listing longer than one page runs up to cfg.list_workers requests at
+ * once over disjoint key ranges (found with a few delimiter pages); @cb is
+ * then called from those threads, one call at a time, in no set order.
+ * Returns 0, the first non-zero result of @cb, or a -errno for the request
+ * that failed after its retries, with details in @st (may be NULL).
  */
 int s3_list(struct s3_client *c, const char *prefix, s3_list_cb cb, void *arg,
 	    struct s3_status *st);

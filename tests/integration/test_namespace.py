@@ -204,3 +204,76 @@ def test_prefix_mount_shows_only_prefix(s3, bucket, mount, prefix):
     for rel in exp_files:
         with open(m / rel, "rb") as f:
             assert f.read() == PREFIX_KEYS[norm + rel], rel
+
+
+# ------------------------------------------------------- long listings
+
+
+def _long_listing_objects():
+    """3,500 keys in 30 folders of uneven size, some nested, with folder
+    markers, odd bytes and keys that sort right at the folder edges (a
+    range boundary is a folder prefix), and 200 empty folders."""
+    objects = {}
+    for d in range(30):
+        folder = f"f{d:02d} x+y%/" if d % 7 == 3 else f"f{d:02d}/"
+        n = 20 + (d * 37) % 160
+        if d % 5 == 0:
+            objects[folder] = b""                       # folder marker
+        for i in range(n):
+            sub = "deep/er/" if i % 11 == 0 else ""
+            objects[f"{folder}{sub}k{i:04d} é.bin"] = bytes([d, i % 256])
+        objects[folder[:-1] + ".txt"] = b"edge"         # sorts before "/"
+        objects[folder[:-1] + "0"] = b"edge"            # sorts after "/"
+    for i in range(150):
+        objects[f"top{i:03d}"] = b"t"
+    # Empty folders, only their markers: each is a common prefix, so many
+    # split points are keys themselves, and must be listed once.
+    for i in range(200):
+        objects[f"m{i:03d}/"] = b""
+    return objects
+
+
+def test_a_long_listing_goes_in_parallel_ranges_each_key_once(
+        s3, make_bucket, mount, rgw, tmp_path):
+    """Past its first page a listing is cut into key ranges listed side by
+    side (start-after, split points from delimiter pages): the mount shows
+    the same tree as a page-by-page listing, every key exactly once (a key
+    listed twice would count as hidden), in fewer rounds of requests."""
+    from proxy import Proxy
+    from workload import listings
+    objects = _long_listing_objects()
+    name = make_bucket("plist")
+    dataset.upload(s3, name, objects)
+    exp_files, exp_dirs, _ = dataset.expected_tree(objects)
+    seen = {}
+    for workers in (16, 1):
+        with Proxy() as px:
+            px.start(rgw)
+            m = mount(name, endpoint=px.endpoint,
+                      options=(f"list_workers={workers}", "relist",
+                               f"cache_dir={tmp_path / str(workers)}"))
+            files, dirs = dataset.walk(m.path)
+            assert_same_set(dirs, exp_dirs, f"directories ({workers})")
+            assert_same_set(files, exp_files, f"files ({workers})")
+            listing = hintfs_stats(m.path)["listing"]
+            assert listing["files"] == len(exp_files)
+            assert listing["hidden_files"] == 0
+            seen[workers] = [r.query for r in listings(px, name)]
+            m.unmount()
+    par, seq = seen[16], seen[1]
+    # Page by page: pages of 1,000, no ranges, no delimiter.
+    assert len(seq) >= math.ceil(len(objects) / 1000)
+    assert not any("start-after" in q or "delimiter" in q for q in seq), seq
+    # In parallel: the same first page, then delimiter pages for the split
+    # points, then ranges that each start after a split point.
+    assert "start-after" not in par[0] and "delimiter" not in par[0]
+    ranges = [q for q in par if "start-after" in q]
+    assert sum("delimiter" in q for q in par) >= 1
+    assert len(ranges) >= 8, par
+    assert len({q["start-after"] for q in ranges}) == len(ranges)
+
+
+def hintfs_stats(path):
+    import json
+    with open(os.path.join(path, ".hintfs", "stats")) as f:
+        return json.load(f)
