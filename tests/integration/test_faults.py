@@ -9,6 +9,8 @@ object's bytes or an error, never partial, mixed or corrupt data.
   others succeed). Each case adds a row to the fault table (printed at the
   end of the module and written to $HINTFS_FAULT_REPORT, else to
   fault-table.md under the pytest tmp dir).
+- The parallel listing of the data set, with 503s and resets on its
+  requests, shows every key once.
 - A broken large transfer resumes from the last good byte; an object
   fetched whole goes out as a plain GET, and resumes by Range when cut.
 - An object overwritten between two reads of one open handle: the handle
@@ -33,6 +35,7 @@ from pathlib import Path
 import pytest
 
 import workload
+import dataset
 from dataset import upload
 from proxy import Proxy
 from workload import object_gets, parallel_read
@@ -237,6 +240,25 @@ def test_one_key_always_failing_fails_alone_with_eio(data, mount, proxy,
     tries = len(object_gets(px, bucket, bad))
     assert tries - before == retries
     assert st["errors"]["server"] >= retries
+
+
+def test_parallel_listing_under_faults_lists_every_key_once(data, mount,
+                                                            proxy):
+    """The listing of the 2,000-key data set runs in parallel ranges; with
+    503s and resets on a fifth of its requests, each is retried and the
+    mount still shows every key exactly once."""
+    bucket, objects = data
+    px = proxy(seed=SEED + 9, slowdown=12, reset=8, faults_on_list=True)
+    m = mount(bucket, endpoint=px.endpoint, options=BASE_OPTIONS)
+    listing = hintfs.stats(m.path)["listing"]
+    assert listing["files"] == len(objects)
+    assert listing["hidden_files"] == 0
+    files, _ = dataset.walk(m.path)
+    assert files == set(objects)
+    lists = workload.listings(px, bucket)
+    assert any("start-after" in r.query for r in lists)
+    assert any(r.outcome in FAULT_OUTCOMES for r in lists), \
+        "no listing request failed: the test proved nothing"
 
 
 # --------------------------------------------------------- large transfers
