@@ -43,9 +43,10 @@
 /* A transfer that moves nothing for 5 s is stalled: abandon it and retry
  * on a fresh connection (a 10 s stall costs 5 s, not a whole read). */
 #define S3_STALL_DEFAULT_S 5
-/* A listing past its first page: 16 requests in flight by default, each
- * worker with about 4 ranges to take, so one slow range does not hold
- * the end; at most 16 delimiter pages spent finding the split points. */
+/* A listing past its first page: 16 requests in flight by default, one
+ * range each (10,000 keys at 20 ms: 64 ranges took 434 ms, slower than
+ * page by page, 287 ms; 16 ranges 174-199 ms); at most 16 delimiter pages
+ * spent finding the split points. */
 #define S3_LIST_WORKERS_DEFAULT	  16
 #define S3_LIST_RANGES_PER_WORKER 1
 #define S3_LIST_DISCOVERY	  16
@@ -1012,9 +1013,12 @@ static int bounds_add(struct plist *pl, size_t *cap, const char *s, size_t len)
 		pl->bound_lens = l;
 		*cap = n;
 	}
-	pl->bounds[pl->n_bounds] = strndup(s, len);
+	/* Keys are bytes: a decoded %00 is kept, so no strndup. */
+	pl->bounds[pl->n_bounds] = malloc(len + 1);
 	if (!pl->bounds[pl->n_bounds])
 		return -ENOMEM;
+	memcpy(pl->bounds[pl->n_bounds], s, len);
+	pl->bounds[pl->n_bounds][len] = '\0';
 	pl->bound_lens[pl->n_bounds++] = len;
 	return 0;
 }
