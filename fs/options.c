@@ -33,36 +33,37 @@ enum {
 #define OPT(t, field, val) { t, offsetof(struct hintfs_opts, field), val }
 
 static const struct fuse_opt opt_spec[] = {
-    OPT("endpoint=%s", endpoint, 0),
-    OPT("region=%s", region, 0),
-    OPT("ca_file=%s", ca_file, 0),
-    OPT("max_threads=%s", max_threads_str, 0),
-    OPT("cache_dir=%s", cache_dir, 0),
-    OPT("cache_size=%s", cache_size_str, 0),
-    OPT("hint=%s", hint_file, 0),
-    OPT("max_inflight=%s", max_inflight_str, 0),
-    OPT("window=%s", window_str, 0),
-    OPT("profile=%s", profile, 0),
-    OPT("--profile %s", profile, 0),
-    OPT("--profile=%s", profile, 0),
-    OPT("credentials_file=%s", credentials_file, 0),
-    OPT("config_file=%s", config_file, 0),
-    OPT("relist", relist, 1),
-    OPT("retries=%s", retries_str, 0),
-    OPT("retry_time=%s", retry_time_str, 0),
-    OPT("stall_timeout=%s", stall_timeout_str, 0),
-    OPT("list_workers=%s", list_workers_str, 0),
-    OPT("path_style", path_style, 1),
-    OPT("no_sign", no_sign, 1),
-    OPT("insecure", insecure, 1),
-    FUSE_OPT_KEY("-f", KEY_FOREGROUND),
-    FUSE_OPT_KEY("-d", KEY_DEBUG),
-    FUSE_OPT_KEY("debug", KEY_DEBUG),
-    FUSE_OPT_KEY("-h", KEY_HELP),
-    FUSE_OPT_KEY("--help", KEY_HELP),
-    FUSE_OPT_KEY("-V", KEY_VERSION),
-    FUSE_OPT_KEY("--version", KEY_VERSION),
-    FUSE_OPT_END};
+	OPT("endpoint=%s", endpoint, 0),
+	OPT("region=%s", region, 0),
+	OPT("ca_file=%s", ca_file, 0),
+	OPT("max_threads=%s", max_threads_str, 0),
+	OPT("cache_dir=%s", cache_dir, 0),
+	OPT("cache_size=%s", cache_size_str, 0),
+	OPT("hint=%s", hint_file, 0),
+	OPT("max_inflight=%s", max_inflight_str, 0),
+	OPT("window=%s", window_str, 0),
+	OPT("profile=%s", profile, 0),
+	OPT("--profile %s", profile, 0),
+	OPT("--profile=%s", profile, 0),
+	OPT("credentials_file=%s", credentials_file, 0),
+	OPT("config_file=%s", config_file, 0),
+	OPT("relist", relist, 1),
+	OPT("retries=%s", retries_str, 0),
+	OPT("retry_time=%s", retry_time_str, 0),
+	OPT("stall_timeout=%s", stall_timeout_str, 0),
+	OPT("list_workers=%s", list_workers_str, 0),
+	OPT("path_style", path_style, 1),
+	OPT("no_sign", no_sign, 1),
+	OPT("insecure", insecure, 1),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
 
 /*
  * Options mount(8) and fstab pass to every filesystem. hintfs is always
@@ -425,14 +426,14 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		size_t str_off, val_off;
 		unsigned long long lo, hi;
 	} ints[] = {
-	    {"retries", offsetof(struct hintfs_opts, retries_str),
-	     offsetof(struct hintfs_opts, retries), 1, 1000},
-	    {"retry_time", offsetof(struct hintfs_opts, retry_time_str),
-	     offsetof(struct hintfs_opts, retry_time_s), 1, 86400},
-	    {"stall_timeout", offsetof(struct hintfs_opts, stall_timeout_str),
-	     offsetof(struct hintfs_opts, stall_timeout_s), 1, 3600},
-	    {"list_workers", offsetof(struct hintfs_opts, list_workers_str),
-	     offsetof(struct hintfs_opts, list_workers), 1, 256},
+		{ "retries", offsetof(struct hintfs_opts, retries_str),
+		  offsetof(struct hintfs_opts, retries), 1, 1000 },
+		{ "retry_time", offsetof(struct hintfs_opts, retry_time_str),
+		  offsetof(struct hintfs_opts, retry_time_s), 1, 86400 },
+		{ "stall_timeout", offsetof(struct hintfs_opts, stall_timeout_str),
+		  offsetof(struct hintfs_opts, stall_timeout_s), 1, 3600 },
+		{ "list_workers", offsetof(struct hintfs_opts, list_workers_str),
+		  offsetof(struct hintfs_opts, list_workers), 1, 256 },
 	};
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		const char *str = *(char **)((char *)o + ints[i].str_off);
@@ -510,83 +511,60 @@ void opts_fini(struct hintfs_opts *o)
 
 void opts_usage(const char *prog)
 {
-	printf(
-	    "usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o "
-	    "OPTION[,OPTION...]]\n"
-	    "\n"
-	    "Mounts an S3 bucket (or a prefix of it) read-only.\n"
-	    "\n"
-	    "options:\n"
-	    "  -f                     stay in the foreground\n"
-	    "  -d, -o debug           debug log and FUSE request trace "
-	    "(implies -f)\n"
-	    "  -o endpoint=URL        S3 endpoint (default: "
-	    "$AWS_ENDPOINT_URL_S3,\n"
-	    "                         $AWS_ENDPOINT_URL, the profile's "
-	    "endpoint_url,\n"
-	    "                         or AWS's for the region)\n"
-	    "  -o region=REGION       signing region (default: $AWS_REGION,\n"
-	    "                         $AWS_DEFAULT_REGION, the profile's "
-	    "region,\n"
-	    "                         or us-east-1)\n"
-	    "  -o path_style          address the bucket as ENDPOINT/BUCKET "
-	    "(implied\n"
-	    "                         when the endpoint is an IP address or "
-	    "localhost)\n"
-	    "  -o no_sign             anonymous requests, for public buckets\n"
-	    "  -o insecure            do not verify the server's TLS "
-	    "certificate\n"
-	    "  -o ca_file=FILE        trust the CAs in FILE as well\n"
-	    "  -o max_threads=N       FUSE worker threads (default 64)\n"
-	    "  -o cache_dir=DIR       the local cache (default:\n"
-	    "                         $XDG_CACHE_HOME/hintfs/BUCKET-HASH or\n"
-	    "                         ~/.cache/hintfs/BUCKET-HASH)\n"
-	    "  -o cache_size=SIZE     bytes (K, M, G, T) or N%% of the free "
-	    "space\n"
-	    "                         (default 10%%)\n"
-	    "  -o hint=FILE           the read order, re-read when FILE is "
-	    "replaced\n"
-	    "  -o max_inflight=N      GETs in flight at once (default 64)\n"
-	    "  -o window=N            hinted objects fetched ahead (default "
-	    "4096)\n"
-	    "  -o relist              list the bucket again instead of using "
-	    "the\n"
-	    "                         listing saved in the cache\n"
-	    "  -o retries=N           attempts per request before EIO (default "
-	    "10)\n"
-	    "  -o retry_time=S        seconds per request before EIO (default "
-	    "60)\n"
-	    "  -o stall_timeout=S     retry a transfer that moves nothing for "
-	    "S\n"
-	    "                         seconds (default 5)\n"
-	    "  -o list_workers=N      list requests at once for a listing "
-	    "longer\n"
-	    "                         than a page (default 16; 1: page by "
-	    "page)\n"
-	    "  -o profile=NAME        AWS profile (also --profile NAME; "
-	    "default:\n"
-	    "                         $AWS_PROFILE, or default)\n"
-	    "  -o credentials_file=F  instead of $AWS_SHARED_CREDENTIALS_FILE "
-	    "or\n"
-	    "                         ~/.aws/credentials\n"
-	    "  -o config_file=F       instead of $AWS_CONFIG_FILE or "
-	    "~/.aws/config\n"
-	    "  -o allow_other, ...    options of libfuse, passed on\n"
-	    "  -h, --help             this text\n"
-	    "  -V, --version          the version\n"
-	    "\n"
-	    "Credentials, region and endpoint are found as the AWS CLI finds\n"
-	    "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
-	    "AWS_SESSION_TOKEN,\n"
-	    "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the "
-	    "profile\n"
-	    "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
-	    "An -o option beats both; a profile named with -o profile= beats\n"
-	    "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
-	    "\n"
-	    "Without -f the daemon detaches once the file system is mounted;\n"
-	    "a failed mount exits non-zero with one line on stderr. Works as\n"
-	    "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
-	    "/etc/fstab; see hintfs(1).\n",
-	    prog);
+	printf("usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
+	       "\n"
+	       "Mounts an S3 bucket (or a prefix of it) read-only.\n"
+	       "\n"
+	       "options:\n"
+	       "  -f                     stay in the foreground\n"
+	       "  -d, -o debug           debug log and FUSE request trace (implies -f)\n"
+	       "  -o endpoint=URL        S3 endpoint (default: $AWS_ENDPOINT_URL_S3,\n"
+	       "                         $AWS_ENDPOINT_URL, the profile's endpoint_url,\n"
+	       "                         or AWS's for the region)\n"
+	       "  -o region=REGION       signing region (default: $AWS_REGION,\n"
+	       "                         $AWS_DEFAULT_REGION, the profile's region,\n"
+	       "                         or us-east-1)\n"
+	       "  -o path_style          address the bucket as ENDPOINT/BUCKET (implied\n"
+	       "                         when the endpoint is an IP address or localhost)\n"
+	       "  -o no_sign             anonymous requests, for public buckets\n"
+	       "  -o insecure            do not verify the server's TLS certificate\n"
+	       "  -o ca_file=FILE        trust the CAs in FILE as well\n"
+	       "  -o max_threads=N       FUSE worker threads (default 64)\n"
+	       "  -o cache_dir=DIR       the local cache (default:\n"
+	       "                         $XDG_CACHE_HOME/hintfs/BUCKET-HASH or\n"
+	       "                         ~/.cache/hintfs/BUCKET-HASH)\n"
+	       "  -o cache_size=SIZE     bytes (K, M, G, T) or N%% of the free space\n"
+	       "                         (default 10%%)\n"
+	       "  -o hint=FILE           the read order, re-read when FILE is replaced\n"
+	       "  -o max_inflight=N      GETs in flight at once (default 64)\n"
+	       "  -o window=N            hinted objects fetched ahead (default 4096)\n"
+	       "  -o relist              list the bucket again instead of using the\n"
+	       "                         listing saved in the cache\n"
+	       "  -o retries=N           attempts per request before EIO (default 10)\n"
+	       "  -o retry_time=S        seconds per request before EIO (default 60)\n"
+	       "  -o stall_timeout=S     retry a transfer that moves nothing for S\n"
+	       "                         seconds (default 5)\n"
+	       "  -o list_workers=N      list requests at once for a listing longer\n"
+	       "                         than a page (default 16; 1: page by page)\n"
+	       "  -o profile=NAME        AWS profile (also --profile NAME; default:\n"
+	       "                         $AWS_PROFILE, or default)\n"
+	       "  -o credentials_file=F  instead of $AWS_SHARED_CREDENTIALS_FILE or\n"
+	       "                         ~/.aws/credentials\n"
+	       "  -o config_file=F       instead of $AWS_CONFIG_FILE or ~/.aws/config\n"
+	       "  -o allow_other, ...    options of libfuse, passed on\n"
+	       "  -h, --help             this text\n"
+	       "  -V, --version          the version\n"
+	       "\n"
+	       "Credentials, region and endpoint are found as the AWS CLI finds\n"
+	       "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,\n"
+	       "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the profile\n"
+	       "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
+	       "An -o option beats both; a profile named with -o profile= beats\n"
+	       "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
+	       "\n"
+	       "Without -f the daemon detaches once the file system is mounted;\n"
+	       "a failed mount exits non-zero with one line on stderr. Works as\n"
+	       "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
+	       "/etc/fstab; see hintfs(1).\n",
+	       prog);
 }

@@ -40,7 +40,7 @@ struct hintfs_opts {
 	char *retries_str;       /**< -o retries=N attempts per request */
 	char *retry_time_str;    /**< -o retry_time=S seconds per request */
 	char *stall_timeout_str; /**< -o stall_timeout=S */
-	char *list_workers_str;	 /**< -o list_workers=N */
+	char *list_workers_str;  /**< -o list_workers=N */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
 	int path_style;   /**< -o path_style, or implied by an IP endpoint */
@@ -64,7 +64,7 @@ struct hintfs_opts {
 	int retries;               /**< attempts per request; 0: default */
 	int retry_time_s;          /**< 0: default */
 	int stall_timeout_s;       /**< 0: default */
-	int list_workers;	   /**< 0: the S3 client's default */
+	int list_workers;          /**< 0: the S3 client's default */
 	uint64_t cache_size;       /**< bytes; 0: 10% of the free space,
 				        decided once the directory exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */

@@ -37,10 +37,10 @@ struct s3_config {
 				        0 = default (60 s) */
 	int stall_timeout_s;       /**< abandon an attempt that moves no byte
 				        for this long; 0 = default (5 s) */
-	int list_workers;	   /**< ListObjectsV2 requests in flight for
-					a listing of more than one page;
-					0 = default (16), 1 = one page after
-					another */
+	int list_workers;          /**< ListObjectsV2 requests in flight for
+				        a listing of more than one page;
+				        0 = default (16), 1 = one page after
+				        another */
 };
 
 /** What the server or the connection said when a request failed. */

@@ -121,18 +121,18 @@ static void test_bad(void)
 	static const struct {
 		const char *a1, *a2, *a3, *a4, *msg;
 	} cases[] = {
-	    {"notans3url", "/mnt", NULL, NULL, "not an S3 URL"},
-	    {"s3://", "/mnt", NULL, NULL, "bad bucket name"},
-	    {"s3://b@d", "/mnt", NULL, NULL, "bad bucket name"},
-	    {"s3://bkt", NULL, NULL, NULL, "missing the mount point"},
-	    {"s3://bkt", "/mnt", "-o", "region=", "region= needs a value"},
-	    {"s3://bkt", "/mnt", "-o", "endpoint=notaurl", "not an http"},
-	    {"s3://bkt", "/mnt", "-o", "max_threads=0", "max_threads=0"},
-	    {"s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x"},
-	    {"s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs"},
-	    {"s3://bkt", "/mnt", "-o", "list_workers=0",
-	     "-o list_workers=0: expected a number from 1 to 256"},
-	    {"s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257"},
+		{ "notans3url", "/mnt", NULL, NULL, "not an S3 URL" },
+		{ "s3://", "/mnt", NULL, NULL, "bad bucket name" },
+		{ "s3://b@d", "/mnt", NULL, NULL, "bad bucket name" },
+		{ "s3://bkt", NULL, NULL, NULL, "missing the mount point" },
+		{ "s3://bkt", "/mnt", "-o", "region=", "region= needs a value" },
+		{ "s3://bkt", "/mnt", "-o", "endpoint=notaurl", "not an http" },
+		{ "s3://bkt", "/mnt", "-o", "max_threads=0", "max_threads=0" },
+		{ "s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x" },
+		{ "s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs" },
+		{ "s3://bkt", "/mnt", "-o", "list_workers=0",
+		  "-o list_workers=0: expected a number from 1 to 256" },
+		{ "s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
