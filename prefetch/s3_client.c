@@ -952,6 +952,11 @@ static void plist_range(struct plist *pl, struct s3_xfer *x, size_t i)
 		for (size_t k = 0; k < page.n_entries && !done; k++) {
 			const struct s3_list_entry *e = &page.entries[k];
 
+			/* A server that ignores start-after would send the
+			 * keys before the range again: never twice. */
+			if (key_cmp(e->key, e->key_len, r.start, r.start_len) <=
+			    0)
+				continue;
 			if (hi && key_cmp(e->key, e->key_len, hi, hi_len) > 0)
 				done = true;
 			else if (!plist_deliver(pl, e))
