@@ -165,6 +165,16 @@ def rgw():
                            check=False)
 
 
+@pytest.fixture
+def proxy(rgw):
+    """The project's proxy in front of the RGW, no delay and no fault; test
+    modules that need other settings define their own `proxy`."""
+    from proxy import Proxy
+    with Proxy() as px:
+        px.start(rgw)
+        yield px
+
+
 @pytest.fixture(scope="session")
 def s3(rgw):
     return rgw.client()

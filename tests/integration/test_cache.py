@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dataset import upload
-from workload import drop_page_cache, gets_settled, listings, object_gets
-from proxy import Proxy
+from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
+                      listings, object_gets)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
 import hintfs  # noqa: E402
@@ -31,13 +31,6 @@ from hintfs.torch import write_hint  # noqa: E402
 def objects_of(n, size, tag="o"):
     return {f"{tag}{i:03d}.bin": bytes([(i * 7 + j) % 251 for j in range(256)])
             * (size // 256) + bytes(size % 256) for i in range(n)}
-
-
-@pytest.fixture
-def proxy(rgw):
-    with Proxy() as px:
-        px.start(rgw)
-        yield px
 
 
 def read_all(m, objects):
@@ -118,14 +111,9 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
     read_all(m, objects)
     m.unmount()
     assert m.wait_exit() == 0
-    segs = sorted(cache.glob("seg-*"))
-    assert segs, f"no blob segment in {sorted(os.listdir(cache))}"
     # Flip one byte inside the first object's blob.
-    with open(segs[0], "r+b") as f:
-        f.seek(1000)
-        b = f.read(1)
-        f.seek(1000)
-        f.write(bytes([b[0] ^ 0xFF]))
+    assert corrupt_first_blob(cache), \
+        f"no blob segment in {sorted(os.listdir(cache))}"
     before = len(gets_settled(proxy, bucket))
     m2 = mount(bucket, endpoint=proxy.endpoint, options=opts,
                allowed_errors=[r"checksum"])

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from dataset import sha256, upload
-from proxy import Proxy
 from workload import gets_settled, object_gets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
@@ -46,13 +45,6 @@ def wait_gets(px, bucket, n, timeout=WAIT_S):
 
 def stats(m):
     return hintfs.stats(m.path)
-
-
-@pytest.fixture
-def proxy(rgw):
-    with Proxy() as px:
-        px.start(rgw)
-        yield px
 
 
 def test_gets_follow_the_hint_order(s3, bucket, mount, proxy):

@@ -24,8 +24,8 @@ import pytest
 
 import conftest
 from dataset import upload
-from proxy import Proxy
-from workload import drop_page_cache, gets_settled, listings, object_gets
+from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
+                      listings, object_gets)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "mount-tools"))
@@ -69,13 +69,6 @@ def objects_of(n, size=20000, tag="f", dirs=("a", "b")):
     return {f"{dirs[i % len(dirs)]}/{tag}{i:03d}.bin":
             (f"{tag}{i:03d}-".encode() * (size // 5 + 1))[:size]
             for i in range(n)}
-
-
-@pytest.fixture
-def proxy(rgw):
-    with Proxy() as px:
-        px.start(rgw)
-        yield px
 
 
 def stats(m):
@@ -539,13 +532,8 @@ def test_verify_finds_a_corrupted_blob(s3, bucket, mount, ctl_bin, tmp_path):
     m.unmount()
     assert m.wait_exit() == 0
 
-    segs = sorted(cache.glob("seg-*.dat")) or sorted(cache.glob("seg-*"))
-    assert segs, f"no blob segment in {sorted(os.listdir(cache))}"
-    with open(segs[0], "r+b") as f:
-        f.seek(1000)
-        b = f.read(1)
-        f.seek(1000)
-        f.write(bytes([b[0] ^ 0xFF]))
+    assert corrupt_first_blob(cache), \
+        f"no blob segment in {sorted(os.listdir(cache))}"
 
     m2 = mount(bucket, options=opts, allowed_errors=[r"checksum|corrupt"])
     p = ctl("verify", m2.path, check=1)

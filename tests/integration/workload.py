@@ -2,6 +2,7 @@
 a data set of many small objects, a pool of reader threads that reads it
 through a mount and counts every wrong byte, and small probes of the
 daemon (its RSS, whether it was built with ASan) and of the proxy's log,
+a way to corrupt a cached blob as a bad disk would,
 and where the build under test is.
 
 Nothing here asserts: the tests decide what must hold.
@@ -119,6 +120,21 @@ def parallel_read(mount_path, keys, objects, threads=16, timeout=600):
                 res.wrong_keys.append(key)
     res.seconds = time.monotonic() - t0
     return res
+
+
+def corrupt_first_blob(cache_dir, offset=1000):
+    """Flips the byte at @offset of the first blob segment under @cache_dir
+    (inside its first object), as a bad disk would. Returns the segment's
+    path, or None when the cache holds no segment."""
+    segs = sorted(Path(cache_dir).glob("seg-*.dat"))
+    if not segs:
+        return None
+    with open(segs[0], "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+    return segs[0]
 
 
 def object_gets(px, bucket, key=None):
