@@ -35,8 +35,10 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-# mount-tools/ (for the hintfs package) instead of this script's folder.
-sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
+# mount-tools/ (bench) and mount-tools/python (hintfs) instead of this
+# script's folder.
+_TOOLS = Path(__file__).resolve().parents[1]
+sys.path[0:1] = [str(_TOOLS), str(_TOOLS / "python")]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -29,7 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
+# Run as a script: import from mount-tools/ (bench), python/ (hintfs) and
+# testbed/ (s3proxy) instead of this script's folder.
+_TOOLS = Path(__file__).resolve().parents[1]
+sys.path[0:1] = [str(_TOOLS), str(_TOOLS / "python"), str(_TOOLS / "testbed")]
 
 from bench import common, report, sysutil, systems  # noqa: E402
 
@@ -276,7 +279,7 @@ class Bench:
     def start_proxies(self, stack):
         from s3proxy import Proxy
         for rtt in self.args.rtt:
-            px = Proxy()  # $HINTFS_BUILD/mount-tools/s3proxy
+            px = Proxy()  # $HINTFS_BUILD/mount-tools/testbed/s3proxy
             stack.callback(px.stop)
             px.start(self.rgw_env["AWS_ENDPOINT_URL"], rtt_ms=rtt)
             self.proxies[rtt] = (px, sysutil.LogTail(px.log_path))

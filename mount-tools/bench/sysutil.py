@@ -181,7 +181,7 @@ def workdir_lock(workdir):
 
 
 class Rgw:
-    """The single-node Ceph RGW of mount-tools/rgw.sh in a persistent
+    """The single-node Ceph RGW of mount-tools/testbed/rgw.sh in a persistent
     directory, so the buckets survive between benchmark runs (a clean stop
     saves the memstore; a restart takes ~5 s)."""
 
@@ -193,7 +193,8 @@ class Rgw:
 
     def _run(self, cmd):
         env = dict(os.environ, RGW_MEMSTORE_BYTES=str(self.memstore_bytes))
-        return subprocess.run(["bash", str(MOUNT_TOOLS / "rgw.sh"), cmd,
+        rgw_sh = MOUNT_TOOLS / "testbed" / "rgw.sh"
+        return subprocess.run(["bash", str(rgw_sh), cmd,
                                str(self.dir)], env=env, capture_output=True,
                               text=True)
 

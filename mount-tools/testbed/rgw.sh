@@ -6,10 +6,13 @@
 # settings and why each one is there: ../shared/notes/ceph-rgw.md.
 #
 # Usage:
-#   mount-tools/rgw.sh start DIR    start (or restart a cleanly stopped) cluster;
-#                                   writes DIR/env and prints the endpoint
-#   mount-tools/rgw.sh stop DIR     stop exactly the daemons recorded in DIR/*.pid
-#   mount-tools/rgw.sh status DIR   exit 0 if all three daemons run, 3 if not
+#   mount-tools/testbed/rgw.sh start DIR
+#           start (or restart a cleanly stopped) cluster; writes DIR/env and
+#           prints the endpoint
+#   mount-tools/testbed/rgw.sh stop DIR
+#           stop exactly the daemons recorded in DIR/*.pid
+#   mount-tools/testbed/rgw.sh status DIR
+#           exit 0 if all three daemons run, 3 if not
 #
 # DIR/env is shell-sourceable: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY, AWS_REGION (plus RGW_MON_PORT, RGW_HTTP_PORT).
@@ -126,7 +129,7 @@ port_busy() {
 
 write_conf() {
 	cat >"$DIR/ceph.conf" <<EOF
-# Written by mount-tools/rgw.sh: a single-node cluster on 127.0.0.1.
+# Written by mount-tools/testbed/rgw.sh: a single-node cluster on 127.0.0.1.
 [global]
 fsid = $FSID
 mon host = v2:127.0.0.1:$MON_PORT
@@ -237,7 +240,7 @@ do_start() {
 
 	if ! command -v radosgw >/dev/null || ! command -v ceph-mon >/dev/null ||
 		! command -v ceph-osd >/dev/null || ! command -v radosgw-admin >/dev/null; then
-		bash "$HERE/install-deps.sh" --no-torch
+		bash "$HERE/../install-deps.sh" --no-torch
 	fi
 
 	if [ -f "$DIR/env" ] && [ -f "$DIR/ports" ]; then

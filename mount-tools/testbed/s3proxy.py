@@ -9,7 +9,7 @@ benchmark.
         ... point the client at px.endpoint (path-style) ...
         gets = [r for r in px.requests() if r.method == "GET"]
 
-The binary is $S3PROXY_BIN, else $HINTFS_BUILD/mount-tools/s3proxy (default
+The binary is $S3PROXY_BIN, else $HINTFS_BUILD/mount-tools/testbed/s3proxy (default
 build dir: <repo>/build). Its log has one line per completed request; see
 Request for the fields and `s3proxy --help` for the options.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 __all__ = ["Proxy", "Request", "ProxyError", "proxy_binary", "parse_log"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 10
 STOP_TIMEOUT_S = 10
 
@@ -50,7 +50,7 @@ def proxy_binary():
             b = REPO / b
     else:
         b = REPO / "build"
-    return b.resolve() / "mount-tools" / "s3proxy"
+    return b.resolve() / "mount-tools" / "testbed" / "s3proxy"
 
 
 @dataclass(frozen=True)

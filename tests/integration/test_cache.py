@@ -5,7 +5,6 @@ again and never served stale, and a corrupted blob is detected and fetched
 again."""
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from dataset import upload
 from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
                       listings, object_gets)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
-import hintfs  # noqa: E402
-from hintfs.torch import write_hint  # noqa: E402
+import hintfs
+from hintfs.torch import write_hint
 
 
 

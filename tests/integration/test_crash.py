@@ -20,9 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -31,9 +29,8 @@ from dataset import upload
 from proxy import Proxy
 from workload import object_gets, parallel_read
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
-import hintfs  # noqa: E402
-from hintfs.torch import write_hint  # noqa: E402
+import hintfs
+from hintfs.torch import write_hint
 
 N_OBJECTS = 3000
 KILLS = 5

@@ -27,7 +27,6 @@ import errno
 import os
 import random
 import re
-import sys
 import threading
 import time
 from pathlib import Path
@@ -40,9 +39,8 @@ from dataset import upload
 from proxy import Proxy
 from workload import object_gets, parallel_read
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
-import hintfs  # noqa: E402
-from hintfs.torch import write_hint  # noqa: E402
+import hintfs
+from hintfs.torch import write_hint
 
 SEED = 4242
 READERS = 16

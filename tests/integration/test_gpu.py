@@ -33,9 +33,8 @@ import workload
 torch = pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "mount-tools"))
 
-import hintfs.gpu as hgpu  # noqa: E402
+import hintfs.gpu as hgpu
 
 MIB = 1 << 20
 
@@ -359,7 +358,7 @@ def test_no_cuda_runtime_is_no_cuda_device(tmp_path):
         "try:\n"
         "    g.Loader()\n"
         "except g.NoCudaDevice as e:\n"
-        "    print('NoCudaDevice:', e)\n" % str(REPO / "mount-tools"))
+        "    print('NoCudaDevice:', e)\n" % str(REPO / "mount-tools" / "python"))
     env = dict(os.environ, HINTFS_GPU_LIB=str(LIB),
                HINTFS_CUDART=str(tmp_path / "libcudart.so.99"))
     out = subprocess.run([sys.executable, "-c", code], env=env,
@@ -387,7 +386,7 @@ def test_runtime_without_torch_cuda_is_no_cuda_device():
         "st = (ctypes.c_uint64 * 9)()\n"
         "ctypes.CDLL(%r).sim_cuda_stats(st)\n"
         "print('live:', st[0], st[2], st[4], st[5])\n"
-        % (str(REPO / "mount-tools"), str(sim)))
+        % (str(REPO / "mount-tools" / "python"), str(sim)))
     env = dict(os.environ, HINTFS_GPU_LIB=str(LIB), HINTFS_CUDART=str(sim))
     out = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, timeout=120)

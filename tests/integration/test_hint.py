@@ -6,7 +6,6 @@ HintedSampler."""
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -15,9 +14,8 @@ import pytest
 from dataset import sha256, upload
 from workload import gets_settled, object_gets
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
-import hintfs  # noqa: E402
-from hintfs.torch import write_hint  # noqa: E402
+import hintfs
+from hintfs.torch import write_hint
 
 N_OBJECTS = 120
 WAIT_S = 60

@@ -25,7 +25,6 @@ import socket
 import ssl
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import uuid
@@ -38,11 +37,10 @@ import workload
 from dataset import upload
 from proxy import Proxy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
-import hintfs  # noqa: E402
+import hintfs
 
 REPO = Path(__file__).resolve().parents[2]
-GEN_CERT = REPO / "mount-tools" / "gen-cert.sh"
+GEN_CERT = REPO / "mount-tools" / "testbed" / "gen-cert.sh"
 NOBODY = 65534
 
 

@@ -28,8 +28,7 @@ from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
                       listings, object_gets)
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "mount-tools"))
-import hintfs  # noqa: E402
+import hintfs
 
 CTL = conftest.HINTFS_BIN.parent.parent / "mount-tools" / "hintfs-ctl"
 CMDS = ("hint", "stats", "warm", "evict", "relist", "verify", "info")
@@ -588,10 +587,9 @@ def test_pip_installs_the_package_offline(tmp_path):
     # From a copy, so that setuptools' build/ and egg-info stay out of the
     # source tree.
     src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(REPO / "mount-tools" / "pyproject.toml", src)
-    shutil.copytree(REPO / "mount-tools" / "hintfs", src / "hintfs",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "mount-tools" / "python", src,
+                    ignore=shutil.ignore_patterns("__pycache__", "build",
+                                                  "*.egg-info"))
     target = tmp_path / "site"
     p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                         "--no-build-isolation", "--no-index", "--target",

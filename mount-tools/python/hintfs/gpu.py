@@ -61,7 +61,7 @@ NO_URING = 1 << 1
 CUFILE = 1 << 2
 PATHS = {0: "cpu", 1: "pinned", 2: "cufile"}
 
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[3]
 _LIBNAME = "libhintfs_gpu.so"
 _INSTALLED_DIRS = ("/usr/local/lib/x86_64-linux-gnu", "/usr/local/lib",
                    "/usr/lib/x86_64-linux-gnu")
