@@ -15,7 +15,7 @@
 #
 # Needs clang and libclang-rt-14-dev: mount-tools/install-deps.sh --fuzz.
 # Builds in build-fuzz/ (CC=clang, -Dfuzz=true). Seeds: tests/fuzz/corpus/
-# and ../shared/testdata, or $HINTFS_TESTDATA (read-only); new inputs go
+# and tests/data, or $HINTFS_TESTDATA (read-only); new inputs go
 # to build-fuzz/corpus/.
 #
 # A crash (or a broken invariant: the targets check the headers' promises)
@@ -69,9 +69,9 @@ if ! command -v clang >/dev/null 2>&1 ||
 	exit 1
 fi
 
-testdata=${HINTFS_TESTDATA:-$(cd .. && pwd)/shared/testdata}
+testdata=${HINTFS_TESTDATA:-$PWD/tests/data}
 if [ ! -d "$testdata/s3xml" ] || [ ! -d "$testdata/sigv4" ]; then
-	echo "fuzz.sh: the shared test data is not at $testdata: set HINTFS_TESTDATA" >&2
+	echo "fuzz.sh: the test vectors are not at $testdata (s3xml/, sigv4/)" >&2
 	exit 1
 fi
 builddir=build-fuzz

@@ -34,7 +34,7 @@ pkgs=(
 	gcc pkg-config meson ninja-build
 	libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liblmdb-dev
 	liburing-dev libexpat1-dev libxxhash-dev
-	# the S3 server for tests, demo and benchmark (shared/notes/ceph-rgw.md)
+	# the S3 server for tests, demo and benchmark (doc/ceph-rgw.md)
 	ceph-mon ceph-osd radosgw ceph-common
 	# tests and the demo (openssl: the TLS tests' certificates)
 	python3 python3-pytest python3-pil python3-boto3 openssl

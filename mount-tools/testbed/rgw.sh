@@ -2,8 +2,8 @@
 # Starts, stops and reports on a single-node Ceph RADOS Gateway bound to
 # 127.0.0.1, everything (config, mon store, memstore OSD data, logs, admin
 # sockets, pid files) under one directory. It is the S3 server of the
-# integration tests, the demo and the benchmark (DESIGN.md section 4). The
-# settings and why each one is there: ../shared/notes/ceph-rgw.md.
+# integration tests, the demo and the benchmark (doc/design.md section 4). The
+# settings and why each one is there: doc/ceph-rgw.md.
 #
 # Usage:
 #   mount-tools/testbed/rgw.sh start DIR

@@ -1,6 +1,6 @@
 """Drive s3proxy, the delaying, fault-injecting proxy between an S3 client and
-the S3 server (DESIGN.md section 4), from Python: the tests, the demo and the
-benchmark.
+the S3 server (doc/design.md section 4), from Python: the tests, the demo and
+the benchmark.
 
     from s3proxy import Proxy
 

@@ -1,7 +1,7 @@
 """Test data for the integration tests: what to upload, how, and what the
 mount must then show.
 
-`expected_tree()` is the namespace contract of DESIGN.md 2.1 written as a
+`expected_tree()` is the namespace contract of doc/design.md 2.1 written as a
 small model (prefix stripping, skipped keys, `dir/` markers, the directory
 winning over a file of the same name); tests compare the mount's walk with
 it. Data is generated from seeded RNGs, so a failure reproduces.

@@ -1,4 +1,4 @@
-"""The persistent cache (DESIGN.md 2.5), seen through the proxy: a second
+"""The persistent cache (doc/design.md 2.5), seen through the proxy: a second
 epoch and a remount cause no GET (and the remount no listing), the object
 used furthest in the future is the one evicted, a changed object is fetched
 again and never served stale, and a corrupted blob is detected and fetched

@@ -1,7 +1,7 @@
-"""Crash safety and a full disk (DESIGN.md 2.5, issue 4): the cache survives
-`kill -9` at any moment with only correct bytes and every completed object
-reusable, and a cache disk that fills stops the cache growing while reads
-go on from the network.
+"""Crash safety and a full disk (doc/design.md 2.5, issue 4): the cache
+survives `kill -9` at any moment with only correct bytes and every completed
+object reusable, and a cache disk that fills stops the cache growing while
+reads go on from the network.
 
 - kill -9 during the prefetch of 3,008 hinted objects, 5 times at random
   moments into one cache directory. After each kill a snapshot of the

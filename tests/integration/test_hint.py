@@ -1,6 +1,6 @@
-"""Hints and prefetch (DESIGN.md 2.2, 2.3), seen through the project's proxy:
-GETs follow the hint's order, a queued hint follows the current one, bad
-lines are counted and never fatal, the stats match what the proxy saw, and
+"""Hints and prefetch (doc/design.md 2.2, 2.3), seen through the project's
+proxy: GETs follow the hint's order, a queued hint follows the current one,
+bad lines are counted and never fatal, the stats match what the proxy saw, and
 an unmodified ImageFolder + DataLoader reads every image right with
 HintedSampler."""
 

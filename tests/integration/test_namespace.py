@@ -1,5 +1,5 @@
-"""What `ls`, `stat`, `os.walk` and getxattr show on a mount (DESIGN.md 2.1):
-keys become paths, directories come from '/' and `dir/` markers, keys that
+"""What `ls`, `stat`, `os.walk` and getxattr show on a mount (doc/design.md
+2.1): keys become paths, directories come from '/' and `dir/` markers, keys that
 cannot be paths are skipped with one warning, a directory wins over a file
 of the same name, and `.hintfs` can be looked up but is never listed."""
 

@@ -1,5 +1,5 @@
-"""The test suite's own S3 proxy (mount-tools/testbed/s3proxy/, DESIGN.md section 4)
-between boto3 or a raw socket and the real RGW: bytes pass unchanged, the
+"""The test suite's own S3 proxy (mount-tools/testbed/s3proxy/, doc/design.md
+section 4) between boto3 or a raw socket and the real RGW: bytes pass unchanged, the
 log lists what was asked, the delay is added, and each fault does to a
 client what it claims to: 503 SlowDown and 500 with S3 error documents,
 resets, truncated bodies, stalls, failing keys. Faults leave listings alone

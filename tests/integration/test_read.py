@@ -237,7 +237,7 @@ def test_absent_names(ro_mount, call, err):
 
 
 def test_changed_or_deleted_object_fails_with_estale(s3, bucket, mount):
-    """The mount is a snapshot (DESIGN.md 2.1): an object overwritten or
+    """The mount is a snapshot (doc/design.md 2.1): an object overwritten or
     deleted since the listing fails with ESTALE, never mixes versions."""
     rng = random.Random("estale")
     old = rng.randbytes(1 << 20)

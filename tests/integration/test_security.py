@@ -1,4 +1,4 @@
-"""Security (DESIGN.md 2.5, 2.6, issue 4): what a mount may leak or let in.
+"""Security (doc/design.md 2.5, 2.6, issue 4): what a mount may leak or let in.
 
 - Credentials never appear in the daemon's log (even at debug level, with
   failing requests and refused options), in .hintfs/stats, in the cache
