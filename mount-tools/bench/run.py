@@ -32,7 +32,8 @@ from pathlib import Path
 # Run as a script: import from mount-tools/ (bench), python/ (hintfs) and
 # testbed/ (s3proxy) instead of this script's folder.
 _TOOLS = Path(__file__).resolve().parents[1]
-sys.path[0:1] = [str(_TOOLS), str(_TOOLS / "python"), str(_TOOLS / "testbed")]
+sys.path[0:1] = [str(_TOOLS), str(_TOOLS / "python"),
+                 str(_TOOLS / "testbed")]
 
 from bench import common, report, sysutil, systems  # noqa: E402
 
