@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "fs/fs.h"
+#include "fs/hint.h"
 #include "fs/tree.h"
 #include "cache/cache.h"
 

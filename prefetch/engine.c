@@ -395,7 +395,7 @@ uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len)
 	uint32_t id = pf->cfg.key_id(pf->cfg.arg, key, key_len);
 	uint64_t dist = 0, best = UINT64_MAX;
 
-	if (id == HINT_NO_ID || id >= pf->cfg.n_ids)
+	if (id == PF_NO_ID || id >= pf->cfg.n_ids)
 		return UINT64_MAX;
 	pthread_mutex_lock(&pf->mu);
 	/* Open right now: its reads may not have reached us yet (the open

@@ -143,8 +143,11 @@ struct pf_object {
 typedef int (*pf_describe_cb)(void *arg, uint32_t id, char *keybuf, size_t cap,
 			      struct pf_object *o);
 
-/** The id of the object with key @key, or HINT_NO_ID. Thread-safe. */
+/** The id of the object with key @key, or PF_NO_ID. Thread-safe. */
 typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
+
+/** No object: what an id lookup gives for a key or path not in the listing. */
+#define PF_NO_ID UINT32_MAX
 
 struct pf_config {
 	struct s3_client *s3;     /**< not owned */
@@ -251,62 +254,5 @@ uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len);
 
 /** Fills @st with a snapshot of the counters. Any thread. */
 void pf_get_stats(struct pf *pf, struct pf_stats *st);
-
-/* ---- hint files (DESIGN.md 2.2) ------------------------------------------ */
-
-/** What resolving a path gives when the path is not in the listing. */
-#define HINT_NO_ID UINT32_MAX
-
-/**
- * Resolves @path (@len bytes, relative to the mount root, normalized: no
- * empty, "." or ".." components, no leading '/') to the caller's object id,
- * or HINT_NO_ID when it is not a file of the listing.
- */
-typedef uint32_t (*hint_resolve_cb)(void *arg, const char *path, size_t len);
-
-/** What a hint held besides its entries; all counted, none fatal. */
-struct hint_report {
-	uint64_t lines;       /**< lines read */
-	uint64_t entries;     /**< entries resolved to objects */
-	uint64_t unknown;     /**< paths not in the listing */
-	uint64_t too_long;    /**< lines over HINT_LINE_MAX bytes */
-	uint64_t bad_utf8;    /**< lines that are not UTF-8 */
-	uint64_t dotdot;      /**< paths with a ".." component */
-	uint64_t outside;     /**< absolute paths not under the mount point */
-	int64_t epoch;        /**< from "#hintfs v1 epoch=N", else -1 */
-	bool replace;         /**< the header says "replace": drop the
-				   queued hints instead of queueing behind */
-	char first_bad[160];  /**< the first refused line, printable, with why */
-};
-
-/** Longest line taken as an entry (DESIGN.md 2.2). */
-#define HINT_LINE_MAX 4096
-
-/**
- * Called by hint_foreach() with each entry's normalized path (@len 0 for
- * the mount root itself). Returns 1 when the path was taken, 0 when it is
- * not in the listing (counted as unknown), or a -errno that stops.
- */
-typedef int (*hint_path_cb)(void *arg, const char *path, size_t len);
-
-/**
- * Walks the entries of a text in hint syntax (DESIGN.md 2.2), calling @cb
- * for each valid one and counting the rest in @rep: the parser behind
- * hint_parse(), and behind the warm and evict lists, whose entries may be
- * directories. Returns 0 or the first -errno of @cb. Thread-safe.
- */
-int hint_foreach(const char *text, size_t len, const char *mountpoint,
-		 hint_path_cb cb, void *arg, struct hint_report *rep);
-
-/**
- * Parses a hint file of @len bytes. @mountpoint (absolute, no trailing
- * '/') is stripped from absolute entries. Stores the resolved ids, in file
- * order and with duplicates, in a malloc'd array *@ids (owned by the
- * caller; *@n of them; NULL when empty) and fills @rep. Returns 0 or
- * -ENOMEM; bad lines are counted in @rep, never fatal. Thread-safe.
- */
-int hint_parse(const char *text, size_t len, const char *mountpoint,
-	       hint_resolve_cb resolve, void *arg, uint32_t **ids, size_t *n,
-	       struct hint_report *rep);
 
 #endif /* HINTFS_PREFETCH_PREFETCH_H */

@@ -171,7 +171,7 @@ static int usage(const char *help, bool ok)
 
 /*
  * The header the daemon reads: "#hintfs v1 [epoch=N] [replace]" on the
- * first line, under 96 bytes (prefetch/hint.c). A header already in the
+ * first line, under 96 bytes (fs/hint.c). A header already in the
  * text keeps its epoch unless --epoch is given and its replace flag.
  */
 static void hint_header(const char *text, size_t len, long long *epoch,

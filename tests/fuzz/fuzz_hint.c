@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_hint.c - libFuzzer target for the hint parser
- * (prefetch/hint.c, DESIGN.md 2.2).
+ * (fs/hint.c, DESIGN.md 2.2).
  *
  * The input is a hint file. It is parsed under three mount points (none,
  * "/", "/mnt/data"), with a resolver that checks what the parser promises
@@ -10,7 +10,7 @@
  * never exceed the lines, and the first refused line is one printable,
  * NUL-terminated line (it goes into a log message).
  */
-#include "prefetch/prefetch.h"
+#include "fs/hint.h"
 #include "fuzz.h"
 
 #include <string.h>

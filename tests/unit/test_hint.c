@@ -4,7 +4,7 @@
  * absolute paths under the mount point, and every bad line counted rather
  * than fatal.
  */
-#include "prefetch/prefetch.h"
+#include "fs/hint.h"
 #include "check.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * prefetch/hint.c - the hint file parser (DESIGN.md 2.2, format v1).
+ * fs/hint.c - the hint file parser (DESIGN.md 2.2, format v1).
  *
  * Owns the rules that turn the text a trainer wrote into a list of object
  * ids: which lines are entries, how an entry is normalized, and what is
@@ -10,7 +10,7 @@
  * no empty, "." or ".." component, so a hint can never name anything
  * outside the mount.
  */
-#include "prefetch/prefetch.h"
+#include "fs/hint.h"
 
 #include <errno.h>
 #include <stdio.h>
