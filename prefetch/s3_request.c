@@ -1,0 +1,475 @@
+/*
+ * prefetch/s3_request.c - one S3 exchange: building, signing, sending,
+ * interpreting; synchronously (s3_perform(), with retries) or as an
+ * engine's transfer (s3_xfer.h).
+ *
+ * Owns the pool of curl easy handles and the sinks bodies land in.
+ *
+ * Invariants:
+ * - A curl easy handle is used by one thread at a time: it is taken from
+ *   the pool for one request and given back after it (libcurl-thread(3)).
+ *   Each handle keeps its connections open, so the pool is also the
+ *   connection cache.
+ * - The path curl sends is the path we signed: CURLOPT_PATH_AS_IS stops curl
+ *   from squashing "/./" or "//", which are legal in S3 keys, and the Host
+ *   header is set by us to the value we signed.
+ * - Credentials go into headers only; nothing here logs a header.
+ */
+#include "prefetch/s3_internal.h"
+#include "prefetch/s3_xml.h"
+#include "prefetch/sigv4.h"
+#include "common/log.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the handle pool -------------------------------------------------- */
+
+static CURL *pool_get(struct s3_client *c)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->n_pool > 0)
+		h = c->pool[--c->n_pool];
+	pthread_mutex_unlock(&c->pool_lock);
+	return h ? h : curl_easy_init();
+}
+
+static void pool_put(struct s3_client *c, CURL *h, bool healthy)
+{
+	if (healthy) {
+		pthread_mutex_lock(&c->pool_lock);
+		if (c->n_pool < S3_POOL_MAX) {
+			c->pool[c->n_pool++] = h;
+			h = NULL;
+		}
+		pthread_mutex_unlock(&c->pool_lock);
+	}
+	/* A handle whose transfer broke may hold a half-dead connection: a
+	 * retry must start on a fresh one. */
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+/* ---- one HTTP exchange -------------------------------------------------- */
+
+static size_t body_append(struct s3_body *b, const char *ptr, size_t n)
+{
+	if (b->len + n > b->max) {
+		b->overflow = true;
+		return CURL_WRITEFUNC_ERROR;
+	}
+	if (b->len + n > b->cap) {
+		size_t ncap = b->cap ? b->cap : 16384;
+		char *nb;
+
+		if (!b->growable) {
+			b->overflow = true;
+			return CURL_WRITEFUNC_ERROR;
+		}
+		while (ncap < b->len + n)
+			ncap *= 2;
+		if (ncap > b->max)
+			ncap = b->max;
+		nb = realloc(b->buf, ncap);
+		if (!nb)
+			return CURL_WRITEFUNC_ERROR;
+		b->buf = nb;
+		b->cap = ncap;
+	}
+	memcpy(b->buf + b->len, ptr, n);
+	b->len += n;
+	return n;
+}
+
+static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct s3_sink *s = arg;
+	long code = 0;
+
+	curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &code);
+	return body_append(code / 100 == 2 ? s->ok : s->err, ptr, size * nmemb);
+}
+
+static struct curl_slist *append_header(struct curl_slist *l, bool *ok,
+					const char *name, const char *value)
+{
+	struct curl_slist *nl;
+	char *line;
+
+	if (!*ok)
+		return l;
+	if (asprintf(&line, "%s: %s", name, value) < 0) {
+		*ok = false;
+		return l;
+	}
+	nl = curl_slist_append(l, line);
+	explicit_bzero(line, strlen(line));
+	free(line);
+	if (!nl) {
+		*ok = false;
+		return l;
+	}
+	return nl;
+}
+
+/* Builds the header list of @rq, signed unless the mount is anonymous. */
+static int build_headers(struct s3_client *c, const struct s3_req *rq,
+			 struct curl_slist **out)
+{
+	struct sigv4_header hdrs[8];
+	struct sigv4_result sig = { 0 };
+	struct curl_slist *l = NULL;
+	char date[17];
+	size_t n = 0;
+	bool ok = true;
+	int rc = 0;
+
+	sigv4_format_date((long long)time(NULL), date);
+	hdrs[n++] = (struct sigv4_header){ "Host", c->host_header };
+	hdrs[n++] = (struct sigv4_header){ "x-amz-content-sha256", SIGV4_EMPTY_SHA256 };
+	hdrs[n++] = (struct sigv4_header){ "x-amz-date", date };
+	if (c->session_token)
+		hdrs[n++] = (struct sigv4_header){ "x-amz-security-token",
+						   c->session_token };
+	if (rq->range[0])
+		hdrs[n++] = (struct sigv4_header){ "Range", rq->range };
+	if (rq->if_match)
+		hdrs[n++] = (struct sigv4_header){ "If-Match", rq->if_match };
+
+	for (size_t i = 0; i < n; i++)
+		l = append_header(l, &ok, hdrs[i].name, hdrs[i].value);
+	if (!c->no_sign && ok) {
+		struct sigv4_creds cr = { c->access_key, c->secret_key,
+					  c->session_token };
+		struct sigv4_request sr = {
+			.method = rq->method, .path = rq->path, .query = rq->query,
+			.headers = hdrs, .n_headers = n,
+			.payload_hash = SIGV4_EMPTY_SHA256, .amz_date = date,
+			.region = c->region, .service = "s3",
+		};
+		rc = sigv4_sign(&cr, &sr, &sig);
+		if (!rc)
+			l = append_header(l, &ok, "Authorization", sig.authorization);
+		sigv4_result_fini(&sig);
+	}
+	/* curl adds an "Accept: any" header on its own; "Accept:" removes it, so every
+	 * header on the wire is one we chose. */
+	if (ok) {
+		struct curl_slist *nl = curl_slist_append(l, "Accept:");
+
+		if (nl)
+			l = nl;
+		else
+			ok = false;
+	}
+	if (!ok && !rc)
+		rc = -ENOMEM;
+	if (rc) {
+		curl_slist_free_all(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+/* Gives the handle back and frees what one attempt built. */
+static void xfer_disarm(struct s3_xfer *x, bool healthy)
+{
+	if (x->h)
+		pool_put(x->c, x->h, healthy);
+	x->h = NULL;
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+	free(x->url);
+	x->url = NULL;
+	free(x->errbody.buf);
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
+}
+
+/*
+ * Readies @x for one attempt: signs it now (a retry gets a fresh date),
+ * takes a handle from the pool and sets it up. A @retry goes out on a fresh
+ * connection (the old one may be what failed: a server that throttles or
+ * resets one connection), and a ranged GET keeps the bytes an earlier
+ * attempt received and asks only for the rest: If-Match guarantees they
+ * are of the same version. Otherwise the 2xx sink starts empty, so a retry
+ * never appends to a broken attempt's bytes.
+ */
+static int xfer_arm(struct s3_xfer *x, bool retry)
+{
+	struct s3_client *c = x->c;
+	CURL *h;
+	int rc;
+
+	xfer_disarm(x, true);
+	if (!retry || !x->ranged || x->body.len >= x->body.max)
+		x->body.len = 0;
+	x->rq.range[0] = '\0';
+	if (x->ranged && !(x->whole && x->body.len == 0))
+		snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
+			 (unsigned long long)(x->off + x->body.len),
+			 (unsigned long long)(x->off + x->body.max - 1));
+	x->body.overflow = false;
+	x->curl_err[0] = '\0';
+	rc = build_headers(c, &x->rq, &x->hdrs);
+	if (rc)
+		return rc;
+	if (asprintf(&x->url, "%s%s%s%s", c->base_url, x->rq.path,
+		     x->rq.query[0] ? "?" : "", x->rq.query) < 0) {
+		x->url = NULL;
+		return -ENOMEM;
+	}
+	h = x->h = pool_get(c);
+	if (!h)
+		return -ENOMEM;
+	atomic_fetch_add(x->ranged ? &c->n_gets : &c->n_lists, 1);
+	x->sink = (struct s3_sink){ h, &x->body, &x->errbody };
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, x->url);
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, S3_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)c->stall_timeout_s);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "hintfs/" HINTFS_VERSION);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->curl_err);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x->sink);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, x);
+	if (retry)
+		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+	if (c->insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (c->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+	return 0;
+}
+
+/*
+ * Interprets the end of an attempt whose curl result is @cc, fills @st and
+ * gives the handle back. Returns 0 or the -errno of s3_errno(); *@http
+ * gets the status (0 when no answer came).
+ */
+static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
+			 long *http)
+{
+	int rc = 0;
+
+	*http = 0;
+	memset(st, 0, sizeof(*st));
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, http);
+	if (cc == CURLE_WRITE_ERROR && (x->body.overflow || x->errbody.overflow)) {
+		st->http = *http;
+		snprintf(st->code, sizeof(st->code), "BodyTooLarge");
+		snprintf(st->message, sizeof(st->message),
+			 "response body larger than expected");
+		rc = -EPROTO;
+	} else if (cc != CURLE_OK) {
+		s3_status_from_curl(st, cc, x->curl_err);
+		*http = 0;
+		rc = s3_errno(0, "", cc);
+	} else if (*http / 100 != 2) {
+		struct s3_error_doc doc;
+
+		s3_error_parse(x->errbody.buf, x->errbody.len, &doc);
+		st->http = *http;
+		snprintf(st->code, sizeof(st->code), "%s", doc.code);
+		snprintf(st->message, sizeof(st->message), "%s", doc.message);
+		rc = s3_errno(*http, doc.code, CURLE_OK);
+	}
+	xfer_disarm(x, cc == CURLE_OK);
+	return rc;
+}
+
+/* Performs one attempt of @x in the calling thread. */
+static int s3_perform_once(struct s3_xfer *x, bool retry, struct s3_status *st,
+			   long *http)
+{
+	int rc = xfer_arm(x, retry);
+
+	if (rc) {
+		*http = 0;
+		memset(st, 0, sizeof(*st));
+		snprintf(st->message, sizeof(st->message), "%s", strerror(-rc));
+		return rc;
+	}
+	return xfer_conclude(x, curl_easy_perform(x->h), st, http);
+}
+
+/* Sleeps before attempt @attempt (1-based, > 1): capped exponential
+ * backoff with full jitter, so retrying readers spread out. */
+static void backoff_sleep(int attempt)
+{
+	unsigned int cap = S3_BACKOFF_BASE_MS << (attempt < 8 ? attempt - 1 : 7);
+	unsigned int seed = (unsigned int)(uintptr_t)&attempt ^ (unsigned int)time(NULL);
+
+	if (cap > S3_BACKOFF_CAP_MS)
+		cap = S3_BACKOFF_CAP_MS;
+	usleep(1000u * (cap / 2 + rand_r(&seed) % (cap / 2 + 1)));
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Performs @x with retries, within the client's budget of attempts and
+ * time; a broken ranged GET resumes after its last good byte. */
+int s3_perform(struct s3_xfer *x, struct s3_status *st)
+{
+	uint64_t t0 = mono_ms();
+	struct s3_status local;
+	long http = 0;
+	int rc = -EIO;
+
+	if (!st)
+		st = &local;
+	for (int attempt = 1; attempt <= x->c->max_attempts; attempt++) {
+		if (attempt > 1) {
+			if (mono_ms() - t0 > (uint64_t)x->c->retry_time_ms)
+				break;
+			backoff_sleep(attempt);
+		}
+		rc = s3_perform_once(x, attempt > 1, st, &http);
+		if (!rc || !s3_retryable(rc, http))
+			break;
+		log_debug("s3: %s %s: attempt %d failed: %s %s", x->rq.method,
+			  x->rq.path, attempt, st->code, st->message);
+	}
+	return rc;
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+/* The request path of @key (encoded once, NOTE(s3): never normalized). */
+static char *object_path(struct s3_client *c, const char *key, size_t key_len)
+{
+	char *enc = sigv4_uri_encode(key, key_len, true);
+	char *path = NULL;
+
+	if (!enc)
+		return NULL;
+	if (c->path_style) {
+		if (asprintf(&path, "/%s/%s", c->bucket, enc) < 0)
+			path = NULL;
+	} else {
+		if (asprintf(&path, "/%s", enc) < 0)
+			path = NULL;
+	}
+	free(enc);
+	return path;
+}
+
+/* ---- ranged GETs, synchronous and for the engine ------------------------ */
+
+int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
+		   const char *etag, uint64_t off, size_t len, void *buf,
+		   void *user, struct s3_xfer **out)
+{
+	struct s3_xfer *x;
+
+	if (len == 0)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->c = c;
+	x->user = user;
+	x->rq.method = "GET";
+	x->rq.if_match = NULL;
+	x->body = (struct s3_body){ .buf = buf, .cap = len, .max = len };
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
+	x->ranged = true;
+	x->off = off;
+	x->rq.path = object_path(c, key, key_len);
+	x->rq.query = strdup("");
+	x->etag = etag ? strdup(etag) : NULL;
+	x->rq.if_match = x->etag;
+	if (!x->rq.path || !x->rq.query || (etag && !x->etag)) {
+		s3_xfer_destroy(x);
+		return -ENOMEM;
+	}
+	*out = x;
+	return 0;
+}
+
+void s3_xfer_destroy(struct s3_xfer *x)
+{
+	if (!x)
+		return;
+	xfer_disarm(x, false);
+	free(x->errbody.buf);
+	free(x->rq.path);
+	free(x->rq.query);
+	free(x->etag);
+	free(x);
+}
+
+int s3_xfer_arm(struct s3_xfer *x, bool retry, CURL **easy)
+{
+	int rc = xfer_arm(x, retry);
+
+	*easy = rc ? NULL : x->h;
+	return rc;
+}
+
+ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
+		       bool *retryable)
+{
+	long http;
+	int rc = xfer_conclude(x, cc, st, &http);
+
+	*retryable = rc && s3_retryable(rc, http);
+	return rc ? rc : (ssize_t)x->body.len;
+}
+
+CURL *s3_xfer_easy(const struct s3_xfer *x)
+{
+	return x->h;
+}
+
+void s3_xfer_whole_object(struct s3_xfer *x)
+{
+	x->whole = x->off == 0;
+}
+
+void *s3_xfer_user(const struct s3_xfer *x)
+{
+	return x->user;
+}
+
+ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
+		     const char *etag, uint64_t off, size_t len, void *buf,
+		     struct s3_status *st)
+{
+	struct s3_xfer *x;
+	ssize_t rc;
+
+	if (len == 0)
+		return 0;
+	rc = s3_xfer_create(c, key, key_len, etag, off, len, buf, NULL, &x);
+	if (rc)
+		return rc;
+	rc = s3_perform(x, st);
+	if (!rc)
+		rc = (ssize_t)x->body.len;
+	s3_xfer_destroy(x);
+	return rc;
+}
