@@ -13,11 +13,10 @@
  * starts downloading while epoch N finishes.
  *
  * Readers do not follow the hint exactly (a DataLoader with W workers has
- * W batches open at once), so the hint keeps, per object, where its
- * occurrences are, and an open consumes the earliest unconsumed one. The
- * window's base is the oldest unconsumed entry, but never further back
- * than half a window behind the newest consumed one: an entry nobody ever
- * reads (a failed sample, an epoch cut short) cannot stall the window.
+ * W batches open at once): which entries they have consumed, where the
+ * window starts, and how soon an object is needed again is the hint
+ * position index of prefetch/order.c; the engine feeds it opens and hints
+ * and asks it for the next ids to fetch.
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
  * hints and the counters. Invariant: nobody calls the cache while holding
@@ -31,6 +30,7 @@
  * with plain ranged GETs and never cached) and by PF_INFLIGHT_BYTES_MAX.
  */
 #include "prefetch/prefetch.h"
+#include "prefetch/order.h"
 #include "prefetch/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/log.h"
@@ -64,9 +64,6 @@
 #define PF_RETRY_TIME_DEFAULT_MS 60000
 #define PF_BACKOFF_BASE_MS 50
 #define PF_BACKOFF_CAP_MS 2000
-/* Opens of objects the current hint no longer expects, before the engine
- * concludes the reader moved on to the next hint. */
-#define PF_SPILL_SWITCH 64
 
 struct pf_fetch;
 
@@ -100,22 +97,6 @@ struct pf_fetch {
 	bool in_table;          /* still in pf->by_id */
 	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
 	int refs;               /* readers holding buf, + 1 for the table */
-};
-
-/* A hint, with the index that maps objects to their positions in it. */
-struct pf_hint {
-	uint32_t *ids;          /* n entries, in reading order */
-	size_t n;
-	int64_t epoch;
-	uint32_t *start;        /* n_ids + 1: positions of id i are */
-	uint32_t *pos;          /*   pos[start[i] .. start[i+1]) */
-	uint32_t *consumed;     /* n_ids: occurrences of id i opened */
-	uint8_t *read;          /* n: entry opened */
-	size_t oldest;          /* first unopened entry */
-	size_t newest;          /* one past the newest opened entry */
-	size_t next_pf;         /* next entry the prefetcher looks at */
-	uint64_t spill;         /* opens of ids this hint no longer expects */
-	struct pf_hint *next;
 };
 
 /* A fetch that failed for good, remembered for a moment (see pf_read). */
@@ -154,7 +135,7 @@ struct pf {
 	uint64_t inflight_bytes;   /* buffers of fetches in the table */
 	double limit;              /* current in-flight limit (AIMD) */
 	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
-	struct pf_hint *hints;     /* current first, then the queue */
+	struct order_queue hints;  /* current first, then the queue */
 	struct pf_fetch **done;    /* fetches the engine must commit */
 	size_t n_done, cap_done;
 	uint32_t *open_count;      /* n_ids: readers with the object open */
@@ -235,112 +216,13 @@ static void queue_take_fetch(struct pf_queue *q, struct pf_fetch *f,
 
 /* ---- hints ---------------------------------------------------------------- */
 
-static void hint_free(struct pf_hint *h)
-{
-	if (!h)
-		return;
-	free(h->ids);
-	free(h->start);
-	free(h->pos);
-	free(h->consumed);
-	free(h->read);
-	free(h);
-}
-
-/* Builds the position index of a hint: a counting sort by id. */
-static struct pf_hint *hint_build(const uint32_t *ids, size_t n, int64_t epoch,
-				  uint32_t n_ids)
-{
-	struct pf_hint *h = calloc(1, sizeof(*h));
-	uint32_t *fill = NULL;
-
-	if (!h || n > UINT32_MAX)
-		goto fail;
-	h->n = n;
-	h->epoch = epoch;
-	h->ids = malloc((n ? n : 1) * sizeof(*h->ids));
-	h->pos = malloc((n ? n : 1) * sizeof(*h->pos));
-	h->read = calloc(n ? n : 1, 1);
-	h->start = calloc((size_t)n_ids + 1, sizeof(*h->start));
-	h->consumed = calloc(n_ids ? n_ids : 1, sizeof(*h->consumed));
-	fill = calloc(n_ids ? n_ids : 1, sizeof(*fill));
-	if (!h->ids || !h->pos || !h->read || !h->start || !h->consumed || !fill)
-		goto fail;
-	if (n)
-		memcpy(h->ids, ids, n * sizeof(*ids));
-	for (size_t i = 0; i < n; i++)
-		h->start[ids[i] + 1]++;
-	for (uint32_t i = 0; i < n_ids; i++)
-		h->start[i + 1] += h->start[i];
-	for (size_t i = 0; i < n; i++)
-		h->pos[h->start[ids[i]] + fill[ids[i]]++] = (uint32_t)i;
-	free(fill);
-	return h;
-fail:
-	free(fill);
-	hint_free(h);
-	return NULL;
-}
-
-/* Where the window of @h starts (see the file comment). */
-static size_t hint_base(const struct pf *pf, const struct pf_hint *h)
-{
-	size_t half = pf->cfg.window_objects / 2;
-	size_t lag = h->newest > half ? h->newest - half : 0;
-
-	return h->oldest > lag ? h->oldest : lag;
-}
-
-/* Drops finished hints at the head of the queue. mu held. */
-static void hints_advance(struct pf *pf)
-{
-	while (pf->hints && pf->hints->next &&
-	       (pf->hints->oldest >= pf->hints->n ||
-		pf->hints->spill >= PF_SPILL_SWITCH)) {
-		struct pf_hint *h = pf->hints;
-
-		pf->hints = h->next;
-		hint_free(h);
-	}
-}
-
-/* Consumes the earliest unopened occurrence of @id in @h; false if none. */
-static bool hint_consume(struct pf_hint *h, uint32_t id)
-{
-	uint32_t k = h->consumed[id];
-	uint32_t cnt = h->start[id + 1] - h->start[id];
-	uint32_t p;
-
-	if (k >= cnt)
-		return false;
-	p = h->pos[h->start[id] + k];
-	h->consumed[id] = k + 1;
-	h->read[p] = 1;
-	if (p + 1 > h->newest)
-		h->newest = p + 1;
-	while (h->oldest < h->n && h->read[h->oldest])
-		h->oldest++;
-	if (h->next_pf < h->oldest)
-		h->next_pf = h->oldest;
-	return true;
-}
-
 void pf_note_open(struct pf *pf, uint32_t id)
 {
-	struct pf_hint *h;
-
 	if (id >= pf->cfg.n_ids)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	pf->open_count[id]++;
-	h = pf->hints;
-	if (h && !hint_consume(h, id) && h->next) {
-		/* Not expected any more by this hint: the reader may have moved
-		 * on to the next epoch. */
-		if (hint_consume(h->next, id))
-			h->spill++;
-	}
-	hints_advance(pf);
+	order_queue_note_open(&pf->hints, id);
 	pthread_mutex_unlock(&pf->mu);
 	curl_multi_wakeup(pf->multi);
 }
@@ -358,8 +240,8 @@ void pf_note_close(struct pf *pf, uint32_t id)
 int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	    bool replace)
 {
-	struct pf_hint *h = hint_build(ids, n, epoch, pf->cfg.n_ids), **tail;
-	struct pf_hint *old = NULL;
+	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
+	struct order *old;
 
 	if (!h)
 		return -ENOMEM;
@@ -368,24 +250,12 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	if (!n && !replace) {
 		/* Nothing to follow: queueing it would only stall the next. */
 		pthread_mutex_unlock(&pf->mu);
-		hint_free(h);
+		order_destroy(h);
 		return 0;
 	}
-	if (replace) {
-		old = pf->hints;
-		pf->hints = NULL;
-	}
-	for (tail = &pf->hints; *tail; tail = &(*tail)->next)
-		;
-	*tail = h;
-	hints_advance(pf);
+	old = order_queue_add(&pf->hints, h, replace);
 	pthread_mutex_unlock(&pf->mu);
-	while (old) {
-		struct pf_hint *next = old->next;
-
-		hint_free(old);
-		old = next;
-	}
+	order_destroy(old);
 	curl_multi_wakeup(pf->multi);
 	return 0;
 }
@@ -393,28 +263,14 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len)
 {
 	uint32_t id = pf->cfg.key_id(pf->cfg.arg, key, key_len);
-	uint64_t dist = 0, best = UINT64_MAX;
+	uint64_t best;
 
 	if (id == PF_NO_ID || id >= pf->cfg.n_ids)
 		return UINT64_MAX;
 	pthread_mutex_lock(&pf->mu);
 	/* Open right now: its reads may not have reached us yet (the open
 	 * consumed its hint entry already), so it is needed at once. */
-	if (pf->open_count[id])
-		best = 0;
-	for (struct pf_hint *h = pf->hints; h && best; h = h->next) {
-		uint32_t k = h->consumed[id];
-		uint32_t cnt = h->start[id + 1] - h->start[id];
-		size_t base = h == pf->hints ? h->oldest : 0;
-
-		if (k < cnt) {
-			uint32_t p = h->pos[h->start[id] + k];
-
-			best = dist + (p > base ? p - base : 0);
-			break;
-		}
-		dist += h->n - base;
-	}
+	best = pf->open_count[id] ? 0 : order_queue_next_use(&pf->hints, id);
 	pthread_mutex_unlock(&pf->mu);
 	return best;
 }
@@ -674,35 +530,26 @@ struct pf_candidates {
 	size_t n;
 };
 
+/* Whether the prefetcher passes over @id: its fetch is in flight. mu held. */
+static bool in_flight(void *arg, uint32_t id)
+{
+	const struct pf *pf = arg;
+
+	return pf->by_id[id] != NULL;
+}
+
 /*
  * Picks up to @room hinted ids ahead of the readers that have no fetch in
  * flight, advancing the hints' cursors. mu held.
  */
 static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
 {
-	size_t budget = pf->cfg.window_objects;
+	size_t got = order_queue_pick(&pf->hints, pf->cfg.window_objects,
+				      in_flight, pf, c->ids + c->n, room - c->n);
 
-	for (struct pf_hint *h = pf->hints; h && c->n < room; h = h->next) {
-		size_t base = h == pf->hints ? hint_base(pf, h) : 0;
-		size_t end;
-
-		if (h->next_pf < base)
-			h->next_pf = base;
-		end = base + budget < h->n ? base + budget : h->n;
-		while (h->next_pf < end && c->n < room) {
-			uint32_t id = h->ids[h->next_pf++];
-
-			if (!pf->by_id[id] && !h->read[h->next_pf - 1]) {
-				c->warm[c->n] = false;
-				c->ids[c->n++] = id;
-			}
-		}
-		if (h->next_pf < h->n)
-			return; /* window full inside this hint */
-		budget -= end - base;
-		if (!budget)
-			return;
-	}
+	for (size_t i = 0; i < got; i++)
+		c->warm[c->n + i] = false;
+	c->n += got;
 }
 
 /*
@@ -1081,18 +928,17 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 
 void pf_get_stats(struct pf *pf, struct pf_stats *st)
 {
+	struct order_queue_stats os;
+
 	pthread_mutex_lock(&pf->mu);
 	*st = pf->st;
 	st->inflight = pf->running;
 	st->inflight_limit = (uint32_t)pf->limit;
-	st->hint_epoch = -1;
-	if (pf->hints) {
-		st->hint_pos = pf->hints->oldest;
-		st->hint_len = pf->hints->n;
-		st->hint_epoch = pf->hints->epoch;
-		for (struct pf_hint *h = pf->hints->next; h; h = h->next)
-			st->hints_queued++;
-	}
+	order_queue_stats(&pf->hints, &os);
+	st->hint_pos = os.pos;
+	st->hint_len = os.len;
+	st->hint_epoch = os.epoch;
+	st->hints_queued = os.queued;
 	pthread_mutex_unlock(&pf->mu);
 }
 
@@ -1121,6 +967,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pf->limit = pf->cfg.max_inflight;
 	pthread_mutex_init(&pf->mu, NULL);
 	pthread_cond_init(&pf->cv, NULL);
+	order_queue_init(&pf->hints);
 	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
 	pf->open_count = calloc(cfg->n_ids ? cfg->n_ids : 1,
 				sizeof(*pf->open_count));
@@ -1173,12 +1020,7 @@ void pf_stop(struct pf *pf)
 		}
 		fetch_free(f);
 	}
-	while (pf->hints) {
-		struct pf_hint *h = pf->hints;
-
-		pf->hints = h->next;
-		hint_free(h);
-	}
+	order_queue_fini(&pf->hints);
 	free(pf->done);
 	free(pf->warm_ids);
 	free(pf->open_count);

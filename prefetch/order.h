@@ -1,0 +1,139 @@
+/**
+ * prefetch/order.h - the hint position index: where each object falls in
+ * the hinted reading order, and how far the readers have got (private to
+ * prefetch: the engine and its unit test).
+ *
+ * An *order* is one hint: n entries (object ids, duplicates allowed) in
+ * the order of reading, indexed so that an object's occurrences are found
+ * in O(1). Readers do not follow it exactly (a DataLoader with W workers
+ * has W batches open at once), so an open *consumes* the earliest
+ * unconsumed occurrence of its object, wherever it is; the *oldest* entry
+ * is the first not consumed.
+ *
+ * An *order queue* is the current hint followed by the queued ones: opens
+ * spill into the next hint when the current one no longer expects them,
+ * a finished (or abandoned) hint gives way to the next, the prefetcher
+ * walks a window of entries ahead of the readers, and the cache's eviction
+ * asks how soon an object is needed again.
+ *
+ * Nothing here locks: the caller (the engine, under its mutex) serializes
+ * every call on one queue. Nothing here allocates after order_create().
+ */
+#ifndef HINTFS_PREFETCH_ORDER_H
+#define HINTFS_PREFETCH_ORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** "Not in this order": what order_next_pos() gives for an id it does
+ *  not expect any more. */
+#define ORDER_NONE UINT64_MAX
+
+/**
+ * Opens of objects the current hint no longer expects, taken from the
+ * next hint instead, after which the queue concludes the readers moved on
+ * to it (the rest of the current hint is abandoned): 64 is more than the
+ * batches a DataLoader holds open across an epoch's end.
+ */
+#define ORDER_SPILL_SWITCH 64
+
+struct order;
+
+/**
+ * Builds the order of @n ids (copied; each below @n_ids) for epoch @epoch
+ * (-1: unnamed). Returns it (owned by the caller, or by a queue once
+ * added), or NULL when out of memory or @n does not fit 32 bits.
+ */
+struct order *order_create(const uint32_t *ids, size_t n, int64_t epoch,
+			   uint32_t n_ids);
+
+/** Frees @o and every order chained behind it in a queue. NULL ok. */
+void order_destroy(struct order *o);
+
+/** The number of entries of @o. */
+size_t order_len(const struct order *o);
+
+/** The epoch @o was created with. */
+int64_t order_epoch(const struct order *o);
+
+/** The first entry of @o not consumed yet (order_len() once all are). */
+size_t order_oldest(const struct order *o);
+
+/**
+ * Consumes the earliest unconsumed occurrence of @id in @o: that entry is
+ * read. Returns false when @o holds no unconsumed occurrence of @id.
+ */
+bool order_consume(struct order *o, uint32_t id);
+
+/**
+ * Where a prefetch window of @window entries starts: the oldest unconsumed
+ * entry, but never more than half a window behind the newest consumed
+ * one, so that an entry nobody reads (a failed sample, an epoch cut
+ * short) cannot stall the window.
+ */
+size_t order_base(const struct order *o, size_t window);
+
+/** The position of the next unconsumed occurrence of @id, or ORDER_NONE. */
+uint64_t order_next_pos(const struct order *o, uint32_t id);
+
+/** The current hint and the ones queued behind it. Caller-owned storage. */
+struct order_queue {
+	struct order *head; /**< the current hint; NULL when none */
+};
+
+/** Readies an empty queue. */
+void order_queue_init(struct order_queue *q);
+
+/** Frees every order of @q. */
+void order_queue_fini(struct order_queue *q);
+
+/**
+ * Adds @o (now owned by @q) behind the queued orders, or, with @replace,
+ * in place of all of them: those are unlinked and returned, for the
+ * caller to order_destroy() outside its lock (NULL when none).
+ */
+struct order *order_queue_add(struct order_queue *q, struct order *o,
+			      bool replace);
+
+/**
+ * A reader opened @id: consumes its occurrence in the current hint, or
+ * else in the next one (a reader already in the next epoch), and drops the
+ * hints that are finished or abandoned (ORDER_SPILL_SWITCH).
+ */
+void order_queue_note_open(struct order_queue *q, uint32_t id);
+
+/**
+ * How soon @id is needed, in entries from the current hint's oldest one
+ * (0: next), counting through the queued hints; ORDER_NONE when no hint
+ * expects it any more.
+ */
+uint64_t order_queue_next_use(const struct order_queue *q, uint32_t id);
+
+/** Whether the prefetcher should skip @id (already in flight, say). */
+typedef bool (*order_skip_cb)(void *arg, uint32_t id);
+
+/**
+ * Walks the window of @window entries from the current hint's base
+ * (order_base()) on into the queued hints, from where the last call left
+ * off, and stores up to @room ids not consumed and not skipped by @skip
+ * in @ids. Each entry is offered once per order: the cursor moves past
+ * what it returns and what it skips. Returns how many were stored.
+ */
+size_t order_queue_pick(struct order_queue *q, size_t window,
+			order_skip_cb skip, void *arg, uint32_t *ids,
+			size_t room);
+
+/** What .hintfs/stats shows of the queue. */
+struct order_queue_stats {
+	uint64_t pos;    /**< oldest unconsumed entry of the current hint */
+	uint64_t len;    /**< its length; 0 with no hint */
+	int64_t epoch;   /**< its epoch, -1 if unnamed or none */
+	uint32_t queued; /**< hints behind it */
+};
+
+/** Fills @st. */
+void order_queue_stats(const struct order_queue *q,
+		       struct order_queue_stats *st);
+
+#endif /* HINTFS_PREFETCH_ORDER_H */
