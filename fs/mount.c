@@ -1,0 +1,399 @@
+/*
+ * fs/mount.c - the mount's wiring: fs_create() opens the cache, builds the
+ * namespace (from the listing saved in the cache, or from ListObjectsV2),
+ * starts the prefetch engine and the hint watcher; fs_destroy() takes them
+ * down in reverse; fs_relist() lists again for the next mount. Also the
+ * callbacks through which the engine and the cache ask the namespace what
+ * an object is.
+ *
+ * Start-up order matters: the cache opens first (it holds the listing
+ * snapshot), then the namespace is built, then the engine starts; the
+ * cache's eviction callback finds no engine until then and treats every
+ * object as unhinted.
+ */
+#include "fs/fs_internal.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+/* The context of one listing: the builder and what the prefix strips. */
+struct list_ctx {
+	struct tree_builder *b;
+	struct listing_buf *snap; /* recording for the cache, or NULL */
+	const char *prefix;
+	size_t prefix_len;
+	uint64_t foreign; /* keys outside the prefix: a confused server */
+};
+
+static int list_cb(void *arg, const struct s3_object *o)
+{
+	struct list_ctx *lc = arg;
+	int rc;
+
+	if (o->key_len < lc->prefix_len ||
+	    memcmp(o->key, lc->prefix, lc->prefix_len)) {
+		lc->foreign++;
+		return 0;
+	}
+	if (lc->snap) {
+		rc = listing_buf_add(lc->snap, o);
+		if (rc)
+			return rc;
+	}
+	if (!lc->b)
+		return 0; /* a relist only records */
+	return tree_builder_add(lc->b, o->key + lc->prefix_len,
+				o->key_len - lc->prefix_len, o->size, o->mtime,
+				o->etag);
+}
+
+static void log_skips(const struct fs *fs)
+{
+	const struct tree_skips *sk = tree_skips(fs->tree);
+
+	if (sk->bad_path)
+		log_warn("%s: skipped %llu key(s) that cannot be paths "
+			 "(empty, '.' or '..' component, NUL, or a name over "
+			 "255 bytes), the first: '%s'", fs->source,
+			 (unsigned long long)sk->bad_path, sk->first_bad);
+	if (sk->shadowed)
+		log_info("%s: %llu file(s) hidden by a directory of the same name",
+			 fs->source, (unsigned long long)sk->shadowed);
+	if (sk->reserved)
+		log_warn("%s: %llu key(s) under '%s' hidden: that name is hintfs's "
+			 "control directory", fs->source,
+			 (unsigned long long)sk->reserved, FS_CTL_NAME);
+}
+
+static uint64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* Signed: the nanoseconds alone may go backwards across a second. */
+	int64_t ms = (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 +
+		     ((int64_t)t1.tv_nsec - (int64_t)t0->tv_nsec) / 1000000;
+
+	return ms > 0 ? (uint64_t)ms : 0;
+}
+
+/*
+ * Builds the namespace: from the snapshot saved in the cache when there is
+ * one (and no relist was asked), else from ListObjectsV2, saving it.
+ */
+static int build_namespace(struct fs *fs, const struct fs_config *cfg,
+			   char *err, size_t err_len)
+{
+	struct list_ctx lc = { .prefix = cfg->prefix,
+			       .prefix_len = strlen(cfg->prefix) };
+	struct s3_status st = { 0 };
+	const char *name = fs->listing_name;
+	struct timespec t0;
+	int64_t saved_at;
+	char why[512];
+	uint64_t count;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	if (!cfg->relist) {
+		lc.b = tree_builder_create(FS_CTL_NAME);
+		if (!lc.b) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = listing_load(fs->cache, name, list_cb, &lc, &count,
+				  &saved_at);
+		if (!rc) {
+			fs->listed_from_cache = true;
+			atomic_store(&fs->listing_saved_at, saved_at);
+			goto build;
+		}
+		tree_builder_destroy(lc.b);
+		lc.b = NULL;
+		lc.foreign = 0;
+		if (rc == -EPROTO)
+			log_warn("%s: the listing saved in the cache is damaged; "
+				 "listing again", fs->source);
+		else if (rc != -ENODATA)
+			log_warn("%s: cannot read the saved listing (%s); listing "
+				 "again", fs->source, strerror(-rc));
+	}
+
+	lc.b = tree_builder_create(FS_CTL_NAME);
+	lc.snap = listing_buf_create();
+	if (!lc.b || !lc.snap) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = s3_list(fs->s3, cfg->prefix, list_cb, &lc, &st);
+	if (rc) {
+		if (rc == -ENOMEM || rc == -EFBIG) {
+			snprintf(err, err_len, "cannot hold the listing of %s: %s",
+				 fs->source, strerror(-rc));
+		} else {
+			s3_status_describe(&st, rc, why, sizeof(why));
+			snprintf(err, err_len, "cannot list %s at %s: %s",
+				 fs->source, cfg->s3.endpoint, why);
+		}
+		goto out;
+	}
+	rc = listing_save(fs->cache, name, lc.snap);
+	if (rc)
+		log_warn("%s: cannot save the listing in the cache (%s); the "
+			 "next mount lists again", fs->source, strerror(-rc));
+	atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
+build:
+	rc = tree_build(lc.b, fs->mount_time, &fs->tree);
+	lc.b = NULL;
+	if (rc) {
+		snprintf(err, err_len, "cannot build the namespace: %s",
+			 strerror(-rc));
+		goto out;
+	}
+	fs->list_ms = ms_since(&t0);
+	if (lc.foreign)
+		log_warn("%s: the server listed %llu key(s) outside the prefix; "
+			 "ignored", fs->source, (unsigned long long)lc.foreign);
+	log_skips(fs);
+out:
+	tree_builder_destroy(lc.b);
+	listing_buf_destroy(lc.snap);
+	return rc;
+}
+
+int fs_relist(struct fs *fs)
+{
+	struct list_ctx lc = { .prefix = fs->prefix,
+			       .prefix_len = strlen(fs->prefix) };
+	struct s3_status st = { 0 };
+	char why[512];
+	int rc;
+
+	pthread_mutex_lock(&fs->relist_mu);
+	lc.snap = listing_buf_create();
+	rc = lc.snap ? s3_list(fs->s3, fs->prefix, list_cb, &lc, &st) : -ENOMEM;
+	if (!rc)
+		rc = listing_save(fs->cache, fs->listing_name, lc.snap);
+	if (rc) {
+		s3_status_describe(&st, rc, why, sizeof(why));
+		log_error("relist of %s: %s", fs->source,
+			  st.http || st.code[0] ? why : strerror(-rc));
+	} else {
+		atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
+		log_info("relist of %s: %llu objects saved; used from the next "
+			 "mount", fs->source,
+			 (unsigned long long)listing_buf_count(lc.snap));
+	}
+	listing_buf_destroy(lc.snap);
+	pthread_mutex_unlock(&fs->relist_mu);
+	return rc;
+}
+
+/* ---- what the engine and the cache ask of the namespace ----------------- */
+
+static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
+		       struct pf_object *o)
+{
+	struct fs *fs = arg;
+	const struct tree_node *n = tree_node(fs->tree, id);
+	int klen;
+
+	if (!n || n->is_dir)
+		return -ENOENT;
+	klen = tree_path(fs->tree, id, fs->prefix, keybuf, cap);
+	if (klen < 0)
+		return klen;
+	o->key = keybuf;
+	o->key_len = (size_t)klen;
+	o->etag = tree_etag(fs->tree, n);
+	o->size = n->size;
+	return 0;
+}
+
+static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
+{
+	struct fs *fs = arg;
+	size_t plen = strlen(fs->prefix);
+
+	if (key_len < plen || memcmp(key, fs->prefix, plen))
+		return HINT_NO_ID;
+	return fs_file_id(fs, key + plen, key_len - plen);
+}
+
+static uint64_t next_use_cb(void *arg, const char *key, size_t key_len)
+{
+	struct fs *fs = arg;
+	struct pf *pf = atomic_load(&fs->pf);
+
+	return pf ? pf_next_use(pf, key, key_len) : CACHE_NEVER;
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+/* The capacity: as given, or a share of the free space of the cache's disk. */
+static uint64_t cache_capacity(const struct fs_config *cfg)
+{
+	struct statvfs sv;
+
+	if (cfg->cache_size)
+		return cfg->cache_size;
+	if (statvfs(cfg->cache_dir, &sv) < 0)
+		return 1ull << 30;
+	return (uint64_t)sv.f_bavail * sv.f_frsize / 100 * cfg->cache_size_pct;
+}
+
+/* mkdir -p with mode 0700 for what it creates. */
+static int make_dirs(const char *path)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; ; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+
+		*s = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+			rc = -errno;
+			break;
+		}
+		*s = c;
+		if (!c)
+			break;
+	}
+	free(p);
+	return rc;
+}
+
+int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
+	      size_t err_len)
+{
+	size_t plen = strlen(cfg->prefix);
+	struct cache_config cc = { 0 };
+	struct pf_config pc = { 0 };
+	struct fs *fs;
+	char why[512];
+	struct pf *pf;
+	int rc;
+
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	pthread_mutex_init(&fs->hint_mu, NULL);
+	pthread_mutex_init(&fs->relist_mu, NULL);
+	pthread_mutex_init(&fs->watch_mu, NULL);
+	pthread_cond_init(&fs->watch_cv, NULL);
+	fs->last_hint.epoch = -1;
+	fs->uid = cfg->uid;
+	fs->gid = cfg->gid;
+	fs->mount_time = (int64_t)time(NULL);
+	fs->prefix = strdup(cfg->prefix);
+	fs->mountpoint = strdup(cfg->mountpoint ? cfg->mountpoint : "");
+	fs->cache_dir = strdup(cfg->cache_dir);
+	fs->hint_file = cfg->hint_file ? strdup(cfg->hint_file) : NULL;
+	if (!fs->prefix || !fs->mountpoint || !fs->cache_dir ||
+	    (cfg->hint_file && !fs->hint_file) ||
+	    asprintf(&fs->source, "s3://%s%s%.*s", cfg->s3.bucket,
+		     plen ? "/" : "", (int)(plen ? plen - 1 : 0), cfg->prefix) < 0) {
+		fs->source = NULL;
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* NOTE(s3): the same bucket name at another endpoint is another
+	 * bucket; the snapshot's name says which. */
+	if (asprintf(&fs->listing_name, "listing\n%s\n%s\n%s", cfg->s3.endpoint,
+		     cfg->s3.bucket, cfg->prefix) < 0) {
+		fs->listing_name = NULL;
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = s3_client_create(&cfg->s3, &fs->s3, why, sizeof(why));
+	if (rc) {
+		snprintf(err, err_len, "%s", why);
+		goto fail;
+	}
+
+	rc = make_dirs(cfg->cache_dir);
+	if (rc) {
+		snprintf(err, err_len, "cache directory '%s': %s", cfg->cache_dir,
+			 strerror(-rc));
+		goto fail;
+	}
+	cc.dir = cfg->cache_dir;
+	cc.capacity = cache_capacity(cfg);
+	cc.next_use = next_use_cb;
+	cc.next_use_arg = fs;
+	rc = cache_open(&cc, &fs->cache, why, sizeof(why));
+	if (rc) {
+		snprintf(err, err_len, "%s", why);
+		goto fail;
+	}
+
+	rc = build_namespace(fs, cfg, err, err_len);
+	if (rc)
+		goto fail;
+
+	pc.s3 = fs->s3;
+	pc.cache = fs->cache;
+	pc.describe = describe_cb;
+	pc.key_id = key_id_cb;
+	pc.arg = fs;
+	pc.n_ids = tree_count(fs->tree);
+	pc.max_inflight = cfg->max_inflight;
+	pc.window_objects = cfg->window;
+	pc.max_attempts = cfg->s3.max_attempts;
+	pc.retry_time_ms = cfg->s3.retry_time_ms;
+	rc = pf_start(&pc, &pf);
+	if (rc) {
+		snprintf(err, err_len, "cannot start the prefetch engine: %s",
+			 strerror(-rc));
+		goto fail;
+	}
+	atomic_store(&fs->pf, pf);
+	if (fs->hint_file) {
+		rc = fs_hint_watch_start(fs);
+		if (rc) {
+			snprintf(err, err_len, "cannot watch the hint file: %s",
+				 strerror(-rc));
+			goto fail;
+		}
+	}
+	*out = fs;
+	return 0;
+fail:
+	fs_destroy(fs);
+	return rc;
+}
+
+void fs_destroy(struct fs *fs)
+{
+	if (!fs)
+		return;
+	fs_hint_watch_stop(fs);
+	pf_stop(atomic_load(&fs->pf));
+	cache_close(fs->cache);
+	tree_destroy(fs->tree);
+	s3_client_destroy(fs->s3);
+	pthread_mutex_destroy(&fs->hint_mu);
+	pthread_mutex_destroy(&fs->relist_mu);
+	pthread_mutex_destroy(&fs->watch_mu);
+	pthread_cond_destroy(&fs->watch_cv);
+	free(fs->prefix);
+	free(fs->source);
+	free(fs->mountpoint);
+	free(fs->cache_dir);
+	free(fs->hint_file);
+	free(fs->listing_name);
+	free(fs);
+}
+
