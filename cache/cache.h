@@ -117,20 +117,13 @@ int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		    struct cache_put **out);
 
 /**
- * Writes @len bytes at @off of the object. Parts may come in any order and
- * from several threads at once, but must not overlap. Returns 0, -EINVAL
- * (outside the object), -ENOSPC (disk full) or -EIO.
+ * Writes @len bytes at @off of the object. Parts come in order, one after
+ * another (@off is where the previous one ended), so the checksum is taken
+ * as they come. Returns 0, -EINVAL (outside the object, or not where the
+ * previous part ended), -ENOSPC (disk full) or -EIO.
  */
 int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
 		    size_t len);
-
-/**
- * Reads @len bytes at @off of an object still being written, for readers
- * that wait on a part that has arrived. The caller guarantees that the
- * range was written. Returns the bytes read or -EIO.
- */
-ssize_t cache_put_read(struct cache_put *p, void *buf, size_t len,
-		       uint64_t off);
 
 /**
  * Commits the object: after this returns 0, lookups find it, including

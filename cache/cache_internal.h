@@ -160,10 +160,10 @@ struct cache_put {
 	uint64_t size;         /* object bytes (and the reservation) */
 	unsigned char *buf;    /* inline: the bytes until commit */
 	pthread_mutex_t lock;  /* guards the fields below */
-	void *hstate;          /* XXH3 state over bytes [0, hashed) */
-	uint64_t hashed;       /* prefix hashed as parts arrived in order */
-	uint64_t written;      /* bytes written; parts never overlap, so
-				  written == size means complete */
+	void *hstate;          /* XXH3 state over bytes [0, written) */
+	uint64_t written;      /* bytes written: parts come in order, so
+				  the next starts here and written == size
+				  means complete */
 	int err;               /* first write error, sticky */
 	uint16_t key_len;      /* bytes of key in name[] */
 	uint8_t etag_len;      /* bytes of etag in name[] */

@@ -1,6 +1,6 @@
 /*
- * cache/put.c - writing an object: begin, write parts, read them back,
- * commit or abort.
+ * cache/put.c - writing an object: begin, write parts in order, commit
+ * or abort.
  *
  * Owns struct cache_put. A put holds a capacity reservation (evict.c)
  * and either an in-memory buffer (objects up to inline_max, stored in
@@ -11,10 +11,9 @@
  * - Nothing of a put is visible to lookups before cache_put_commit()
  *   returns 0; the bytes are written (to the page cache, which survives
  *   kill -9) before the index record that points to them is committed.
- * - The checksum covers exactly the bytes of the object: parts that
- *   arrive in order are hashed as they come (no second pass for the
- *   usual streamed GET); whatever came out of order is read back from
- *   the segment at commit and hashed then.
+ * - The checksum covers exactly the bytes of the object: parts must come
+ *   in order and are hashed as they come, so a commit never reads the
+ *   segment back (the engine writes a fetched object in one part).
  * - A failed put counts once in write_errors, whatever else it is asked.
  */
 #include "cache/cache_internal.h"
@@ -25,9 +24,6 @@
 #include <string.h>
 #include <time.h>
 #include <xxhash.h>
-
-/* Commit reads back out-of-order parts 1 MiB at a time. */
-#define PUT_HASH_CHUNK (1u << 20)
 
 int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		    const char *etag, uint64_t size, uint64_t next_use,
@@ -118,7 +114,7 @@ int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
 	if (!len)
 		return 0;
 	pthread_mutex_lock(&p->lock);
-	ret = p->err;
+	ret = p->err ? p->err : off != p->written ? -EINVAL : 0;
 	pthread_mutex_unlock(&p->lock);
 	if (ret)
 		return ret;
@@ -138,64 +134,17 @@ int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
 	}
 	pthread_mutex_lock(&p->lock);
 	p->written += len;
-	if (p->hstate && off == p->hashed) {
+	if (p->hstate)
 		XXH3_64bits_update(p->hstate, data, len);
-		p->hashed += len;
-	}
 	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
 
-ssize_t cache_put_read(struct cache_put *p, void *buf, size_t len,
-		       uint64_t off)
+/* The object's xxh3-64: inline bytes at once, a segment's as they came. */
+static uint64_t put_checksum(const struct cache_put *p)
 {
-	size_t n;
-
-	if (off >= p->size)
-		return 0;
-	n = p->size - off < len ? p->size - off : len;
-	if (p->buf) {
-		memcpy(buf, p->buf + off, n);
-		return (ssize_t)n;
-	}
-	return blob_io(p->seg->fd, buf, n, p->off + off, false) ? -EIO
-								 : (ssize_t)n;
-}
-
-/* The object's xxh3-64: hashes what the parts in order did not cover. */
-static int put_checksum(struct cache_put *p, uint64_t *sum)
-{
-	size_t chunk;
-	void *buf;
-	int ret = 0;
-
-	if (p->buf) {
-		*sum = XXH3_64bits(p->buf, p->size);
-		return 0;
-	}
-	if (p->hashed < p->size) {
-		chunk = p->size - p->hashed < PUT_HASH_CHUNK
-				? p->size - p->hashed
-				: PUT_HASH_CHUNK;
-		buf = malloc(chunk);
-		if (!buf)
-			return -ENOMEM;
-		while (!ret && p->hashed < p->size) {
-			size_t n = p->size - p->hashed < chunk
-					   ? p->size - p->hashed
-					   : chunk;
-
-			ret = blob_io(p->seg->fd, buf, n, p->off + p->hashed,
-				      false);
-			if (!ret) {
-				XXH3_64bits_update(p->hstate, buf, n);
-				p->hashed += n;
-			}
-		}
-		free(buf);
-	}
-	*sum = XXH3_64bits_digest(p->hstate);
-	return ret;
+	return p->buf ? XXH3_64bits(p->buf, p->size)
+		      : XXH3_64bits_digest(p->hstate);
 }
 
 /* Gives back the reservation and the extent of a put that is not kept. */
@@ -300,23 +249,20 @@ int cache_put_commit(struct cache_put *p)
 		ret = -EINVAL; /* a caller bug, not a cache failure */
 		goto fail;
 	}
-	ret = put_checksum(p, &sum);
-	if (!ret) {
-		e = cache_ent_new(p->name, p->key_len,
-				  p->name + p->key_len + 1, p->etag_len);
-		ret = e ? 0 : -ENOMEM;
-	}
-	if (ret) {
-		cache_note_write_error(c, ret == -ENOMEM ? -ENOMEM : -EIO);
-		ret = ret == -ENOMEM ? ret : -EIO;
+	sum = put_checksum(p);
+	e = cache_ent_new(p->name, p->key_len, p->name + p->key_len + 1,
+			  p->etag_len);
+	if (!e) {
+		ret = -ENOMEM;
+		cache_note_write_error(c, ret);
 		goto fail;
 	}
 	e->seg = p->seg;
 	e->size = p->size;
 	e->off = p->off;
 	e->sum = sum;
-	/* Hashed from the bytes as they went to the page cache (or read
-	 * back from it): nothing to check again this session. */
+	/* Hashed from the bytes as they went to the page cache: nothing to
+	 * check again this session. */
 	e->verified = true;
 
 	pthread_mutex_lock(&c->wlock);

@@ -93,8 +93,6 @@ struct pf_fetch {
 	uint32_t parts_ended;   /* done or failed for good */
 	int err;                /* first fatal error, 0 if none */
 	bool demand;            /* a reader waits: parts go first */
-	bool complete;          /* every part ended */
-	bool in_table;          /* still in pf->by_id */
 	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
 	int refs;               /* readers holding buf, + 1 for the table */
 };
@@ -337,7 +335,6 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 	}
 	f->demand = demand;
 	f->refs = 1;
-	f->in_table = true;
 	pf->by_id[id] = f;
 	pf->inflight_bytes += o->size;
 	if (demand) {
@@ -439,7 +436,6 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		part_fail(pf, p, err, st);
 	}
 	if (f->parts_ended == f->n_parts) {
-		f->complete = true;
 		if (pf->n_done == pf->cap_done) {
 			size_t cap = pf->cap_done ? pf->cap_done * 2 : 64;
 			struct pf_fetch **nd = realloc(pf->done, cap * sizeof(*nd));
@@ -455,7 +451,6 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			/* No room to remember it: leave it uncached. */
 			pf->st.warm_failed += f->warm_refs;
 			pf->by_id[f->id] = NULL;
-			f->in_table = false;
 			pf->inflight_bytes -= f->size;
 			fetch_put(pf, f);
 		}
@@ -516,7 +511,6 @@ static void commit_done(struct pf *pf)
 		else
 			pf->st.warm_failed += f->warm_refs;
 		pf->by_id[f->id] = NULL;
-		f->in_table = false;
 		pf->inflight_bytes -= f->size;
 		fetch_put(pf, f);
 		pthread_mutex_unlock(&pf->mu);
