@@ -13,10 +13,9 @@
  * Objects are identified by their S3 key and ETag: a lookup with another
  * ETag is a miss, so a changed object is never served from a stale entry.
  *
- * Writing an object is a three-step transaction so that large objects can
- * arrive as parallel ranges, and readers can read ranges that have already
- * arrived before the whole object is committed:
- *     cache_put_begin -> cache_put_write (any order, any thread) ->
+ * Writing an object is a three-step transaction, so that nothing of it is
+ * visible before its bytes and its index entry are both written:
+ *     cache_put_begin -> cache_put_write (parts in order) ->
  *     cache_put_commit or cache_put_abort.
  *
  * Eviction: when an insert would pass the capacity, the cache evicts the

@@ -1,6 +1,7 @@
 /*
- * fs/ctl.c - the control directory <mount>/.hintfs (DESIGN.md 2.3): the
- * write-only hint file, the stats file, and the -o hint=FILE watcher.
+ * fs/ctl.c - the control files of <mount>/.hintfs (DESIGN.md 2.3; the
+ * table of names and modes is ctl_files[] in fs.c), and the -o hint=FILE
+ * watcher.
  *
  * Owns the per-open state of the control files. A hint written through
  * .hintfs/hint is collected in its open file's buffer and handed to the

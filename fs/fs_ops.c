@@ -20,7 +20,8 @@
  * NOTE(fuse): the namespace is a snapshot that never changes while mounted
  * (DESIGN.md 2.1), so the kernel may keep entries, attributes and absent
  * names for as long as it likes. A day is "forever" without overflowing
- * anything; a relist (later) invalidates entries explicitly.
+ * anything. A relist does not change the running mount (its listing is
+ * used from the next mount on), so nothing here is ever invalidated.
  */
 #define FS_TTL_S 86400.0
 

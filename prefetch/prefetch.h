@@ -1,15 +1,17 @@
 /**
  * prefetch/prefetch.h - the network side of hintfs (public header).
  *
- * For now this is the S3 client: one object per mounted bucket, shared by
- * all threads, that lists a prefix and reads byte ranges of objects. Every
- * call is blocking and thread-safe; concurrent calls run on separate
+ * Two objects. The S3 client (s3_*): one per mounted bucket, shared by all
+ * threads, that lists a prefix and reads byte ranges of objects; every
+ * call is blocking and thread-safe, and concurrent calls run on separate
  * connections from a pool, so readers of different files never wait on
- * each other.
+ * each other. The prefetch engine (pf_*): one thread that fetches objects
+ * into the cache ahead of the readers along the hinted order, and serves
+ * reads that miss.
  *
  * Errors are -errno values. The mapping from HTTP statuses, S3 error codes
- * and curl codes to errno happens in one function of s3_client.c; callers
- * that need to tell the user more (mount-time errors) get the details in a
+ * and curl codes happens once, in the S3 client (s3_error.c); callers that
+ * need to tell the user more (mount-time errors) get the details in a
  * struct s3_status.
  */
 #ifndef HINTFS_PREFETCH_PREFETCH_H
