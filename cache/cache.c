@@ -18,6 +18,7 @@
  *   object is either intact or caught by its checksum.
  */
 #include "cache/cache_internal.h"
+#include "common/fileio.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -505,37 +506,13 @@ int cache_verify(struct cache *c,
 
 /* ---- open and close ---- */
 
-/*
- * Creates @dir (0700) and any missing parents. Failures on parents are
- * left for the final mkdir and open to report.
- */
-static int cache_mkdirs(const char *dir)
-{
-	char *p = strdup(dir);
-	int ret = 0;
-
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		mkdir(p, 0700);
-		*s = '/';
-	}
-	if (mkdir(p, 0700) < 0 && errno != EEXIST)
-		ret = -errno;
-	free(p);
-	return ret;
-}
-
 /* Opens the directory, which must be ours: objects are private data. */
 static int cache_open_dir(struct cache *c, char *err, size_t err_len)
 {
 	struct stat st;
 	int ret;
 
-	ret = cache_mkdirs(c->dir);
+	ret = mkdir_p(c->dir, 0700);
 	if (ret) {
 		snprintf(err, err_len, "cache dir %s: cannot create: %s",
 			 c->dir, strerror(-ret));

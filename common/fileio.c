@@ -1,61 +1,57 @@
 /*
- * common/fileio.c - reads whole files (hints, control files, lists).
+ * common/fileio.c - reads whole files (hints, control files, lists), and
+ * creates directories with their parents.
  *
  * Invariant: on success the buffer holds exactly the bytes read plus a
  * NUL; on failure nothing is left allocated.
  */
 #include "common/fileio.h"
+#include "common/buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* Reads of 64 KiB: a hint of 100,000 paths takes a hundred or so. */
+#define FILEIO_READ_CHUNK 65536
 
 int read_fd_all(int fd, size_t max, char **out, size_t *len)
 {
-	size_t n = 0, cap = 65536;
-	char *buf = malloc(cap);
+	struct buf b = { 0 };
+	int rc = 0;
 
-	if (!buf)
-		return -ENOMEM;
 	for (;;) {
 		ssize_t r;
 
-		if (n + 1 >= cap) {
-			char *nb;
-
-			if (cap > max)
-				goto fail_rc_efbig;
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n - 1);
+		rc = buf_reserve(&b, FILEIO_READ_CHUNK);
+		if (rc)
+			break;
+		r = read(fd, b.data + b.len, b.cap - b.len - 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			int rc = -errno;
-
-			free(buf);
-			return rc;
+			rc = -errno;
+			break;
 		}
 		if (r == 0)
 			break;
-		n += (size_t)r;
-		if (n > max)
-			goto fail_rc_efbig;
+		b.len += (size_t)r;
+		if (b.len > max) {
+			rc = -EFBIG;
+			break;
+		}
 	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
+	if (rc) {
+		buf_fini(&b);
+		return rc;
+	}
+	b.data[b.len] = '\0';
+	*out = b.data;
+	*len = b.len;
 	return 0;
-fail_rc_efbig:
-	free(buf);
-	return -EFBIG;
 }
 
 int read_file_all(const char *path, size_t max, char **out, size_t *len)
@@ -67,5 +63,26 @@ int read_file_all(const char *path, size_t max, char **out, size_t *len)
 		return -errno;
 	rc = read_fd_all(fd, max, out, len);
 	close(fd);
+	return rc;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+	char *p = strdup(path);
+	int parent_err = 0, rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, mode) < 0 && errno != EEXIST && !parent_err)
+			parent_err = -errno;
+		*s = '/';
+	}
+	if (mkdir(p, mode) < 0 && errno != EEXIST)
+		rc = errno == ENOENT && parent_err ? parent_err : -errno;
+	free(p);
 	return rc;
 }

@@ -11,6 +11,7 @@
  * refused (-EPROTO), never half-used.
  */
 #include "fs/fs_internal.h"
+#include "common/buf.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -22,9 +23,7 @@
 #define LISTING_REC (4 + 2 + 8 + 8)
 
 struct listing_buf {
-	char *data;
-	size_t len;
-	size_t cap;
+	struct buf b;   /* header, then the records */
 	uint64_t count;
 };
 
@@ -34,14 +33,14 @@ struct listing_buf *listing_buf_create(void)
 
 	if (!lb)
 		return NULL;
-	lb->cap = 1 << 20;
-	lb->data = malloc(lb->cap);
-	if (!lb->data) {
+	/* 1 MiB first: about 10,000 records before the first doubling. */
+	if (buf_reserve(&lb->b, 1 << 20)) {
 		free(lb);
 		return NULL;
 	}
-	memcpy(lb->data, LISTING_MAGIC, 8);
-	lb->len = LISTING_HDR;
+	memset(lb->b.data, 0, LISTING_HDR);
+	memcpy(lb->b.data, LISTING_MAGIC, 8);
+	lb->b.len = LISTING_HDR;
 	return lb;
 }
 
@@ -49,7 +48,7 @@ void listing_buf_destroy(struct listing_buf *lb)
 {
 	if (!lb)
 		return;
-	free(lb->data);
+	buf_fini(&lb->b);
 	free(lb);
 }
 
@@ -74,26 +73,16 @@ int listing_buf_add(struct listing_buf *lb, const struct s3_object *o)
 
 	if (o->key_len > UINT32_MAX || elen > UINT16_MAX)
 		return -EINVAL;
-	if (lb->len + need > lb->cap) {
-		size_t cap = lb->cap * 2;
-		char *nd;
-
-		while (cap < lb->len + need)
-			cap *= 2;
-		nd = realloc(lb->data, cap);
-		if (!nd)
-			return -ENOMEM;
-		lb->data = nd;
-		lb->cap = cap;
-	}
-	p = lb->data + lb->len;
+	if (buf_reserve(&lb->b, need))
+		return -ENOMEM;
+	p = lb->b.data + lb->b.len;
 	put(&p, &klen32, 4);
 	put(&p, &elen16, 2);
 	put(&p, &o->size, 8);
 	put(&p, &o->mtime, 8);
 	put(&p, o->key, o->key_len);
 	put(&p, o->etag, elen);
-	lb->len += need;
+	lb->b.len += need;
 	lb->count++;
 	return 0;
 }
@@ -103,9 +92,9 @@ int listing_save(struct cache *cache, const char *name,
 {
 	int64_t now = (int64_t)time(NULL);
 
-	memcpy(lb->data + 8, &lb->count, 8);
-	memcpy(lb->data + 16, &now, 8);
-	return cache_meta_put(cache, name, lb->data, lb->len);
+	memcpy(lb->b.data + 8, &lb->count, 8);
+	memcpy(lb->b.data + 16, &now, 8);
+	return cache_meta_put(cache, name, lb->b.data, lb->b.len);
 }
 
 int listing_load(struct cache *cache, const char *name, s3_list_cb cb,

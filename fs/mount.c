@@ -12,6 +12,8 @@
  * object as unhinted.
  */
 #include "fs/fs_internal.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -71,18 +73,6 @@ static void log_skips(const struct fs *fs)
 			 (unsigned long long)sk->reserved, FS_CTL_NAME);
 }
 
-static uint64_t ms_since(const struct timespec *t0)
-{
-	struct timespec t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	/* Signed: the nanoseconds alone may go backwards across a second. */
-	int64_t ms = (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 +
-		     ((int64_t)t1.tv_nsec - (int64_t)t0->tv_nsec) / 1000000;
-
-	return ms > 0 ? (uint64_t)ms : 0;
-}
-
 /*
  * Builds the namespace: from the snapshot saved in the cache when there is
  * one (and no relist was asked), else from ListObjectsV2, saving it.
@@ -94,13 +84,11 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 			       .prefix_len = strlen(cfg->prefix) };
 	struct s3_status st = { 0 };
 	const char *name = fs->listing_name;
-	struct timespec t0;
+	uint64_t t0 = mono_ms();
 	int64_t saved_at;
 	char why[512];
 	uint64_t count;
 	int rc;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	if (!cfg->relist) {
 		lc.b = tree_builder_create(FS_CTL_NAME);
@@ -157,7 +145,7 @@ build:
 			 strerror(-rc));
 		goto out;
 	}
-	fs->list_ms = ms_since(&t0);
+	fs->list_ms = mono_ms() - t0;
 	if (lc.foreign)
 		log_warn("%s: the server listed %llu key(s) outside the prefix; "
 			 "ignored", fs->source, (unsigned long long)lc.foreign);
@@ -249,32 +237,6 @@ static uint64_t cache_capacity(const struct fs_config *cfg)
 	return (uint64_t)sv.f_bavail * sv.f_frsize / 100 * cfg->cache_size_pct;
 }
 
-/* mkdir -p with mode 0700 for what it creates. */
-static int make_dirs(const char *path)
-{
-	char *p = strdup(path);
-	int rc = 0;
-
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p + 1; ; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		char c = *s;
-
-		*s = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-			rc = -errno;
-			break;
-		}
-		*s = c;
-		if (!c)
-			break;
-	}
-	free(p);
-	return rc;
-}
-
 int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	      size_t err_len)
 {
@@ -323,7 +285,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 		goto fail;
 	}
 
-	rc = make_dirs(cfg->cache_dir);
+	rc = mkdir_p(cfg->cache_dir, 0700);
 	if (rc) {
 		snprintf(err, err_len, "cache directory '%s': %s", cfg->cache_dir,
 			 strerror(-rc));

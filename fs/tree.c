@@ -13,6 +13,7 @@
  * strictly with i.
  */
 #include "fs/tree.h"
+#include "common/buf.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -32,9 +33,7 @@ struct tree_builder {
 	uint32_t cap_nodes;
 	uint32_t *slots;     /* hash table of node index + 1; 0 = empty */
 	uint32_t n_slots;    /* a power of two, > 2 * n_nodes */
-	char *arena;         /* names and ETags; arena[0] = "" */
-	size_t arena_len;
-	size_t arena_cap;
+	struct buf arena;    /* names and ETags; arena.data[0] = "" */
 	char *reserved;      /* name the root may not hold, or NULL */
 	struct tree_skips skips;
 };
@@ -66,27 +65,14 @@ static uint32_t hash_name(uint32_t parent, const char *name, size_t len)
 static int arena_put(struct tree_builder *b, const char *s, size_t len,
 		     bool nul, uint32_t *off)
 {
-	size_t need = b->arena_len + len + (nul ? 1 : 0);
+	size_t need = b->arena.len + len + (nul ? 1 : 0);
 
 	if (need > UINT32_MAX)
 		return -EFBIG;
-	if (need > b->arena_cap) {
-		size_t cap = b->arena_cap * 2;
-		char *na;
-
-		while (cap < need)
-			cap *= 2;
-		na = realloc(b->arena, cap);
-		if (!na)
-			return -ENOMEM;
-		b->arena = na;
-		b->arena_cap = cap;
-	}
-	*off = (uint32_t)b->arena_len;
-	memcpy(b->arena + b->arena_len, s, len);
-	if (nul)
-		b->arena[b->arena_len + len] = '\0';
-	b->arena_len = need;
+	*off = (uint32_t)b->arena.len;
+	if (buf_append(&b->arena, s, len) ||
+	    (nul && buf_append(&b->arena, "", 1)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -98,19 +84,18 @@ struct tree_builder *tree_builder_create(const char *reserved_root_name)
 		return NULL;
 	b->cap_nodes = 1024;
 	b->n_slots = 4096;
-	b->arena_cap = 65536;
 	b->nodes = calloc(b->cap_nodes, sizeof(*b->nodes));
 	b->slots = calloc(b->n_slots, sizeof(*b->slots));
-	b->arena = malloc(b->arena_cap);
+	/* 64 KiB first: a small dataset's names never move. */
+	if (!buf_reserve(&b->arena, 65536))
+		buf_append(&b->arena, "", 1); /* arena.data[0] = "" */
 	if (reserved_root_name)
 		b->reserved = strdup(reserved_root_name);
-	if (!b->nodes || !b->slots || !b->arena ||
+	if (!b->nodes || !b->slots || !b->arena.data ||
 	    (reserved_root_name && !b->reserved)) {
 		tree_builder_destroy(b);
 		return NULL;
 	}
-	b->arena[0] = '\0';
-	b->arena_len = 1;
 	b->n_nodes = 1;
 	b->nodes[0].n.is_dir = true;
 	return b;
@@ -122,7 +107,7 @@ void tree_builder_destroy(struct tree_builder *b)
 		return;
 	free(b->nodes);
 	free(b->slots);
-	free(b->arena);
+	buf_fini(&b->arena);
 	free(b->reserved);
 	free(b);
 }
@@ -130,7 +115,8 @@ void tree_builder_destroy(struct tree_builder *b)
 static bool name_eq(const struct tree_builder *b, const struct bnode *n,
 		    const char *name, size_t len)
 {
-	return n->n.name_len == len && !memcmp(b->arena + n->n.name_off, name, len);
+	return n->n.name_len == len &&
+	       !memcmp(b->arena.data + n->n.name_off, name, len);
 }
 
 static int rehash(struct tree_builder *b)
@@ -142,7 +128,7 @@ static int rehash(struct tree_builder *b)
 		return -ENOMEM;
 	for (uint32_t i = 1; i < b->n_nodes; i++) {
 		const struct bnode *n = &b->nodes[i];
-		uint32_t h = hash_name(n->n.parent, b->arena + n->n.name_off,
+		uint32_t h = hash_name(n->n.parent, b->arena.data + n->n.name_off,
 				       n->n.name_len);
 
 		while (slots[h & (n_slots - 1)])
@@ -330,7 +316,8 @@ static int cmp_child(const void *a, const void *bb, void *arg)
 	const struct tree_node *x = &b->nodes[*(const uint32_t *)a].n;
 	const struct tree_node *y = &b->nodes[*(const uint32_t *)bb].n;
 	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-	int c = memcmp(b->arena + x->name_off, b->arena + y->name_off, n);
+	int c = memcmp(b->arena.data + x->name_off,
+		       b->arena.data + y->name_off, n);
 
 	return c ? c : (int)x->name_len - (int)y->name_len;
 }
@@ -378,8 +365,8 @@ int tree_build(struct tree_builder *b, int64_t dir_mtime, struct tree **out)
 	}
 	t->n_nodes = next;
 	t->skips = b->skips;
-	t->arena = b->arena;
-	b->arena = NULL;
+	t->arena = b->arena.data; /* the tree takes the bytes */
+	b->arena = (struct buf){ 0 };
 	*out = t;
 	t = NULL;
 	rc = 0;

@@ -33,6 +33,7 @@
 #include "prefetch/order.h"
 #include "prefetch/s3_xfer.h"
 #include "cache/cache.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <curl/curl.h>
@@ -144,14 +145,6 @@ struct pf {
 	size_t warm_next;          /* next entry to look at */
 	struct pf_stats st;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 {
@@ -353,7 +346,7 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 
 static void cut_limit(struct pf *pf)
 {
-	uint64_t now = now_ns();
+	uint64_t now = mono_ns();
 
 	/* One cut per 100 ms: a burst of 503s is one signal, not many. */
 	if (now - pf->last_cut_ns < 100000000u)
@@ -420,13 +413,13 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		if (err == -EAGAIN)
 			cut_limit(pf);
 		if ((got >= 0 || retryable) && p->attempts < pf->cfg.max_attempts &&
-		    now_ns() - p->first_ns < 1000000ull * pf->cfg.retry_time_ms) {
+		    mono_ns() - p->first_ns < 1000000ull * pf->cfg.retry_time_ms) {
 			unsigned int cap = PF_BACKOFF_BASE_MS << (p->attempts < 6 ? p->attempts : 6);
-			unsigned int seed = (unsigned int)now_ns();
+			unsigned int seed = (unsigned int)mono_ns();
 
 			if (cap > PF_BACKOFF_CAP_MS)
 				cap = PF_BACKOFF_CAP_MS;
-			p->due_ns = now_ns() + 1000000ull *
+			p->due_ns = mono_ns() + 1000000ull *
 				    (cap / 2 + rand_r(&seed) % (cap / 2 + 1));
 			p->next = pf->delayed;
 			pf->delayed = p;
@@ -502,7 +495,7 @@ static void commit_done(struct pf *pf)
 			struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
 
 			*fl = (struct pf_failure){ f->id, f->err,
-						   now_ns() + PF_FAIL_HOLD_NS };
+						   mono_ns() + PF_FAIL_HOLD_NS };
 		}
 		if (!f->err && !ok)
 			pf->st.cache_put_fail++;
@@ -656,7 +649,7 @@ out:
 /* Adds queued parts to the multi handle up to the limit. mu held. */
 static void start_parts(struct pf *pf)
 {
-	uint64_t now = now_ns();
+	uint64_t now = mono_ns();
 	struct pf_part **pp = &pf->delayed;
 
 	/* Retries whose time has come go first: someone waited longest. */
@@ -700,7 +693,7 @@ static void start_parts(struct pf *pf)
 /* Milliseconds until the earliest delayed retry, capped. mu held. */
 static int poll_timeout_ms(struct pf *pf)
 {
-	uint64_t now = now_ns(), best = 1000;
+	uint64_t now = mono_ns(), best = 1000;
 
 	for (struct pf_part *p = pf->delayed; p; p = p->next) {
 		uint64_t ms = p->due_ns > now ? (p->due_ns - now) / 1000000u + 1 : 0;
@@ -828,12 +821,12 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 	pthread_mutex_unlock(&pf->mu);
 
 	if (o.size > pf->cfg.max_object_mem) {
-		t0 = now_ns();
+		t0 = mono_ns();
 		n = read_through(pf, &o, buf, len, off);
 		pthread_mutex_lock(&pf->mu);
 		pf->st.passthrough++;
 		pf->st.stalls++;
-		pf->st.stall_ns += now_ns() - t0;
+		pf->st.stall_ns += mono_ns() - t0;
 		if (n < 0)
 			pf->st.failed_reads++;
 		pthread_mutex_unlock(&pf->mu);
@@ -865,7 +858,7 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 
 	/* mu held. */
 	if (!f) {
-		uint64_t now = now_ns();
+		uint64_t now = mono_ns();
 
 		for (int i = 0; i < PF_FAILS; i++) {
 			if (pf->fails[i].id == id && pf->fails[i].until_ns > now) {
@@ -895,12 +888,12 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 	}
 	f->refs++;
 	if (!range_ready(f, off, len, pf->cfg.part_size) && !f->err) {
-		t0 = now_ns();
+		t0 = mono_ns();
 		curl_multi_wakeup(pf->multi);
 		while (!range_ready(f, off, len, pf->cfg.part_size) && !f->err)
 			pthread_cond_wait(&pf->cv, &pf->mu);
 		pf->st.stalls++;
-		pf->st.stall_ns += now_ns() - t0;
+		pf->st.stall_ns += mono_ns() - t0;
 	}
 	if (f->err && !range_ready(f, off, len, pf->cfg.part_size)) {
 		n = map_read_error(f->err);

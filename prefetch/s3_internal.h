@@ -21,6 +21,7 @@
 
 #include "prefetch/prefetch.h"
 #include "prefetch/s3_xfer.h"
+#include "common/buf.h"
 
 
 /* A list page of 1,000 keys is ~300 KB; 16 MiB means a broken server. */
@@ -77,13 +78,15 @@ struct s3_client {
 	int n_pool;
 };
 
-/* Where a response body goes: a caller's buffer, or a growing one. */
+/*
+ * Where a response body goes: the caller's buffer of a ranged GET (fixed:
+ * b.data is the caller's, max bytes, and is never handed to buf_*), or a
+ * buffer of ours that grows up to max (list pages, error documents).
+ */
 struct s3_body {
-	char *buf;
-	size_t len;
-	size_t cap;
+	struct buf b;
 	size_t max;     /* more than this is a protocol error */
-	bool growable;  /* realloc up to max (lists, errors) */
+	bool fixed;     /* b.data is the caller's buffer */
 	bool overflow;
 };
 

@@ -82,7 +82,7 @@ static int list_page(struct s3_xfer *x, const struct list_rq *r,
 	rc = s3_perform(x, st);
 	if (rc)
 		return rc;
-	rc = s3_list_parse(x->body.buf, x->body.len, page, st->message,
+	rc = s3_list_parse(x->body.b.data, x->body.b.len, page, st->message,
 			   sizeof(st->message));
 	if (rc) {
 		snprintf(st->code, sizeof(st->code), "MalformedListing");
@@ -104,7 +104,7 @@ static int list_xfer_init(struct s3_client *c, struct s3_xfer *x)
 	memset(x, 0, sizeof(*x));
 	x->c = c;
 	x->rq.method = "GET";
-	x->body = (struct s3_body){.max = S3_LIST_BODY_MAX, .growable = true};
+	x->body = (struct s3_body){.max = S3_LIST_BODY_MAX};
 	x->rq.path = bucket_path(c);
 	return x->rq.path ? 0 : -ENOMEM;
 }
@@ -113,7 +113,7 @@ static void list_xfer_fini(struct s3_xfer *x)
 {
 	free(x->rq.path);
 	free(x->rq.query);
-	free(x->body.buf);
+	buf_fini(&x->body.b);
 }
 
 /* Byte order of keys, S3's order (UTF-8 code units). */

@@ -18,6 +18,7 @@
 #include "prefetch/s3_internal.h"
 #include "prefetch/s3_xml.h"
 #include "prefetch/sigv4.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <curl/curl.h>
@@ -63,31 +64,20 @@ static void pool_put(struct s3_client *c, CURL *h, bool healthy)
 
 static size_t body_append(struct s3_body *b, const char *ptr, size_t n)
 {
-	if (b->len + n > b->max) {
+	if (b->b.len + n > b->max) {
 		b->overflow = true;
 		return CURL_WRITEFUNC_ERROR;
 	}
-	if (b->len + n > b->cap) {
-		size_t ncap = b->cap ? b->cap : 16384;
-		char *nb;
-
-		if (!b->growable) {
-			b->overflow = true;
-			return CURL_WRITEFUNC_ERROR;
-		}
-		while (ncap < b->len + n)
-			ncap *= 2;
-		if (ncap > b->max)
-			ncap = b->max;
-		nb = realloc(b->buf, ncap);
-		if (!nb)
-			return CURL_WRITEFUNC_ERROR;
-		b->buf = nb;
-		b->cap = ncap;
+	if (b->fixed) {
+		memcpy(b->b.data + b->b.len, ptr, n);
+		b->b.len += n;
+		return n;
 	}
-	memcpy(b->buf + b->len, ptr, n);
-	b->len += n;
-	return n;
+	/* 16 KiB first: an error document fits, a list page doubles to
+	 * its ~300 KB in a few steps. */
+	if (!b->b.cap && buf_reserve(&b->b, 16384))
+		return CURL_WRITEFUNC_ERROR;
+	return buf_append(&b->b, ptr, n) ? CURL_WRITEFUNC_ERROR : n;
 }
 
 static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -191,8 +181,8 @@ static void xfer_disarm(struct s3_xfer *x, bool healthy)
 	x->hdrs = NULL;
 	free(x->url);
 	x->url = NULL;
-	free(x->errbody.buf);
-	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
+	buf_fini(&x->errbody.b);
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
 }
 
 /*
@@ -211,12 +201,12 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 	int rc;
 
 	xfer_disarm(x, true);
-	if (!retry || !x->ranged || x->body.len >= x->body.max)
-		x->body.len = 0;
+	if (!retry || !x->ranged || x->body.b.len >= x->body.max)
+		x->body.b.len = 0;
 	x->rq.range[0] = '\0';
-	if (x->ranged && !(x->whole && x->body.len == 0))
+	if (x->ranged && !(x->whole && x->body.b.len == 0))
 		snprintf(x->rq.range, sizeof(x->rq.range), "bytes=%llu-%llu",
-			 (unsigned long long)(x->off + x->body.len),
+			 (unsigned long long)(x->off + x->body.b.len),
 			 (unsigned long long)(x->off + x->body.max - 1));
 	x->body.overflow = false;
 	x->curl_err[0] = '\0';
@@ -285,7 +275,7 @@ static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 	} else if (*http / 100 != 2) {
 		struct s3_error_doc doc;
 
-		s3_error_parse(x->errbody.buf, x->errbody.len, &doc);
+		s3_error_parse(x->errbody.b.data, x->errbody.b.len, &doc);
 		st->http = *http;
 		snprintf(st->code, sizeof(st->code), "%s", doc.code);
 		snprintf(st->message, sizeof(st->message), "%s", doc.message);
@@ -320,14 +310,6 @@ static void backoff_sleep(int attempt)
 	if (cap > S3_BACKOFF_CAP_MS)
 		cap = S3_BACKOFF_CAP_MS;
 	usleep(1000u * (cap / 2 + rand_r(&seed) % (cap / 2 + 1)));
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* Performs @x with retries, within the client's budget of attempts and
@@ -394,8 +376,9 @@ int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
 	x->user = user;
 	x->rq.method = "GET";
 	x->rq.if_match = NULL;
-	x->body = (struct s3_body){ .buf = buf, .cap = len, .max = len };
-	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX, .growable = true };
+	x->body = (struct s3_body){ .b = { .data = buf, .cap = len },
+				    .max = len, .fixed = true };
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
 	x->ranged = true;
 	x->off = off;
 	x->rq.path = object_path(c, key, key_len);
@@ -415,7 +398,7 @@ void s3_xfer_destroy(struct s3_xfer *x)
 	if (!x)
 		return;
 	xfer_disarm(x, false);
-	free(x->errbody.buf);
+	buf_fini(&x->errbody.b);
 	free(x->rq.path);
 	free(x->rq.query);
 	free(x->etag);
@@ -437,7 +420,7 @@ ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 	int rc = xfer_conclude(x, cc, st, &http);
 
 	*retryable = rc && s3_retryable(rc, http);
-	return rc ? rc : (ssize_t)x->body.len;
+	return rc ? rc : (ssize_t)x->body.b.len;
 }
 
 CURL *s3_xfer_easy(const struct s3_xfer *x)
@@ -469,7 +452,7 @@ ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
 		return rc;
 	rc = s3_perform(x, st);
 	if (!rc)
-		rc = (ssize_t)x->body.len;
+		rc = (ssize_t)x->body.b.len;
 	s3_xfer_destroy(x);
 	return rc;
 }

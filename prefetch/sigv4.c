@@ -22,6 +22,7 @@
  * The secret and every key derived from it are wiped before return.
  */
 #include "prefetch/sigv4.h"
+#include "common/buf.h"
 
 #include <errno.h>
 #include <openssl/core_names.h>
@@ -40,34 +41,14 @@ static const char hex_upper[] = "0123456789ABCDEF";
 /* A growing NUL-terminated string. The first failed allocation sticks, so
  * a builder appends freely and checks once, at the end. */
 struct sv_buf {
-	char *p;
-	size_t len;
-	size_t cap;
+	struct buf s;
 	bool oom;
 };
 
 static void buf_add(struct sv_buf *b, const char *s, size_t n)
 {
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	if (!b->oom && buf_append(&b->s, s, n))
+		b->oom = true;
 }
 
 /* Appends each string of the NULL-terminated list. */
@@ -87,9 +68,9 @@ static char *buf_take(struct sv_buf *b)
 	char *p;
 
 	buf_add(b, "", 0);
-	p = b->oom ? NULL : b->p;
+	p = b->oom ? NULL : b->s.data;
 	if (!p)
-		free(b->p);
+		buf_fini(&b->s);
 	*b = (struct sv_buf){0};
 	return p;
 }
@@ -212,13 +193,13 @@ static char *encode_pair(const char *s, size_t len, int *rc)
 	struct sv_buf tmp = {0}, out = {0};
 
 	*rc = buf_decode(&tmp, s, nlen);
-	buf_encode(&out, tmp.p, tmp.len, false);
+	buf_encode(&out, tmp.s.data, tmp.s.len, false);
 	buf_add(&out, "", 1);
-	tmp.len = 0;
+	tmp.s.len = 0;
 	if (!*rc && eq)
 		*rc = buf_decode(&tmp, eq + 1, len - nlen - 1);
-	buf_encode(&out, tmp.p, tmp.len, false);
-	free(tmp.p);
+	buf_encode(&out, tmp.s.data, tmp.s.len, false);
+	buf_fini(&tmp.s);
 	if (!*rc && (tmp.oom || out.oom))
 		*rc = -ENOMEM;
 	return buf_take(&out);
@@ -384,7 +365,7 @@ static int compute_signature(const char *secret, const char *date8,
 			     const struct sv_buf *sts, char sig[65])
 {
 	const char *msg[] = {date8, req->region, req->service, "aws4_request",
-			     sts->p};
+			     sts->s.data};
 	OSSL_PARAM params[] = {
 	    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256",
 					     0),
@@ -404,7 +385,7 @@ static int compute_signature(const char *secret, const char *date8,
 	for (size_t i = 0; i < 5 && !rc; i++) {
 		const void *k = i ? (const void *)key : k0;
 		size_t klen = i ? sizeof(key) : secret_len + 4;
-		size_t mlen = i == 4 ? sts->len : strlen(msg[i]);
+		size_t mlen = i == 4 ? sts->s.len : strlen(msg[i]);
 
 		if (!EVP_MAC_init(ctx, k, klen, params) ||
 		    !EVP_MAC_update(ctx, (const unsigned char *)msg[i], mlen) ||
@@ -456,11 +437,11 @@ int sigv4_sign(const struct sigv4_creds *creds, const struct sigv4_request *req,
 	if (!rc)
 		rc = canonical_headers(&creq, &names, req, token);
 	buf_add(&creq, "\n", 1);
-	buf_add(&creq, names.p, names.len);
+	buf_add(&creq, names.s.data, names.s.len);
 	buf_cat(&creq, "\n", req->payload_hash, NULL);
 	if (!rc && (creq.oom || names.oom))
 		rc = -ENOMEM;
-	if (!rc && !EVP_Digest(creq.p, creq.len, md, NULL, EVP_sha256(), NULL))
+	if (!rc && !EVP_Digest(creq.s.data, creq.s.len, md, NULL, EVP_sha256(), NULL))
 		rc = -ENOMEM;
 	if (rc)
 		goto out;
@@ -469,7 +450,7 @@ int sigv4_sign(const struct sigv4_creds *creds, const struct sigv4_request *req,
 	buf_cat(&scope, date8, "/", req->region, "/", req->service,
 		"/aws4_request", NULL);
 	buf_cat(&sts, SIGV4_ALGORITHM "\n", req->amz_date, "\n", NULL);
-	buf_add(&sts, scope.p, scope.len);
+	buf_add(&sts, scope.s.data, scope.s.len);
 	buf_cat(&sts, "\n", md_hex, NULL);
 	rc = sts.oom || scope.oom
 		 ? -ENOMEM
@@ -480,7 +461,7 @@ int sigv4_sign(const struct sigv4_creds *creds, const struct sigv4_request *req,
 
 	/* ", " between fields as the SDKs send it; S3 takes "," as well. */
 	buf_cat(&auth, SIGV4_ALGORITHM " Credential=", creds->access_key, "/",
-		scope.p, ", SignedHeaders=", names.p,
+		scope.s.data, ", SignedHeaders=", names.s.data,
 		", Signature=", out->signature, NULL);
 	out->canonical_request = buf_take(&creq);
 	out->string_to_sign = buf_take(&sts);
@@ -490,11 +471,11 @@ int sigv4_sign(const struct sigv4_creds *creds, const struct sigv4_request *req,
 	    !out->signed_headers || !out->authorization)
 		rc = -ENOMEM;
 out:
-	free(creq.p);
-	free(names.p);
-	free(sts.p);
-	free(auth.p);
-	free(scope.p);
+	buf_fini(&creq.s);
+	buf_fini(&names.s);
+	buf_fini(&sts.s);
+	buf_fini(&auth.s);
+	buf_fini(&scope.s);
 	if (rc)
 		sigv4_result_fini(out);
 	return rc;

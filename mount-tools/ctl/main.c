@@ -9,6 +9,7 @@
  * allow_other) and needs no version handshake beyond the stats' keys.
  */
 #include "ctl.h"
+#include "common/clock.h"
 #include "common/fileio.h"
 
 #include <errno.h>
@@ -382,10 +383,7 @@ char *fmt_bar(double frac, int width, char *buf, size_t len)
 
 double ctl_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)mono_ns() / 1e9;
 }
 
 volatile int ctl_interrupted;

@@ -1,0 +1,138 @@
+/*
+ * tests/unit/test_common.c - the shared helpers of common/: the growable
+ * buffer, the monotonic clock, mkdir -p, reading a whole file.
+ */
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void test_buf(void)
+{
+	struct buf b = { 0 };
+	char big[5000];
+
+	/* Empty: nothing allocated, then a C string at every step. */
+	CHECK(b.data == NULL && b.len == 0);
+	CHECK(buf_append(&b, NULL, 0) == 0);
+	CHECK(b.data && b.len == 0 && b.data[0] == '\0');
+	/* Whatever the spare bytes hold, an append ends in a NUL. */
+	CHECK(buf_reserve(&b, 16) == 0);
+	memset(b.data, 'z', b.cap);
+	CHECK(buf_append(&b, "abc", 3) == 0);
+	CHECK(b.len == 3 && !strcmp(b.data, "abc"));
+	/* Bytes, not strings: an embedded NUL is kept. */
+	CHECK(buf_append(&b, "d\0e", 3) == 0);
+	CHECK(b.len == 6 && !memcmp(b.data, "abcd\0e", 7));
+	/* Growth keeps what was there. */
+	memset(big, 'x', sizeof(big));
+	for (int i = 0; i < 100; i++)
+		CHECK(buf_append(&b, big, sizeof(big)) == 0);
+	CHECK(b.len == 6 + 100 * sizeof(big));
+	CHECK(b.cap > b.len && b.data[b.len] == '\0');
+	CHECK(!memcmp(b.data, "abcd\0e", 6) && b.data[6] == 'x' &&
+	      b.data[b.len - 1] == 'x');
+	/* Reserve makes room without changing len. */
+	size_t len = b.len;
+	CHECK(buf_reserve(&b, 1 << 20) == 0);
+	CHECK(b.len == len && b.cap >= len + (1 << 20) + 1);
+	/* An impossible size fails and changes nothing. */
+	char *data = b.data;
+	CHECK(buf_reserve(&b, (size_t)-1) == -ENOMEM);
+	CHECK(b.data == data && b.len == len);
+	buf_fini(&b);
+	CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
+}
+
+static void test_clock(void)
+{
+	uint64_t a = mono_ns(), ms = mono_ms();
+	struct timespec d = { 0, 20 * 1000000 };
+
+	nanosleep(&d, NULL);
+	uint64_t b = mono_ns();
+	CHECK(b >= a + 20 * 1000000ull);
+	CHECK(mono_ms() >= ms + 20);
+	/* The two agree: ms is ns / 10^6 of the same clock. */
+	CHECK(mono_ms() >= b / 1000000u);
+}
+
+static void test_mkdir_p(void)
+{
+	char tmpl[] = "/tmp/hintfs-test-common-XXXXXX";
+	char path[256], file[256];
+	struct stat st;
+	char *dir = mkdtemp(tmpl);
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/a/b/c", dir);
+	CHECK(mkdir_p(path, 0700) == 0);
+	CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+	      (st.st_mode & 0777) == 0700);
+	/* Again: an existing directory is fine; so is a trailing '/'. */
+	CHECK(mkdir_p(path, 0700) == 0);
+	snprintf(path, sizeof(path), "%s/a/b/c/", dir);
+	CHECK(mkdir_p(path, 0700) == 0);
+	/* A file in the way: the parent's error says why. */
+	snprintf(file, sizeof(file), "%s/f", dir);
+	int fd = open(file, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/f/g/h", dir);
+	CHECK(mkdir_p(path, 0700) == -ENOTDIR);
+
+	/* A parent that cannot be made: its error, not the final ENOENT
+	 * (as root every mkdir is allowed, so nothing to see). */
+	snprintf(path, sizeof(path), "%s/ro", dir);
+	CHECK(mkdir(path, 0500) == 0);
+	snprintf(path, sizeof(path), "%s/ro/x/y", dir);
+	if (geteuid() != 0)
+		CHECK(mkdir_p(path, 0700) == -EACCES);
+	snprintf(path, sizeof(path), "%s/ro", dir);
+	rmdir(path);
+
+	/* read_file_all: the bytes and a NUL; -EFBIG past the limit. */
+	char *text;
+	size_t len;
+
+	fd = open(file, O_WRONLY | O_TRUNC);
+	int wrote = 0;
+	for (int i = 0; i < 20000; i++)
+		wrote += write(fd, "0123456789", 10) == 10;
+	CHECK(wrote == 20000);
+	close(fd);
+	CHECK(read_file_all(file, 1 << 20, &text, &len) == 0);
+	CHECK(len == 200000 && text[len] == '\0' && text[199999] == '9' &&
+	      !memcmp(text, "0123456789", 10));
+	free(text);
+	CHECK(read_file_all(file, 199999, &text, &len) == -EFBIG);
+	CHECK(read_file_all(file, 200000, &text, &len) == 0);
+	free(text);
+
+	unlink(file);
+	snprintf(path, sizeof(path), "%s/a/b/c", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/a/b", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/a", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	test_buf();
+	test_clock();
+	test_mkdir_p();
+	return check_done();
+}
