@@ -273,10 +273,30 @@ int fs_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh,
 	return 0;
 }
 
+/*
+ * The errno the kernel sees for a read that failed in the engine, chosen
+ * here and nowhere else (DESIGN.md 2.6): a changed or deleted object is
+ * ESTALE, refused access EACCES, no memory ENOMEM; any other failure
+ * (server errors, resets, timeouts after the retries) is EIO, which is
+ * what a reader of a file expects of a failed device.
+ */
+static ssize_t read_errno(ssize_t err)
+{
+	switch (err) {
+	case -ESTALE:
+	case -EACCES:
+	case -ENOMEM:
+		return err;
+	default:
+		return -EIO;
+	}
+}
+
 ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 		size_t size, off_t off)
 {
 	const struct tree_node *n = node_of(fs, ino);
+	ssize_t got;
 
 	if (fh)
 		return fs_ctl_read(fh, buf, size, off);
@@ -286,8 +306,9 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 		return -EISDIR;
 	if (off < 0)
 		return -EINVAL;
-	return pf_read(atomic_load(&fs->pf), (uint32_t)(ino - 1), buf, size,
-		       (uint64_t)off);
+	got = pf_read(atomic_load(&fs->pf), (uint32_t)(ino - 1), buf, size,
+		      (uint64_t)off);
+	return got < 0 ? read_errno(got) : got;
 }
 
 ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,

@@ -172,7 +172,7 @@ int fs_relist(struct fs *fs)
 	if (rc) {
 		s3_status_describe(&st, rc, why, sizeof(why));
 		log_error("relist of %s: %s", fs->source,
-			  st.http || st.code[0] ? why : strerror(-rc));
+			  st.kind != S3_ERR_NONE ? why : strerror(-rc));
 	} else {
 		atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
 		log_info("relist of %s: %llu objects saved; used from the next "
@@ -313,8 +313,6 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.n_ids = tree_count(fs->tree);
 	pc.max_inflight = cfg->max_inflight;
 	pc.window_objects = cfg->window;
-	pc.max_attempts = cfg->s3.max_attempts;
-	pc.retry_time_ms = cfg->s3.retry_time_ms;
 	rc = pf_start(&pc, &pf);
 	if (rc) {
 		snprintf(err, err_len, "cannot start the prefetch engine: %s",

@@ -35,6 +35,7 @@
 #include "cache/cache.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/retry.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -59,12 +60,6 @@
 /* Prefetch stops adding objects while this much is in flight; a demand
  * fetch is never held back by it. */
 #define PF_INFLIGHT_BYTES_MAX (512ull << 20)
-/* The retry budget of one GET (DESIGN.md 2.6): about 10 attempts or 60 s,
- * whichever comes first, then the read fails with EIO. */
-#define PF_ATTEMPTS_DEFAULT 10
-#define PF_RETRY_TIME_DEFAULT_MS 60000
-#define PF_BACKOFF_BASE_MS 50
-#define PF_BACKOFF_CAP_MS 2000
 
 struct pf_fetch;
 
@@ -93,6 +88,7 @@ struct pf_fetch {
 	uint32_t parts_done;
 	uint32_t parts_ended;   /* done or failed for good */
 	int err;                /* first fatal error, 0 if none */
+	enum s3_err_kind kind;  /* ... and its kind */
 	bool demand;            /* a reader waits: parts go first */
 	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
 	int refs;               /* readers holding buf, + 1 for the table */
@@ -357,30 +353,37 @@ static void cut_limit(struct pf *pf)
 		pf->limit = PF_INFLIGHT_MIN;
 }
 
-static void count_error(struct pf *pf, int err, const struct s3_status *st)
+static void count_error(struct pf *pf, enum s3_err_kind kind)
 {
-	if (err == -EAGAIN && (st->http == 503 || st->http == 429 ||
-			       !strcmp(st->code, "SlowDown")))
+	switch (kind) {
+	case S3_ERR_SLOWDOWN:
 		pf->st.err_slowdown++;
-	else if (st->http >= 500)
+		break;
+	case S3_ERR_SERVER:
 		pf->st.err_server++;
-	else if (err == -ESTALE)
+		break;
+	case S3_ERR_STALE:
 		pf->st.err_stale++;
-	else if (st->http == 0)
+		break;
+	case S3_ERR_NETWORK:
 		pf->st.err_network++;
-	else
+		break;
+	default:
 		pf->st.err_other++;
+		break;
+	}
 }
 
 /* A part's fetch failed for good: wake its readers. mu held. */
 static void part_fail(struct pf *pf, struct pf_part *p, int err,
-		      const struct s3_status *st)
+		      enum s3_err_kind kind, const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
 	char why[512];
 
 	if (!f->err) {
 		f->err = err;
+		f->kind = kind;
 		s3_status_describe(st, err, why, sizeof(why));
 		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
 			  p->attempts, why);
@@ -404,29 +407,28 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		if (pf->limit < pf->cfg.max_inflight)
 			pf->limit += 1.0 / pf->limit;
 	} else {
-		int err = got >= 0 ? -ECONNRESET : (int)got; /* short body */
+		/* A body shorter than asked for is a truncated transfer. */
+		int err = got >= 0 ? -ECONNRESET : (int)got;
+		enum s3_err_kind kind = got >= 0 ? S3_ERR_NETWORK : st->kind;
+		const struct retry_policy *rp = s3_client_retry(pf->cfg.s3);
+		uint64_t now = mono_ns();
 
-		if (got >= 0)
-			pf->st.err_network++;
-		else
-			count_error(pf, err, st);
-		if (err == -EAGAIN)
+		count_error(pf, kind);
+		if (kind == S3_ERR_SLOWDOWN)
 			cut_limit(pf);
-		if ((got >= 0 || retryable) && p->attempts < pf->cfg.max_attempts &&
-		    mono_ns() - p->first_ns < 1000000ull * pf->cfg.retry_time_ms) {
-			unsigned int cap = PF_BACKOFF_BASE_MS << (p->attempts < 6 ? p->attempts : 6);
-			unsigned int seed = (unsigned int)mono_ns();
+		if ((got >= 0 || retryable) &&
+		    !retry_give_up(rp, p->attempts,
+				   (now - p->first_ns) / 1000000u)) {
+			unsigned int seed = (unsigned int)now;
 
-			if (cap > PF_BACKOFF_CAP_MS)
-				cap = PF_BACKOFF_CAP_MS;
-			p->due_ns = mono_ns() + 1000000ull *
-				    (cap / 2 + rand_r(&seed) % (cap / 2 + 1));
+			p->due_ns = now + 1000000ull *
+					      retry_delay_ms(rp, p->attempts, &seed);
 			p->next = pf->delayed;
 			pf->delayed = p;
 			pf->st.retries++;
 			return;
 		}
-		part_fail(pf, p, err, st);
+		part_fail(pf, p, err, kind, st);
 	}
 	if (f->parts_ended == f->n_parts) {
 		if (pf->n_done == pf->cap_done) {
@@ -471,7 +473,7 @@ static void commit_done(struct pf *pf)
 		f = pf->done[--pf->n_done];
 		pthread_mutex_unlock(&pf->mu);
 
-		stale = f->err == -ESTALE;
+		stale = f->kind == S3_ERR_STALE;
 		if (!f->err) {
 			next = pf_next_use(pf, f->key, f->key_len);
 			int rc = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
@@ -766,18 +768,6 @@ static bool range_ready(const struct pf_fetch *f, uint64_t off, size_t len,
 	return true;
 }
 
-static ssize_t map_read_error(int err)
-{
-	switch (err) {
-	case -ESTALE:
-	case -EACCES:
-	case -ENOMEM:
-		return err;
-	default:
-		return -EIO;
-	}
-}
-
 /* Objects too large to hold: plain ranged GETs, as before the engine. */
 static ssize_t read_through(struct pf *pf, const struct pf_object *o, void *buf,
 			    size_t len, uint64_t off)
@@ -797,7 +787,7 @@ static ssize_t read_through(struct pf *pf, const struct pf_object *o, void *buf,
 	s3_status_describe(&st, (int)got, why, sizeof(why));
 	log_error("read '%.*s' at offset %llu: %s", (int)o->key_len, o->key,
 		  (unsigned long long)off, why);
-	return map_read_error((int)got);
+	return got;
 }
 
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
@@ -862,7 +852,7 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 
 		for (int i = 0; i < PF_FAILS; i++) {
 			if (pf->fails[i].id == id && pf->fails[i].until_ns > now) {
-				n = map_read_error(pf->fails[i].err);
+				n = pf->fails[i].err;
 				pf->st.failed_reads++;
 				pthread_mutex_unlock(&pf->mu);
 				return n;
@@ -896,7 +886,7 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 		pf->st.stall_ns += mono_ns() - t0;
 	}
 	if (f->err && !range_ready(f, off, len, pf->cfg.part_size)) {
-		n = map_read_error(f->err);
+		n = f->err;
 		pf->st.failed_reads++;
 		fetch_put(pf, f);
 		pthread_mutex_unlock(&pf->mu);
@@ -947,10 +937,6 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->cfg.part_size = PF_PART_DEFAULT;
 	if (!pf->cfg.max_object_mem)
 		pf->cfg.max_object_mem = PF_OBJECT_MEM_DEFAULT;
-	if (pf->cfg.max_attempts <= 0)
-		pf->cfg.max_attempts = PF_ATTEMPTS_DEFAULT;
-	if (pf->cfg.retry_time_ms <= 0)
-		pf->cfg.retry_time_ms = PF_RETRY_TIME_DEFAULT_MS;
 	pf->limit = pf->cfg.max_inflight;
 	pthread_mutex_init(&pf->mu, NULL);
 	pthread_cond_init(&pf->cv, NULL);

@@ -34,7 +34,9 @@ struct s3_config {
 	const char *access_key;    /**< NULL with no_sign */
 	const char *secret_key;
 	const char *session_token; /**< NULL when none */
-	int max_attempts;          /**< tries per request; 0 = default (10) */
+	int max_attempts;          /**< tries per request; 0 = default (10);
+				        the one budget: the engine's GETs
+				        follow it too (common/retry.h) */
 	int retry_time_ms;         /**< give up retrying after this long;
 				        0 = default (60 s) */
 	int stall_timeout_s;       /**< abandon an attempt that moves no byte
@@ -45,9 +47,30 @@ struct s3_config {
 				        another */
 };
 
+/**
+ * What kind of failure a request met, decided once, in the S3 client, from
+ * the HTTP status, the S3 error code and the curl code. Callers count and
+ * decide by it (the engine halves its in-flight limit on SLOWDOWN, fs
+ * invalidates on STALE) and never look at a status themselves.
+ */
+enum s3_err_kind {
+	S3_ERR_NONE = 0,  /**< no request failed (a local error, or none) */
+	S3_ERR_SLOWDOWN,  /**< throttled: 503 SlowDown, 429; back off */
+	S3_ERR_SERVER,    /**< any other 5xx */
+	S3_ERR_NETWORK,   /**< no answer: reset, timeout, refused, TLS,
+			       truncated body */
+	S3_ERR_STALE,     /**< the object changed or went since the listing
+			       (412 on If-Match, NoSuchKey) */
+	S3_ERR_DENIED,    /**< credentials or signature refused (401/403) */
+	S3_ERR_OTHER,     /**< anything else: another 4xx, a malformed
+			       answer */
+};
+
 /** What the server or the connection said when a request failed. */
 struct s3_status {
-	long http;         /**< HTTP status, 0 when no response came */
+	enum s3_err_kind kind; /**< S3_ERR_NONE when no request failed */
+	long http;         /**< HTTP status, 0 when no response came; for
+			        messages (s3_status_describe()) only */
 	char code[64];     /**< S3 error code ("NoSuchBucket"), or curl's
 			        reason when no response came; "" if none */
 	char message[256]; /**< server's <Message> or curl's text */
@@ -157,7 +180,8 @@ struct pf_config {
 	pf_describe_cb describe;
 	pf_key_id_cb key_id;
 	void *arg;                /**< for both callbacks */
-	uint32_t n_ids;           /**< ids are below this */
+	uint32_t n_ids;           /**< ids are below this; the retry budget
+				       of GETs is the client's (s3_config) */
 	unsigned int max_inflight;   /**< GETs at once; 0 = default */
 	uint32_t window_objects;     /**< hinted objects fetched ahead of the
 					  oldest unread one; 0 = default */
@@ -165,8 +189,6 @@ struct pf_config {
 					  objects; 0 = default (8 MiB) */
 	uint64_t max_object_mem;     /**< objects above this are read through,
 					  not fetched whole; 0 = default */
-	int max_attempts;            /**< tries per GET; 0 = default (10) */
-	int retry_time_ms;           /**< time budget per GET; 0 = 60 s */
 };
 
 struct pf;
@@ -184,11 +206,12 @@ struct pf_stats {
 	uint64_t bytes;          /**< body bytes received */
 	uint64_t retries;
 	uint64_t prefetched;     /**< objects fetched ahead by the hint */
-	uint64_t err_slowdown;   /**< 503 SlowDown / throttling answers */
-	uint64_t err_server;     /**< other 5xx */
-	uint64_t err_network;    /**< resets, timeouts, truncated bodies */
-	uint64_t err_stale;      /**< 412 / 404: changed since the listing */
-	uint64_t err_other;
+	uint64_t err_slowdown;   /**< failed attempts by s3_err_kind: */
+	uint64_t err_server;
+	uint64_t err_network;
+	uint64_t err_stale;
+	uint64_t err_other;      /**< S3_ERR_DENIED, S3_ERR_OTHER and local
+				      failures to start a transfer */
 	uint64_t failed_reads;   /**< reads that returned an error */
 	uint64_t cache_put_fail; /**< fetched objects not admitted or not
 				      written to the cache */
@@ -214,8 +237,10 @@ void pf_stop(struct pf *pf);
  * Reads up to @len bytes at @off of object @id into @buf: from the cache,
  * else by joining the fetch in flight, else by a fetch that jumps the
  * queue. Blocks until the bytes are there. Returns the bytes read (0 at or
- * past the end) or -ESTALE (changed since the listing), -EACCES, -EIO.
- * Any thread.
+ * past the end) or the -errno of the failure as the S3 client or the
+ * cache gave it (-ESTALE: changed since the listing; -EACCES; -ENOMEM;
+ * -ECONNRESET, -ETIMEDOUT, -EIO ... after the retries): which errno the
+ * kernel sees is fs's choice. Any thread.
  */
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off);
 

@@ -133,10 +133,7 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	c->path_style = cfg->path_style;
 	c->no_sign = cfg->no_sign;
 	c->insecure = cfg->insecure;
-	c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts
-						 : S3_ATTEMPTS_DEFAULT;
-	c->retry_time_ms = cfg->retry_time_ms > 0 ? cfg->retry_time_ms
-						  : S3_RETRY_TIME_DEFAULT_MS;
+	retry_policy_init(&c->retry, cfg->max_attempts, cfg->retry_time_ms);
 	c->stall_timeout_s = cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s
 						      : S3_STALL_DEFAULT_S;
 	c->list_workers =
@@ -193,4 +190,9 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets)
 {
 	*lists = atomic_load(&c->n_lists);
 	*gets = atomic_load(&c->n_gets);
+}
+
+const struct retry_policy *s3_client_retry(const struct s3_client *c)
+{
+	return &c->retry;
 }

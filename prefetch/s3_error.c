@@ -1,8 +1,9 @@
 /*
- * prefetch/s3_error.c - the one place where foreign codes become errno:
- * HTTP statuses, S3 error codes and curl codes (s3_errno()), whether a
- * failure is worth another attempt, and the one-line description a user
- * reads. No code outside the S3 client knows an HTTP status.
+ * prefetch/s3_error.c - the one place where foreign codes become ours:
+ * HTTP statuses, S3 error codes and curl codes become an errno (s3_errno())
+ * and an error kind (s3_kind()); whether a failure is worth another
+ * attempt; and the one-line description a user reads. No code outside the
+ * S3 client knows an HTTP status.
  */
 #include "prefetch/s3_internal.h"
 
@@ -69,6 +70,22 @@ int s3_errno(long http, const char *code, CURLcode cc)
 	if (http == 408 || http == 429 || http == 503)
 		return -EAGAIN;
 	return -EIO;
+}
+
+enum s3_err_kind s3_kind(int err, long http, const char *code)
+{
+	if (err == -EAGAIN &&
+	    (http == 503 || http == 429 || !strcmp(code, "SlowDown")))
+		return S3_ERR_SLOWDOWN;
+	if (http >= 500)
+		return S3_ERR_SERVER;
+	if (err == -ESTALE)
+		return S3_ERR_STALE;
+	if (http == 0)
+		return S3_ERR_NETWORK;
+	if (err == -EACCES)
+		return S3_ERR_DENIED;
+	return S3_ERR_OTHER;
 }
 
 /* Whether another attempt may succeed where this one failed. */

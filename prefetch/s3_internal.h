@@ -22,6 +22,7 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/s3_xfer.h"
 #include "common/buf.h"
+#include "common/retry.h"
 
 
 /* A list page of 1,000 keys is ~300 KB; 16 MiB means a broken server. */
@@ -43,14 +44,6 @@
 #define S3_LIST_WORKERS_DEFAULT	  16
 #define S3_LIST_RANGES_PER_WORKER 1
 #define S3_LIST_DISCOVERY	  16
-/* The retry budget of one request (DESIGN.md 2.6). */
-#define S3_ATTEMPTS_DEFAULT 10
-#define S3_RETRY_TIME_DEFAULT_MS 60000
-/* First retry after 50 ms, doubling, capped at 2 s, with jitter. */
-#define S3_BACKOFF_BASE_MS 50
-#define S3_BACKOFF_CAP_MS 2000
-
-
 struct s3_client {
 	char *bucket;
 	char *scheme;      /* "http" or "https" */
@@ -65,8 +58,7 @@ struct s3_client {
 	bool path_style;
 	bool no_sign;
 	bool insecure;
-	int max_attempts;
-	int retry_time_ms;
+	struct retry_policy retry; /* the mount's one retry budget */
 	int stall_timeout_s;
 	int list_workers;
 
@@ -138,6 +130,10 @@ struct s3_xfer {
 /** The errno of an answer: HTTP status @http with S3 code @code, or curl's
  *  @cc when no answer came (then @http and @code are ignored). */
 int s3_errno(long http, const char *code, CURLcode cc);
+
+/** The kind of a failure that gave @err, with HTTP status @http (0: no
+ *  answer) and S3 code @code ("" when none). */
+enum s3_err_kind s3_kind(int err, long http, const char *code);
 
 /** Whether another attempt may succeed where one that failed with @err
  *  (and HTTP status @http, 0 when none) did. */

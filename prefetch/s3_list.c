@@ -87,6 +87,7 @@ static int list_page(struct s3_xfer *x, const struct list_rq *r,
 	if (rc) {
 		snprintf(st->code, sizeof(st->code), "MalformedListing");
 		st->http = 200;
+		st->kind = S3_ERR_OTHER;
 		return rc;
 	}
 	if (page->truncated && (!page->next_token || !page->next_token[0])) {
@@ -94,6 +95,7 @@ static int list_page(struct s3_xfer *x, const struct list_rq *r,
 		snprintf(st->code, sizeof(st->code), "MalformedListing");
 		snprintf(st->message, sizeof(st->message),
 			 "truncated listing without NextContinuationToken");
+		st->kind = S3_ERR_OTHER;
 		return -EPROTO;
 	}
 	return 0;

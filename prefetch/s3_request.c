@@ -281,6 +281,8 @@ static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 		snprintf(st->message, sizeof(st->message), "%s", doc.message);
 		rc = s3_errno(*http, doc.code, CURLE_OK);
 	}
+	if (rc)
+		st->kind = s3_kind(rc, *http, st->code);
 	xfer_disarm(x, cc == CURLE_OK);
 	return rc;
 }
@@ -300,40 +302,28 @@ static int s3_perform_once(struct s3_xfer *x, bool retry, struct s3_status *st,
 	return xfer_conclude(x, curl_easy_perform(x->h), st, http);
 }
 
-/* Sleeps before attempt @attempt (1-based, > 1): capped exponential
- * backoff with full jitter, so retrying readers spread out. */
-static void backoff_sleep(int attempt)
-{
-	unsigned int cap = S3_BACKOFF_BASE_MS << (attempt < 8 ? attempt - 1 : 7);
-	unsigned int seed = (unsigned int)(uintptr_t)&attempt ^ (unsigned int)time(NULL);
-
-	if (cap > S3_BACKOFF_CAP_MS)
-		cap = S3_BACKOFF_CAP_MS;
-	usleep(1000u * (cap / 2 + rand_r(&seed) % (cap / 2 + 1)));
-}
-
 /* Performs @x with retries, within the client's budget of attempts and
  * time; a broken ranged GET resumes after its last good byte. */
 int s3_perform(struct s3_xfer *x, struct s3_status *st)
 {
+	const struct retry_policy *rp = &x->c->retry;
 	uint64_t t0 = mono_ms();
+	unsigned int seed = (unsigned int)(uintptr_t)x ^ (unsigned int)t0;
 	struct s3_status local;
 	long http = 0;
-	int rc = -EIO;
+	int rc;
 
 	if (!st)
 		st = &local;
-	for (int attempt = 1; attempt <= x->c->max_attempts; attempt++) {
-		if (attempt > 1) {
-			if (mono_ms() - t0 > (uint64_t)x->c->retry_time_ms)
-				break;
-			backoff_sleep(attempt);
-		}
+	for (int attempt = 1;; attempt++) {
 		rc = s3_perform_once(x, attempt > 1, st, &http);
 		if (!rc || !s3_retryable(rc, http))
 			break;
 		log_debug("s3: %s %s: attempt %d failed: %s %s", x->rq.method,
 			  x->rq.path, attempt, st->code, st->message);
+		if (retry_give_up(rp, attempt, mono_ms() - t0))
+			break;
+		usleep(1000u * retry_delay_ms(rp, attempt, &seed));
 	}
 	return rc;
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 
 #include "prefetch/prefetch.h"
+#include "common/retry.h"
 
 struct s3_xfer;
 
@@ -60,6 +61,12 @@ CURL *s3_xfer_easy(const struct s3_xfer *x);
  * asking for the rest by Range.
  */
 void s3_xfer_whole_object(struct s3_xfer *x);
+
+/**
+ * The client's retry policy, the mount's one budget: the engine retries
+ * its transfers by it as s3_perform() does. Valid while @c lives.
+ */
+const struct retry_policy *s3_client_retry(const struct s3_client *c);
 
 /** The @user given to s3_xfer_create(). */
 void *s3_xfer_user(const struct s3_xfer *x);

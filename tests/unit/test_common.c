@@ -5,6 +5,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/fileio.h"
+#include "common/retry.h"
 #include "check.h"
 
 #include <errno.h>
@@ -129,8 +130,52 @@ static void test_mkdir_p(void)
 	rmdir(dir);
 }
 
+static void test_retry(void)
+{
+	struct retry_policy p;
+	unsigned seed = 1;
+	unsigned lo[20], hi[20];
+
+	retry_policy_init(&p, 0, 0);
+	CHECK(p.max_attempts == RETRY_ATTEMPTS_DEFAULT &&
+	      p.max_time_ms == RETRY_TIME_DEFAULT_MS);
+	retry_policy_init(&p, 3, 1500);
+	CHECK(p.max_attempts == 3 && p.max_time_ms == 1500);
+
+	/* Give up when the attempts or the time are spent, not before. */
+	CHECK(!retry_give_up(&p, 1, 0));
+	CHECK(!retry_give_up(&p, 2, 1499));
+	CHECK(retry_give_up(&p, 3, 0));
+	CHECK(retry_give_up(&p, 1, 1500));
+
+	/* Delays: within [c/2, c], c = min(2 s, 50 ms * 2^failed), and
+	 * jittered (not one value) at each step. */
+	for (int f = 1; f < 20; f++) {
+		lo[f] = ~0u;
+		hi[f] = 0;
+		for (int i = 0; i < 2000; i++) {
+			unsigned d = retry_delay_ms(&p, f, &seed);
+
+			lo[f] = d < lo[f] ? d : lo[f];
+			hi[f] = d > hi[f] ? d : hi[f];
+		}
+	}
+	CHECK(lo[1] >= 50 && hi[1] <= 100 && lo[1] < hi[1]);
+	CHECK(lo[2] >= 100 && hi[2] <= 200 && lo[2] < hi[2]);
+	CHECK(lo[5] >= 800 && hi[5] <= 1600);
+	CHECK(lo[6] >= 1000 && hi[6] <= 2000 && lo[6] < hi[6]);
+	CHECK(lo[19] >= 1000 && hi[19] <= 2000);
+	/* Backoff backs off: each step's shortest wait is no shorter. */
+	for (int f = 2; f < 20; f++)
+		CHECK(lo[f] >= lo[f - 1] / 2 && hi[f] >= hi[f - 1]);
+	/* Out of range asks stay in range. */
+	CHECK(retry_delay_ms(&p, 0, &seed) <= 100);
+	CHECK(retry_delay_ms(&p, 1 << 30, &seed) <= 2000);
+}
+
 int main(void)
 {
+	test_retry();
 	test_buf();
 	test_clock();
 	test_mkdir_p();
