@@ -1,0 +1,221 @@
+/*
+ * tests/unit/test_order.c - the hint position index (prefetch/order.c):
+ * occurrences and their consumption by readers that do not follow the
+ * order exactly, the window's base, next use across queued hints, and the
+ * prefetcher's walk of the window. No network, no mount.
+ */
+#include "prefetch/order.h"
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct order *make(const uint32_t *ids, size_t n, uint32_t n_ids)
+{
+	struct order *o = order_create(ids, n, 7, n_ids);
+
+	CHECK(o != NULL);
+	return o;
+}
+
+/* Opens consume the earliest unconsumed occurrence, wherever it is. */
+static void test_consume(void)
+{
+	/* A=0 B=1 C=2 D=3 */
+	const uint32_t ids[] = { 0, 1, 2, 0, 3 };
+	struct order *o = make(ids, 5, 4);
+
+	CHECK(order_len(o) == 5 && order_epoch(o) == 7);
+	CHECK(order_oldest(o) == 0);
+	CHECK(order_next_pos(o, 0) == 0 && order_next_pos(o, 3) == 4);
+	CHECK(order_consume(o, 0));
+	CHECK(order_oldest(o) == 1);
+	CHECK(order_next_pos(o, 0) == 3); /* its second occurrence */
+	CHECK(order_consume(o, 2));       /* ahead of B: oldest stays */
+	CHECK(order_oldest(o) == 1);
+	CHECK(order_consume(o, 0));
+	CHECK(order_next_pos(o, 0) == ORDER_NONE);
+	CHECK(!order_consume(o, 0));      /* no third occurrence */
+	CHECK(order_consume(o, 1));       /* B: oldest jumps past the read */
+	CHECK(order_oldest(o) == 4);
+	CHECK(!order_consume(o, 9));      /* an id out of range: nothing */
+	CHECK(order_consume(o, 3) && order_oldest(o) == 5);
+	order_destroy(o);
+}
+
+/*
+ * W readers each take every W-th entry of a batch and open them in their
+ * own order: the oldest unconsumed entry is always the first one no
+ * reader has reached, and every entry is consumed once.
+ */
+static void test_w_readers(void)
+{
+	enum { N = 4000, W = 8, BATCH = 32 };
+	uint32_t *ids = malloc(N * sizeof(*ids));
+	unsigned seed = 42;
+	struct order *o;
+	size_t done = 0;
+	int bad = 0;
+
+	for (uint32_t i = 0; i < N; i++)
+		ids[i] = (i * 7919u) % N; /* a permutation: N is not a multiple of 7919 */
+	o = make(ids, N, N);
+	for (size_t base = 0; base < N; base += W * BATCH) {
+		size_t end = base + W * BATCH < N ? base + W * BATCH : N;
+		size_t span = end - base;
+		uint32_t *perm = malloc(span * sizeof(*perm));
+
+		for (size_t i = 0; i < span; i++)
+			perm[i] = (uint32_t)(base + i);
+		for (size_t i = span - 1; i > 0; i--) {
+			size_t j = (size_t)rand_r(&seed) % (i + 1);
+			uint32_t t = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+		for (size_t i = 0; i < span; i++) {
+			bad += !order_consume(o, ids[perm[i]]);
+			done++;
+			/* oldest is at or past the batch start, never past its end */
+			bad += order_oldest(o) < base || order_oldest(o) > end;
+		}
+		CHECK(order_oldest(o) == end);
+		free(perm);
+	}
+	CHECK(bad == 0);
+	CHECK(done == N && order_oldest(o) == N);
+	order_destroy(o);
+	free(ids);
+}
+
+/* The window's base trails the newest read by at most half a window. */
+static void test_base(void)
+{
+	enum { N = 100 };
+	uint32_t ids[N];
+	struct order *o;
+
+	for (uint32_t i = 0; i < N; i++)
+		ids[i] = i;
+	o = make(ids, N, N);
+	CHECK(order_base(o, 20) == 0);
+	/* Entries 0..9 are never read (failed samples); 10..59 are. */
+	for (uint32_t i = 10; i < 60; i++)
+		order_consume(o, i);
+	CHECK(order_oldest(o) == 0);
+	CHECK(order_base(o, 20) == 50); /* newest (60) - half (10) */
+	CHECK(order_base(o, 200) == 0); /* within half a window: oldest */
+	/* Once the stragglers are read, the oldest leads again. */
+	for (uint32_t i = 0; i < 10; i++)
+		order_consume(o, i);
+	CHECK(order_oldest(o) == 60 && order_base(o, 20) == 60);
+	order_destroy(o);
+}
+
+static bool skip_odd(void *arg, uint32_t id)
+{
+	(void)arg;
+	return id % 2;
+}
+
+/* The queue: next use through queued hints, spill, picks, replace. */
+static void test_queue(void)
+{
+	const uint32_t a[] = { 0, 1, 2, 3, 4, 5 };
+	const uint32_t b[] = { 5, 6, 0, 7 };
+	struct order_queue q;
+	struct order_queue_stats st;
+	uint32_t got[16];
+	size_t n;
+
+	order_queue_init(&q);
+	CHECK(order_queue_next_use(&q, 0) == ORDER_NONE);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 0 && st.epoch == -1 && st.queued == 0);
+	CHECK(order_queue_add(&q, make(a, 6, 8), false) == NULL);
+	CHECK(order_queue_add(&q, make(b, 4, 8), false) == NULL);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 6 && st.pos == 0 && st.epoch == 7 && st.queued == 1);
+
+	/* Next use: in the current hint from its oldest entry, then the
+	 * queued one after the rest of the current. */
+	CHECK(order_queue_next_use(&q, 3) == 3);
+	CHECK(order_queue_next_use(&q, 6) == 6 + 1);
+	CHECK(order_queue_next_use(&q, 9) == ORDER_NONE);
+	order_queue_note_open(&q, 0);
+	order_queue_note_open(&q, 1);
+	CHECK(order_queue_next_use(&q, 3) == 1);
+	/* 0 is consumed in the current hint: its next use is in the next. */
+	CHECK(order_queue_next_use(&q, 0) == 4 + 2);
+
+	/* Picks: the window from the base, skipping what the caller says,
+	 * each entry offered once. */
+	n = order_queue_pick(&q, 3, skip_odd, NULL, got, 1);
+	CHECK(n == 1 && got[0] == 2); /* room for one */
+	n = order_queue_pick(&q, 3, skip_odd, NULL, got, 16);
+	CHECK(n == 1 && got[0] == 4); /* entries 2..4, 3 skipped */
+	n = order_queue_pick(&q, 3, skip_odd, NULL, got, 16);
+	CHECK(n == 0); /* window full until readers move */
+	order_queue_note_open(&q, 2);
+	/* A wider window runs on into the queued hint. */
+	n = order_queue_pick(&q, 10, skip_odd, NULL, got, 16);
+	CHECK(n == 2 && got[0] == 6 && got[1] == 0);
+	n = order_queue_pick(&q, 10, skip_odd, NULL, got, 16);
+	CHECK(n == 0);
+
+	/* A finished hint gives way to the next. */
+	for (uint32_t id = 3; id <= 5; id++)
+		order_queue_note_open(&q, id);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 4 && st.queued == 0);
+
+	/* Replace hands back what it dropped. */
+	struct order *old = order_queue_add(&q, make(a, 6, 8), true);
+	CHECK(old != NULL);
+	order_destroy(old);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 6 && st.pos == 0 && st.queued == 0);
+	order_queue_fini(&q);
+}
+
+/* A reader that opens what the current hint no longer expects is in the
+ * next epoch: after ORDER_SPILL_SWITCH such opens, the next hint leads. */
+static void test_spill(void)
+{
+	uint32_t a[10], b[100];
+	struct order_queue q;
+	struct order_queue_stats st;
+
+	for (uint32_t i = 0; i < 10; i++)
+		a[i] = i;
+	for (uint32_t i = 0; i < 100; i++)
+		b[i] = 10 + i;
+	order_queue_init(&q);
+	order_queue_add(&q, make(a, 10, 110), false);
+	order_queue_add(&q, make(b, 100, 110), false);
+	/* An id the next hint expects counts once; opening it again (both
+	 * hints consumed) does not. */
+	for (int i = 0; i < 2 * ORDER_SPILL_SWITCH; i++)
+		order_queue_note_open(&q, 10);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 10 && st.queued == 1);
+	for (uint32_t id = 11; id < 10 + ORDER_SPILL_SWITCH - 1; id++)
+		order_queue_note_open(&q, id);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 10 && st.queued == 1); /* one short */
+	order_queue_note_open(&q, 10 + ORDER_SPILL_SWITCH - 1);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 100 && st.queued == 0 && st.pos == ORDER_SPILL_SWITCH);
+	order_queue_fini(&q);
+}
+
+int main(void)
+{
+	test_spill();
+	test_consume();
+	test_w_readers();
+	test_base();
+	test_queue();
+	return check_done();
+}
