@@ -19,7 +19,8 @@
  * and asks it for the next ids to fetch.
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
- * hints and the counters. Invariant: nobody calls the cache while holding
+ * hints and the counters but those of the read path (atomic: a cache hit
+ * takes no engine lock). Requests are signed outside it (arm_parts()). Invariant: nobody calls the cache while holding
  * mu, because the cache calls back into pf_next_use(), which takes mu.
  * A fetch leaves the table only after its object is committed to the
  * cache, so a reader that finds no fetch for a missing object and then
@@ -40,6 +41,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -139,8 +141,20 @@ struct pf {
 	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
 	size_t warm_n, warm_cap;
 	size_t warm_next;          /* next entry to look at */
-	struct pf_stats st;
+	struct pf_stats st;        /* counters under mu, but for: */
+	/* The read path's counters, atomic (relaxed) so that a cache hit
+	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
+	struct {
+		_Atomic uint64_t reads, cache_hits, passthrough, stalls,
+		    stall_ns, failed_reads;
+	} rd;
 };
+
+/* Adds @n to a read-path counter; any thread, with or without mu. */
+static inline void rd_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 {
@@ -648,9 +662,13 @@ out:
 	return rc;
 }
 
-/* Adds queued parts to the multi handle up to the limit. mu held. */
-static void start_parts(struct pf *pf)
+/*
+ * Takes queued parts up to the limit, counted as running from now, and
+ * returns them in order, chained by next, for arm_parts(). mu held.
+ */
+static struct pf_part *take_parts(struct pf *pf)
 {
+	struct pf_part *list = NULL, **tail = &list;
 	uint64_t now = mono_ns();
 	struct pf_part **pp = &pf->delayed;
 
@@ -667,7 +685,6 @@ static void start_parts(struct pf *pf)
 	}
 	while (pf->running < (uint32_t)pf->limit || pf->demand.head) {
 		struct pf_part *p = queue_pop(&pf->demand);
-		CURL *easy;
 
 		if (!p) {
 			if (pf->running >= (uint32_t)pf->limit)
@@ -679,16 +696,36 @@ static void start_parts(struct pf *pf)
 		if (!p->attempts++)
 			p->first_ns = now;
 		pf->st.requests++;
+		pf->running++;
+		*tail = p;
+		tail = &p->next;
+	}
+	return list;
+}
+
+/*
+ * Signs the parts taken and hands them to curl. Engine thread, without
+ * mu: signing (an HMAC chain per request) is the costliest step of a
+ * start, and readers and hints must not wait behind it. A part taken is in
+ * no queue, so nobody else touches it meanwhile.
+ */
+static void arm_parts(struct pf *pf, struct pf_part *list)
+{
+	while (list) {
+		struct pf_part *p = list;
+		CURL *easy;
+
+		list = p->next;
+		p->next = NULL;
 		/* A retry keeps what the broken attempt received. */
 		if (s3_xfer_arm(p->x, p->attempts > 1, &easy) ||
 		    curl_multi_add_handle(pf->multi, easy) != CURLM_OK) {
 			struct s3_status st = { .message = "cannot start a transfer" };
 
-			pf->running++;
+			pthread_mutex_lock(&pf->mu);
 			part_ended(pf, p, -ENOMEM, false, &st);
-			continue;
+			pthread_mutex_unlock(&pf->mu);
 		}
-		pf->running++;
 	}
 }
 
@@ -711,6 +748,7 @@ static void *engine_main(void *arg)
 	struct pf *pf = arg;
 
 	for (;;) {
+		struct pf_part *taken;
 		CURLMsg *msg;
 		int still, left, timeout;
 		bool ended;
@@ -724,9 +762,10 @@ static void *engine_main(void *arg)
 			pthread_mutex_unlock(&pf->mu);
 			break;
 		}
-		start_parts(pf);
+		taken = take_parts(pf);
 		timeout = poll_timeout_ms(pf);
 		pthread_mutex_unlock(&pf->mu);
+		arm_parts(pf, taken);
 
 		curl_multi_perform(pf->multi, &still);
 		ended = false;
@@ -806,20 +845,16 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 	if (len > o.size - off)
 		len = (size_t)(o.size - off);
 
-	pthread_mutex_lock(&pf->mu);
-	pf->st.reads++;
-	pthread_mutex_unlock(&pf->mu);
+	rd_add(&pf->rd.reads, 1);
 
 	if (o.size > pf->cfg.max_object_mem) {
 		t0 = mono_ns();
 		n = read_through(pf, &o, buf, len, off);
-		pthread_mutex_lock(&pf->mu);
-		pf->st.passthrough++;
-		pf->st.stalls++;
-		pf->st.stall_ns += mono_ns() - t0;
+		rd_add(&pf->rd.passthrough, 1);
+		rd_add(&pf->rd.stalls, 1);
+		rd_add(&pf->rd.stall_ns, mono_ns() - t0);
 		if (n < 0)
-			pf->st.failed_reads++;
-		pthread_mutex_unlock(&pf->mu);
+			rd_add(&pf->rd.failed_reads, 1);
 		return n;
 	}
 
@@ -828,12 +863,8 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag, &co)) {
 			n = cache_read(pf->cfg.cache, &co, buf, len, off);
 			if (n != -ENODATA) {
-				pthread_mutex_lock(&pf->mu);
-				if (n >= 0)
-					pf->st.cache_hits++;
-				else
-					pf->st.failed_reads++;
-				pthread_mutex_unlock(&pf->mu);
+				rd_add(n >= 0 ? &pf->rd.cache_hits
+					      : &pf->rd.failed_reads, 1);
 				return n;
 			}
 		}
@@ -853,14 +884,14 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 		for (int i = 0; i < PF_FAILS; i++) {
 			if (pf->fails[i].id == id && pf->fails[i].until_ns > now) {
 				n = pf->fails[i].err;
-				pf->st.failed_reads++;
+				rd_add(&pf->rd.failed_reads, 1);
 				pthread_mutex_unlock(&pf->mu);
 				return n;
 			}
 		}
 		f = fetch_create(pf, id, &o, true);
 		if (!f) {
-			pf->st.failed_reads++;
+			rd_add(&pf->rd.failed_reads, 1);
 			pthread_mutex_unlock(&pf->mu);
 			return -ENOMEM;
 		}
@@ -882,12 +913,12 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 		curl_multi_wakeup(pf->multi);
 		while (!range_ready(f, off, len, pf->cfg.part_size) && !f->err)
 			pthread_cond_wait(&pf->cv, &pf->mu);
-		pf->st.stalls++;
-		pf->st.stall_ns += mono_ns() - t0;
+		rd_add(&pf->rd.stalls, 1);
+		rd_add(&pf->rd.stall_ns, mono_ns() - t0);
 	}
 	if (f->err && !range_ready(f, off, len, pf->cfg.part_size)) {
 		n = f->err;
-		pf->st.failed_reads++;
+		rd_add(&pf->rd.failed_reads, 1);
 		fetch_put(pf, f);
 		pthread_mutex_unlock(&pf->mu);
 		return n;
@@ -911,6 +942,12 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	*st = pf->st;
 	st->inflight = pf->running;
 	st->inflight_limit = (uint32_t)pf->limit;
+	st->reads = atomic_load(&pf->rd.reads);
+	st->cache_hits = atomic_load(&pf->rd.cache_hits);
+	st->passthrough = atomic_load(&pf->rd.passthrough);
+	st->stalls = atomic_load(&pf->rd.stalls);
+	st->stall_ns = atomic_load(&pf->rd.stall_ns);
+	st->failed_reads = atomic_load(&pf->rd.failed_reads);
 	order_queue_stats(&pf->hints, &os);
 	st->hint_pos = os.pos;
 	st->hint_len = os.len;
