@@ -804,3 +804,11 @@ void cache_close(struct cache *c)
 		blob_rings_release();
 	pthread_mutex_unlock(&open_lock);
 }
+
+void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg)
+{
+	pthread_mutex_lock(&c->lock);
+	c->next_use = cb;
+	c->next_use_arg = arg;
+	pthread_mutex_unlock(&c->lock);
+}

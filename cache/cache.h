@@ -38,13 +38,20 @@
 /** Next use of an object that no hint mentions. */
 #define CACHE_NEVER UINT64_MAX
 
+/** An entry whose caller's object id is not known (see cache_next_use_cb). */
+#define CACHE_NO_ID UINT32_MAX
+
 /**
  * Tells how far away (in hinted reads; smaller = sooner) the next use of
- * the object @key (@key_len bytes) is, or CACHE_NEVER. Called during
- * eviction, from the thread that inserts, with no cache lock held that the
- * callback could need. Must be thread-safe and must not call the cache.
+ * an object is, or CACHE_NEVER. *@id is the caller's id of the object, as
+ * given to cache_put_begin(); for an entry put in an earlier session it is
+ * CACHE_NO_ID, and the callback may find the id from @key (@key_len bytes)
+ * and store it in *@id: the cache keeps it for the rest of the session, so
+ * a key is resolved at most once. Called during eviction, from the thread
+ * that inserts, with no cache lock held that the callback could need. Must
+ * be thread-safe and must not call the cache.
  */
-typedef uint64_t (*cache_next_use_cb)(void *arg, const char *key,
+typedef uint64_t (*cache_next_use_cb)(void *arg, uint32_t *id, const char *key,
 				      size_t key_len);
 
 struct cache_config {
@@ -53,7 +60,8 @@ struct cache_config {
 	uint64_t capacity;      /**< bytes of object data to keep, > 0 */
 	size_t inline_max;      /**< objects up to this size go inline in
 				     LMDB; 0 = the default (16 KiB) */
-	cache_next_use_cb next_use; /**< may be NULL: LRU only */
+	cache_next_use_cb next_use; /**< may be NULL: LRU only (until
+					 cache_set_next_use()) */
 	void *next_use_arg;
 };
 
@@ -100,20 +108,30 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
 ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 		   size_t len, uint64_t off);
 
+/**
+ * Sets (or, with NULL, clears) the eviction's next-use callback: the
+ * prefetch engine registers itself once it has started, and clears it
+ * before it stops. Any thread; an eviction under way may finish with the
+ * callback it took at its start.
+ */
+void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg);
+
 /** An object being written. */
 struct cache_put;
 
 /**
  * Starts writing object @key + @etag of @size bytes, reserving space
  * (evicting as needed). @next_use is the object's own next use, so that it
- * is not admitted when everything cached is needed sooner (-ENOSPC).
+ * is not admitted when everything cached is needed sooner (-ENOSPC); @id
+ * is the caller's id of the object (or CACHE_NO_ID), handed back to the
+ * next-use callback so that it need not resolve the key.
  * Returns -EEXIST when the object is already cached, -ENOSPC when it
  * cannot be admitted (larger than the capacity, or the disk is full),
  * -EIO. Stores the handle in *@out.
  */
 int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		    const char *etag, uint64_t size, uint64_t next_use,
-		    struct cache_put **out);
+		    uint32_t id, struct cache_put **out);
 
 /**
  * Writes @len bytes at @off of the object. Parts come in order, one after

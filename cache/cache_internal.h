@@ -53,7 +53,7 @@ struct idx;
 
 /* An entry as an eviction scan saw it (evict.c). */
 struct evict_cand {
-	const struct cache_ent *e; /* during the scan only: its name */
+	struct cache_ent *e;       /* during the scan only: its name, oid */
 	uint64_t id;               /* to find it again under the lock */
 	uint64_t tick;             /* LRU order among equal next uses */
 	uint64_t next_use;         /* what the callback said then */
@@ -74,6 +74,8 @@ struct cache_ent {
 	uint64_t khash;          /* xxh3-64 of the key alone: every version
 				    of a key shares a chain */
 	uint64_t tick;           /* last lookup, for LRU (under lock) */
+	_Atomic uint32_t oid;    /* the caller's object id, CACHE_NO_ID
+				    until put or resolved this session */
 	uint16_t key_len;        /* bytes of key in name[] */
 	uint8_t etag_len;        /* bytes of etag in name[] */
 	bool verified;           /* checksum checked this session (lock) */
@@ -117,8 +119,8 @@ struct cache {
 	struct idx *ix;             /* the LMDB index */
 	uint64_t capacity_cfg;      /* as configured */
 	size_t inline_max;          /* objects up to this go inline */
-	cache_next_use_cb next_use; /* may be NULL: LRU only */
-	void *next_use_arg;         /* its argument */
+	cache_next_use_cb next_use; /* may be NULL: LRU only (lock) */
+	void *next_use_arg;         /* its argument (lock) */
 
 	/* The four locks, in the order they are taken (see the top). */
 	pthread_mutex_t evict_lock;
@@ -159,6 +161,7 @@ struct cache_put {
 	uint64_t off;          /* extent start in seg */
 	uint64_t size;         /* object bytes (and the reservation) */
 	unsigned char *buf;    /* inline: the bytes until commit */
+	uint32_t oid;          /* the caller's object id, for the entry */
 	pthread_mutex_t lock;  /* guards the fields below */
 	void *hstate;          /* XXH3 state over bytes [0, written) */
 	uint64_t written;      /* bytes written: parts come in order, so

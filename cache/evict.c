@@ -81,6 +81,8 @@ static int evict_scan(struct cache *c)
 {
 	struct cache_ent *grave, *next;
 	struct evict_cand *cand;
+	cache_next_use_cb nu;
+	void *nu_arg;
 	size_t n = 0;
 
 	free(c->evq);
@@ -94,7 +96,7 @@ static int evict_scan(struct cache *c)
 		return -ENOMEM;
 	}
 	for (uint32_t s = 0; s < c->tab.n_slots; s++) {
-		const struct cache_ent *e = c->tab.slots[s];
+		struct cache_ent *e = c->tab.slots[s];
 
 		if (!e)
 			continue;
@@ -105,14 +107,25 @@ static int evict_scan(struct cache *c)
 	}
 	c->scanning = true;
 	c->evq_budget = c->capacity / 100 * CACHE_EVQ_PCT;
+	nu = c->next_use;
+	nu_arg = c->next_use_arg;
 	pthread_mutex_unlock(&c->lock);
 
-	for (size_t i = 0; i < n; i++)
-		cand[i].next_use =
-			c->next_use ? c->next_use(c->next_use_arg,
-						  cand[i].e->name,
-						  cand[i].e->key_len)
-				    : CACHE_NEVER;
+	/* An entry's caller id, once resolved from its key, is kept: the
+	 * next scan asks by id. Entries retired meanwhile wait in the
+	 * graveyard, so cand[].e stays valid until the scan ends. */
+	for (size_t i = 0; i < n; i++) {
+		struct cache_ent *e = cand[i].e;
+		uint32_t oid = atomic_load_explicit(&e->oid,
+						    memory_order_relaxed);
+		uint32_t was = oid;
+
+		cand[i].next_use = nu ? nu(nu_arg, &oid, e->name, e->key_len)
+				      : CACHE_NEVER;
+		if (oid != was)
+			atomic_store_explicit(&e->oid, oid,
+					      memory_order_relaxed);
+	}
 
 	pthread_mutex_lock(&c->lock);
 	c->scanning = false;
@@ -139,7 +152,10 @@ static bool evict_ask(struct cache *c, uint64_t id, uint64_t *next_use,
 {
 	char key[CACHE_KEY_MAX];
 	struct cache_ent *e;
+	cache_next_use_cb nu;
+	void *nu_arg;
 	size_t key_len;
+	uint32_t oid;
 
 	pthread_mutex_lock(&c->lock);
 	e = tab_by_id(&c->tab, id);
@@ -147,12 +163,16 @@ static bool evict_ask(struct cache *c, uint64_t id, uint64_t *next_use,
 		key_len = e->key_len;
 		memcpy(key, e->name, key_len);
 		*size = e->size;
+		oid = atomic_load_explicit(&e->oid, memory_order_relaxed);
 	}
+	nu = c->next_use;
+	nu_arg = c->next_use_arg;
 	pthread_mutex_unlock(&c->lock);
 	if (!e)
 		return false;
-	*next_use = c->next_use ? c->next_use(c->next_use_arg, key, key_len)
-				: CACHE_NEVER;
+	/* The scan resolved the ids of entries it saw; one put since is
+	 * asked by key, and not remembered (e may be gone by now). */
+	*next_use = nu ? nu(nu_arg, &oid, key, key_len) : CACHE_NEVER;
 	return true;
 }
 

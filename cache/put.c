@@ -27,7 +27,7 @@
 
 int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		    const char *etag, uint64_t size, uint64_t next_use,
-		    struct cache_put **out)
+		    uint32_t id, struct cache_put **out)
 {
 	struct cache_put *p;
 	size_t etag_len;
@@ -51,6 +51,7 @@ int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		return -ENOMEM;
 	p->c = c;
 	p->size = size;
+	p->oid = id;
 	p->key_len = key_len;
 	p->etag_len = etag_len;
 	memcpy(p->name, key, key_len);
@@ -261,6 +262,7 @@ int cache_put_commit(struct cache_put *p)
 	e->size = p->size;
 	e->off = p->off;
 	e->sum = sum;
+	atomic_init(&e->oid, p->oid);
 	/* Hashed from the bytes as they went to the page cache: nothing to
 	 * check again this session. */
 	e->verified = true;

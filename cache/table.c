@@ -61,6 +61,7 @@ struct cache_ent *cache_ent_new(const char *key, size_t key_len,
 	e->key_len = key_len;
 	e->etag_len = etag_len;
 	e->khash = tab_hash_key(key, key_len);
+	atomic_init(&e->oid, CACHE_NO_ID);
 	return e;
 }
 

@@ -3,13 +3,13 @@
  * namespace (from the listing saved in the cache, or from ListObjectsV2),
  * starts the prefetch engine and the hint watcher; fs_destroy() takes them
  * down in reverse; fs_relist() lists again for the next mount. Also the
- * callbacks through which the engine and the cache ask the namespace what
- * an object is.
+ * callbacks through which the engine asks the namespace what an object
+ * is.
  *
  * Start-up order matters: the cache opens first (it holds the listing
- * snapshot), then the namespace is built, then the engine starts; the
- * cache's eviction callback finds no engine until then and treats every
- * object as unhinted.
+ * snapshot), then the namespace is built, then the engine starts and
+ * registers itself as the cache's next-use callback (by object id); until
+ * then the cache treats every object as unhinted.
  */
 #include "fs/fs_internal.h"
 #include "common/clock.h"
@@ -215,14 +215,6 @@ static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
 	return fs_file_id(fs, key + plen, key_len - plen);
 }
 
-static uint64_t next_use_cb(void *arg, const char *key, size_t key_len)
-{
-	struct fs *fs = arg;
-	struct pf *pf = atomic_load(&fs->pf);
-
-	return pf ? pf_next_use(pf, key, key_len) : CACHE_NEVER;
-}
-
 /* ---- create / destroy ------------------------------------------------------ */
 
 /* The capacity: as given, or a share of the free space of the cache's disk. */
@@ -293,8 +285,6 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	}
 	cc.dir = cfg->cache_dir;
 	cc.capacity = cache_capacity(cfg);
-	cc.next_use = next_use_cb;
-	cc.next_use_arg = fs;
 	rc = cache_open(&cc, &fs->cache, why, sizeof(why));
 	if (rc) {
 		snprintf(err, err_len, "%s", why);

@@ -20,8 +20,9 @@
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
  * hints and the counters but those of the read path (atomic: a cache hit
- * takes no engine lock). Requests are signed outside it (arm_parts()). Invariant: nobody calls the cache while holding
- * mu, because the cache calls back into pf_next_use(), which takes mu.
+ * takes no engine lock). Requests are signed outside it (arm_parts()).
+ * Invariant: nobody calls the cache while holding mu, because the cache
+ * calls back into pf_next_use() by object id, which takes mu.
  * A fetch leaves the table only after its object is committed to the
  * cache, so a reader that finds no fetch for a missing object and then
  * misses the cache again knows no GET is under way.
@@ -261,12 +262,11 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	return 0;
 }
 
-uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len)
+uint64_t pf_next_use(struct pf *pf, uint32_t id)
 {
-	uint32_t id = pf->cfg.key_id(pf->cfg.arg, key, key_len);
 	uint64_t best;
 
-	if (id == PF_NO_ID || id >= pf->cfg.n_ids)
+	if (id >= pf->cfg.n_ids)
 		return UINT64_MAX;
 	pthread_mutex_lock(&pf->mu);
 	/* Open right now: its reads may not have reached us yet (the open
@@ -274,6 +274,22 @@ uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len)
 	best = pf->open_count[id] ? 0 : order_queue_next_use(&pf->hints, id);
 	pthread_mutex_unlock(&pf->mu);
 	return best;
+}
+
+/*
+ * The cache's eviction callback, registered by pf_start(): the cache hands
+ * back the id it was given with the object; an entry of an earlier session
+ * comes without one, and is resolved from its key once (the cache keeps
+ * the id).
+ */
+static uint64_t cache_next_use(void *arg, uint32_t *id, const char *key,
+			       size_t key_len)
+{
+	struct pf *pf = arg;
+
+	if (*id == CACHE_NO_ID)
+		*id = pf->cfg.key_id(pf->cfg.arg, key, key_len);
+	return pf_next_use(pf, *id);
 }
 
 /* ---- fetches -------------------------------------------------------------- */
@@ -489,9 +505,10 @@ static void commit_done(struct pf *pf)
 
 		stale = f->kind == S3_ERR_STALE;
 		if (!f->err) {
-			next = pf_next_use(pf, f->key, f->key_len);
+			next = pf_next_use(pf, f->id);
 			int rc = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
-						 f->etag, f->size, next, &put);
+						 f->etag, f->size, next, f->id,
+						 &put);
 			if (!rc) {
 				rc = cache_put_write(put, 0, f->buf, f->size);
 				if (rc)
@@ -992,6 +1009,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	rc = -pthread_create(&pf->thread, NULL, engine_main, pf);
 	if (rc)
 		goto fail;
+	cache_set_next_use(pf->cfg.cache, cache_next_use, pf);
 	*out = pf;
 	return 0;
 fail:
@@ -1009,6 +1027,7 @@ void pf_stop(struct pf *pf)
 {
 	if (!pf)
 		return;
+	cache_set_next_use(pf->cfg.cache, NULL, NULL);
 	pthread_mutex_lock(&pf->mu);
 	pf->stop = true;
 	pthread_mutex_unlock(&pf->mu);

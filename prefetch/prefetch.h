@@ -168,7 +168,10 @@ struct pf_object {
 typedef int (*pf_describe_cb)(void *arg, uint32_t id, char *keybuf, size_t cap,
 			      struct pf_object *o);
 
-/** The id of the object with key @key, or PF_NO_ID. Thread-safe. */
+/**
+ * The id of the object with key @key, or PF_NO_ID. Thread-safe. Asked
+ * only for cache entries of an earlier session, once per entry.
+ */
 typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
 
 /** No object: what an id lookup gives for a key or path not in the listing. */
@@ -272,12 +275,13 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 int pf_warm(struct pf *pf, const uint32_t *ids, size_t n);
 
 /**
- * The next use of the object with key @key, in hinted reads from now
- * (smaller is sooner), or UINT64_MAX when no hint names it: the cache's
- * eviction callback. Any thread; must not be called with the engine's
- * lock held (it is not exposed, so this holds by construction).
+ * The next use of object @id, in hinted reads from now (smaller is
+ * sooner), or UINT64_MAX when no hint names it: what the cache's eviction
+ * asks (pf_start() registers the engine with the cache). Any thread; must
+ * not be called with the engine's lock held (it is not exposed, so this
+ * holds by construction).
  */
-uint64_t pf_next_use(struct pf *pf, const char *key, size_t key_len);
+uint64_t pf_next_use(struct pf *pf, uint32_t id);
 
 /** Fills @st with a snapshot of the counters. Any thread. */
 void pf_get_stats(struct pf *pf, struct pf_stats *st);

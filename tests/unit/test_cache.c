@@ -119,9 +119,9 @@ static struct cache *open_cache(const char *dir, uint64_t cap,
  * them in order only). Returns what cache_put_begin or cache_put_commit
  * returned.
  */
-static int put_obj(struct cache *c, const char *key, const char *etag,
-		   size_t size, uint64_t next_use, int parts,
-		   unsigned *seed)
+static int put_obj_id(struct cache *c, const char *key, const char *etag,
+		      size_t size, uint64_t next_use, uint32_t id, int parts,
+		      unsigned *seed)
 {
 	struct cache_put *p;
 	unsigned char *buf = malloc(size ? size : 1);
@@ -129,7 +129,7 @@ static int put_obj(struct cache *c, const char *key, const char *etag,
 	int rc;
 
 	fill(buf, size, key, etag);
-	rc = cache_put_begin(c, key, strlen(key), etag, size, next_use, &p);
+	rc = cache_put_begin(c, key, strlen(key), etag, size, next_use, id, &p);
 	if (rc) {
 		free(buf);
 		return rc;
@@ -154,6 +154,13 @@ static int put_obj(struct cache *c, const char *key, const char *etag,
 	}
 	free(buf);
 	return cache_put_commit(p);
+}
+
+static int put_obj(struct cache *c, const char *key, const char *etag,
+		   size_t size, uint64_t next_use, int parts, unsigned *seed)
+{
+	return put_obj_id(c, key, etag, size, next_use, CACHE_NO_ID, parts,
+			  seed);
 }
 
 /* 0 when @key is cached with exactly its bytes; else the error seen. */
@@ -224,7 +231,7 @@ static void test_roundtrip(void)
 	/* Another ETag is another object. */
 	CHECK(cache_lookup(c, "big", 3, "\"e2\"", &o) == -ENODATA);
 	CHECK(cache_lookup(c, "bi", 2, "\"e1\"", &o) == -ENODATA);
-	CHECK(cache_put_begin(c, "big", 3, "\"e1\"", 300 * KIB, 0, &p) ==
+	CHECK(cache_put_begin(c, "big", 3, "\"e1\"", 300 * KIB, 0, CACHE_NO_ID, &p) ==
 	      -EEXIST);
 
 	/* Ranges: inside, across the end (short), past the end. */
@@ -276,7 +283,7 @@ static void test_parts(void)
 	struct cache_obj o;
 
 	fill(want, size, "parts", "\"x\"");
-	CHECK(cache_put_begin(c, "parts", 5, "\"x\"", size, 0, &p) == 0);
+	CHECK(cache_put_begin(c, "parts", 5, "\"x\"", size, 0, CACHE_NO_ID, &p) == 0);
 	/* A part that does not start where the last ended is refused (the
 	 * checksum is taken as parts come), and costs nothing. */
 	CHECK(cache_put_write(p, part, want + part, part) == -EINVAL);
@@ -293,7 +300,7 @@ static void test_parts(void)
 
 	/* Inline, in parts. */
 	fill(want, 9000, "tiny", "\"x\"");
-	CHECK(cache_put_begin(c, "tiny", 4, "\"x\"", 9000, 0, &p) == 0);
+	CHECK(cache_put_begin(c, "tiny", 4, "\"x\"", 9000, 0, CACHE_NO_ID, &p) == 0);
 	CHECK(cache_put_write(p, 4500, want + 4500, 4500) == -EINVAL);
 	CHECK(cache_put_write(p, 0, want, 4500) == 0);
 	CHECK(cache_put_write(p, 4500, want + 4500, 4500) == 0);
@@ -301,7 +308,7 @@ static void test_parts(void)
 	CHECK(check_obj(c, "tiny", "\"x\"", 9000) == 0);
 
 	/* A commit with a part missing caches nothing. */
-	CHECK(cache_put_begin(c, "holey", 5, "\"x\"", 100 * KIB, 0, &q) ==
+	CHECK(cache_put_begin(c, "holey", 5, "\"x\"", 100 * KIB, 0, CACHE_NO_ID, &q) ==
 	      0);
 	CHECK(cache_put_write(q, 0, want, 50 * KIB) == 0);
 	CHECK(cache_put_commit(q) == -EINVAL);
@@ -322,10 +329,10 @@ static void test_abort(void)
 	unsigned char buf[4096] = { 0 };
 	unsigned seed = 2;
 
-	CHECK(cache_put_begin(c, "a", 1, "e", 1 * MIB, CACHE_NEVER, &p) == 0);
+	CHECK(cache_put_begin(c, "a", 1, "e", 1 * MIB, CACHE_NEVER, CACHE_NO_ID, &p) == 0);
 	CHECK(cache_put_write(p, 0, buf, sizeof(buf)) == 0);
 	/* Everything is reserved: nothing else fits meanwhile. */
-	CHECK(cache_put_begin(c, "b", 1, "e", 100 * KIB, CACHE_NEVER, &q) ==
+	CHECK(cache_put_begin(c, "b", 1, "e", 100 * KIB, CACHE_NEVER, CACHE_NO_ID, &q) ==
 	      -ENOSPC);
 	cache_put_abort(p);
 	cache_put_abort(NULL);
@@ -514,7 +521,8 @@ struct nu_table {
 	atomic_int calls;
 };
 
-static uint64_t nu_lookup(void *arg, const char *key, size_t key_len)
+static uint64_t nu_lookup(void *arg, uint32_t *id, const char *key,
+			  size_t key_len)
 {
 	struct nu_table *t = arg;
 
@@ -598,7 +606,8 @@ static void test_belady_exact(void)
 	free(dir);
 }
 
-static uint64_t nu_count(void *arg, const char *key, size_t key_len)
+static uint64_t nu_count(void *arg, uint32_t *id, const char *key,
+			 size_t key_len)
 {
 	atomic_int *calls = arg;
 
@@ -627,6 +636,75 @@ static void test_evict_amortized(void)
 	CHECK(st.evictions == 400 && st.objects == 2000);
 	/* Per insert: about 2000 / 100 for scans, plus one fresh ask. */
 	CHECK(atomic_load(&calls) < 20000);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The next-use callback is asked by the id an object was put with; an
+ * entry of an earlier session is resolved from its key once, and asked by
+ * id from then on. */
+struct nu_ids {
+	atomic_int resolves[2000];
+	atomic_int by_id, wrong;
+};
+
+static uint64_t nu_ids(void *arg, uint32_t *id, const char *key,
+		       size_t key_len)
+{
+	struct nu_ids *t = arg;
+	uint32_t want = key[0] == 'm' ? 1000 : 0, n = 0;
+
+	/* The key is not NUL-terminated. */
+	for (size_t i = 1; i < key_len; i++)
+		n = n * 10 + (uint32_t)(key[i] - '0');
+	want += n;
+
+	if (*id == CACHE_NO_ID) {
+		atomic_fetch_add(&t->resolves[want], 1);
+		*id = want;
+	} else {
+		atomic_fetch_add(&t->by_id, 1);
+		if (*id != want)
+			atomic_fetch_add(&t->wrong, 1);
+	}
+	return want;
+}
+
+static void test_evict_ids(void)
+{
+	static struct nu_ids t;
+	char *dir = mktmp(), key[32];
+	struct cache *c = open_cache(dir, 1500 * 4 * KIB, NULL, NULL);
+	unsigned seed = 5;
+	int bad = 0, twice = 0, m_resolved = 0, n_resolved = 0;
+
+	for (uint32_t i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "n%u", i);
+		bad += put_obj_id(c, key, "e", 4 * KIB, 0, i, 1, &seed) != 0;
+	}
+	cache_close(c);
+	/* A new session: the entries' ids are forgotten. */
+	c = open_cache(dir, 1500 * 4 * KIB, nu_ids, &t);
+	for (uint32_t i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "m%u", i);
+		bad += put_obj_id(c, key, "e", 4 * KIB, 0, 1000 + i, 1,
+				  &seed) != 0;
+	}
+	CHECK(bad == 0);
+	for (int i = 0; i < 2000; i++) {
+		int r = atomic_load(&t.resolves[i]);
+
+		twice += r > 1;
+		if (i < 1000)
+			n_resolved += r;
+		else
+			m_resolved += r;
+	}
+	CHECK(n_resolved > 0); /* old entries were asked about */
+	CHECK(twice == 0);     /* ... each resolved once at most */
+	CHECK(m_resolved == 0); /* what was put with an id never is */
+	CHECK(atomic_load(&t.by_id) > 0 && atomic_load(&t.wrong) == 0);
 	cache_close(c);
 	rm_rf(dir);
 	free(dir);
@@ -788,7 +866,8 @@ static size_t mt_size(int k)
 					     : 20 * KIB + (size_t)k * 1531;
 }
 
-static uint64_t mt_next_use(void *arg, const char *key, size_t key_len)
+static uint64_t mt_next_use(void *arg, uint32_t *id, const char *key,
+			    size_t key_len)
 {
 	uint64_t h = fnv(key, key_len);
 
@@ -824,7 +903,7 @@ static void *mt_worker(void *arg)
 			continue;
 		}
 		rc = put_obj(x->c, key, "e", size,
-			     mt_next_use(NULL, key, strlen(key)),
+			     mt_next_use(NULL, &(uint32_t){ CACHE_NO_ID }, key, strlen(key)),
 			     1 + (int)(rand_r(&seed) % 4), &seed);
 		if (rc && rc != -EEXIST && rc != -ENOSPC) {
 			fprintf(stderr, "thread %d: put %s: %d\n", x->id, key,
@@ -1086,6 +1165,7 @@ int main(void)
 	test_belady();
 	test_belady_exact();
 	test_evict_amortized();
+	test_evict_ids();
 	test_lru();
 	test_dir_rules();
 	test_meta_invalidate_clear();
