@@ -1,14 +1,15 @@
 /**
  * prefetch/s3_internal.h - what the files of the S3 client share (private
- * to prefetch/: s3_client.c, s3_error.c, s3_request.c, s3_list.c).
+ * to prefetch/: s3_client.c, s3_error.c, s3_request.c, s3_object.c,
+ * s3_list.c).
  *
  * The client is one object split by concern: s3_client.c parses the
  * endpoint and owns the client's life; s3_error.c is the one place where
  * HTTP statuses, S3 error codes and curl codes become errno and an error
  * kind; s3_request.c builds, signs and performs one exchange (the handle
- * pool, the sinks, the retries of the blocking path) and drives the
- * engine's transfers (s3_xfer.h); s3_list.c is ListObjectsV2, serial and
- * parallel. Nothing outside these files sees the structs below.
+ * pool, the sinks, the retries of the blocking path) and arms and
+ * concludes the engine's transfers (s3_xfer.h); s3_object.c reads objects
+ * on top of it; s3_list.c is ListObjectsV2, serial and parallel. Nothing outside these files sees the structs below.
  */
 #ifndef HINTFS_PREFETCH_S3_INTERNAL_H
 #define HINTFS_PREFETCH_S3_INTERNAL_H

@@ -328,60 +328,7 @@ int s3_perform(struct s3_xfer *x, struct s3_status *st)
 	return rc;
 }
 
-/* ---- operations --------------------------------------------------------- */
-
-/* The request path of @key (encoded once, NOTE(s3): never normalized). */
-static char *object_path(struct s3_client *c, const char *key, size_t key_len)
-{
-	char *enc = sigv4_uri_encode(key, key_len, true);
-	char *path = NULL;
-
-	if (!enc)
-		return NULL;
-	if (c->path_style) {
-		if (asprintf(&path, "/%s/%s", c->bucket, enc) < 0)
-			path = NULL;
-	} else {
-		if (asprintf(&path, "/%s", enc) < 0)
-			path = NULL;
-	}
-	free(enc);
-	return path;
-}
-
-/* ---- ranged GETs, synchronous and for the engine ------------------------ */
-
-int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
-		   const char *etag, uint64_t off, size_t len, void *buf,
-		   void *user, struct s3_xfer **out)
-{
-	struct s3_xfer *x;
-
-	if (len == 0)
-		return -EINVAL;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	x->c = c;
-	x->user = user;
-	x->rq.method = "GET";
-	x->rq.if_match = NULL;
-	x->body = (struct s3_body){ .b = { .data = buf, .cap = len },
-				    .max = len, .fixed = true };
-	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
-	x->ranged = true;
-	x->off = off;
-	x->rq.path = object_path(c, key, key_len);
-	x->rq.query = strdup("");
-	x->etag = etag ? strdup(etag) : NULL;
-	x->rq.if_match = x->etag;
-	if (!x->rq.path || !x->rq.query || (etag && !x->etag)) {
-		s3_xfer_destroy(x);
-		return -ENOMEM;
-	}
-	*out = x;
-	return 0;
-}
+/* ---- the engine's transfers (s3_xfer.h) ------------------------------- */
 
 void s3_xfer_destroy(struct s3_xfer *x)
 {
@@ -411,38 +358,4 @@ ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 
 	*retryable = rc && s3_retryable(rc, http);
 	return rc ? rc : (ssize_t)x->body.b.len;
-}
-
-CURL *s3_xfer_easy(const struct s3_xfer *x)
-{
-	return x->h;
-}
-
-void s3_xfer_whole_object(struct s3_xfer *x)
-{
-	x->whole = x->off == 0;
-}
-
-void *s3_xfer_user(const struct s3_xfer *x)
-{
-	return x->user;
-}
-
-ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
-		     const char *etag, uint64_t off, size_t len, void *buf,
-		     struct s3_status *st)
-{
-	struct s3_xfer *x;
-	ssize_t rc;
-
-	if (len == 0)
-		return 0;
-	rc = s3_xfer_create(c, key, key_len, etag, off, len, buf, NULL, &x);
-	if (rc)
-		return rc;
-	rc = s3_perform(x, st);
-	if (!rc)
-		rc = (ssize_t)x->body.b.len;
-	s3_xfer_destroy(x);
-	return rc;
 }

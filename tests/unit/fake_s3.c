@@ -5,8 +5,9 @@
  *
  * Implements what s3_request.c exports: s3_perform() for the client's
  * blocking requests (list pages, read-through GETs), with the real retry
- * policy but no sleeping, and the s3_xfer_* transfers the engine drives
- * through its curl multi handle. A transfer's easy handle fetches
+ * policy but no sleeping, and the arming, concluding and freeing of the
+ * transfers the engine drives through its curl multi handle (created by
+ * the real s3_object.c). A transfer's easy handle fetches
  * file:///dev/null, so that curl reports it done at once; the answer is
  * made when the engine concludes it (s3_xfer_finish()).
  *
@@ -340,11 +341,24 @@ static int answer_list(const char *query, struct s3_body *body)
 	return rc;
 }
 
-/* A GET of object x->rq.path into the caller's buffer. F.mu held. */
-static int answer_get(struct s3_xfer *x, struct s3_status *st)
+/* The key a GET's path names ("/bucket/key" or "/key", encoded), as a
+ * malloc'd string, or NULL. */
+static char *path_key(const struct s3_xfer *x)
+{
+	const char *p = x->rq.path + 1;
+	size_t len;
+
+	if (x->c->path_style)
+		p += strlen(x->c->bucket) + 1;
+	return s3_form_decode(p, strlen(p), &len);
+}
+
+/* A GET of object @key into the caller's buffer. F.mu held. */
+static int answer_get(struct s3_xfer *x, const char *key,
+		      struct s3_status *st)
 {
 	bool found;
-	size_t i = find(x->rq.path, &found);
+	size_t i = find(key, &found);
 	const struct fake_obj *o = &F.objs[i];
 	uint64_t from = x->off + x->body.b.len, to = x->off + x->body.max;
 
@@ -366,11 +380,14 @@ static int answer_get(struct s3_xfer *x, struct s3_status *st)
 static int answer(struct s3_xfer *x, bool retry, struct s3_status *st)
 {
 	bool list = !strncmp(x->rq.query, "list-type=", 10);
+	char *key = list ? NULL : path_key(x);
 	char code[64];
 	long http;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
+	if (!list && !key)
+		return -ENOMEM;
 	if (!retry || !x->ranged || x->body.b.len >= x->body.max)
 		x->body.b.len = 0;
 	pthread_mutex_lock(&F.mu);
@@ -378,13 +395,14 @@ static int answer(struct s3_xfer *x, bool retry, struct s3_status *st)
 		F.lists++;
 	else
 		F.gets++;
-	if (take_fault(list ? "LIST" : x->rq.path, &http, code, sizeof(code)))
+	if (take_fault(list ? "LIST" : key, &http, code, sizeof(code)))
 		rc = answer_error(st, http, code);
 	else if (list)
 		rc = answer_list(x->rq.query, &x->body);
 	else
-		rc = answer_get(x, st);
+		rc = answer_get(x, key, st);
 	pthread_mutex_unlock(&F.mu);
+	free(key);
 	if (rc == -EPROTO || rc == -ENOMEM) {
 		snprintf(st->message, sizeof(st->message), "fake: %s",
 			 strerror(-rc));
@@ -413,41 +431,13 @@ int s3_perform(struct s3_xfer *x, struct s3_status *st)
 	return rc;
 }
 
-int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
-		   const char *etag, uint64_t off, size_t len, void *buf,
-		   void *user, struct s3_xfer **out)
-{
-	struct s3_xfer *x;
-
-	if (len == 0)
-		return -EINVAL;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	x->c = c;
-	x->user = user;
-	x->rq.method = "GET";
-	x->body = (struct s3_body){ .b = { .data = buf, .cap = len },
-				    .max = len, .fixed = true };
-	x->ranged = true;
-	x->off = off;
-	x->rq.path = strndup(key, key_len); /* the fake's: the raw key */
-	x->rq.query = strdup("");
-	x->etag = etag ? strdup(etag) : NULL;
-	if (!x->rq.path || !x->rq.query || (etag && !x->etag)) {
-		s3_xfer_destroy(x);
-		return -ENOMEM;
-	}
-	*out = x;
-	return 0;
-}
-
 void s3_xfer_destroy(struct s3_xfer *x)
 {
 	if (!x)
 		return;
 	if (x->h)
 		curl_easy_cleanup(x->h);
+	buf_fini(&x->errbody.b);
 	free(x->rq.path);
 	free(x->rq.query);
 	free(x->etag);
@@ -481,38 +471,4 @@ ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 			    : answer_error(st, 0, "");
 	*retryable = rc && s3_retryable(rc, st->http);
 	return rc ? rc : (ssize_t)x->body.b.len;
-}
-
-CURL *s3_xfer_easy(const struct s3_xfer *x)
-{
-	return x->h;
-}
-
-void s3_xfer_whole_object(struct s3_xfer *x)
-{
-	x->whole = x->off == 0;
-}
-
-void *s3_xfer_user(const struct s3_xfer *x)
-{
-	return x->user;
-}
-
-ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
-		     const char *etag, uint64_t off, size_t len, void *buf,
-		     struct s3_status *st)
-{
-	struct s3_xfer *x;
-	ssize_t rc;
-
-	if (len == 0)
-		return 0;
-	rc = s3_xfer_create(c, key, key_len, etag, off, len, buf, NULL, &x);
-	if (rc)
-		return rc;
-	rc = s3_perform(x, st);
-	if (!rc)
-		rc = (ssize_t)x->body.b.len;
-	s3_xfer_destroy(x);
-	return rc;
 }
