@@ -177,14 +177,19 @@ typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
 /** No object: what an id lookup gives for a key or path not in the listing. */
 #define PF_NO_ID UINT32_MAX
 
+/**
+ * The engine's configuration. Its GETs follow the client's retry policy
+ * (s3_config.max_attempts, retry_time_ms): one budget per mount.
+ */
 struct pf_config {
 	struct s3_client *s3;     /**< not owned */
-	struct cache *cache;      /**< not owned */
+	struct cache *cache;      /**< not owned; its next-use callback is
+				       the engine's from pf_start() to
+				       pf_stop() */
 	pf_describe_cb describe;
 	pf_key_id_cb key_id;
 	void *arg;                /**< for both callbacks */
-	uint32_t n_ids;           /**< ids are below this; the retry budget
-				       of GETs is the client's (s3_config) */
+	uint32_t n_ids;           /**< ids are below this */
 	unsigned int max_inflight;   /**< GETs at once; 0 = default */
 	uint32_t window_objects;     /**< hinted objects fetched ahead of the
 					  oldest unread one; 0 = default */
