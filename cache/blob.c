@@ -364,7 +364,8 @@ int blob_scan(struct cache *c, struct blob_seg ***sorted, size_t *n_sorted)
 			continue;
 		if (id > max_id)
 			max_id = id;
-		fd = openat(c->dir_fd, d->d_name, O_RDWR | O_CLOEXEC);
+		fd = openat(c->dir_fd, d->d_name,
+			    O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
 			/* Not the file's fault: do not drop its objects. */
 			ret = -errno;

@@ -532,6 +532,15 @@ static int cache_open_dir(struct cache *c, char *err, size_t err_len)
 			 c->dir, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
+	/* Another user who may write here could swap a segment or plant a
+	 * link where the index goes: only the owner may write. */
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(err, err_len,
+			 "cache dir %s is writable by group or others (mode "
+			 "%03o): chmod 700 it or choose another cache_dir",
+			 c->dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -580,6 +589,40 @@ static int cache_lock_dir(struct cache *c, char *err, size_t err_len)
 				       : "cache dir %s: cannot lock %s/lock",
 			 c->dir, c->dir);
 		return ret;
+	}
+	return 0;
+}
+
+/*
+ * The index's two files, if present, must be our own regular files: LMDB
+ * opens them by name, with O_CREAT and without O_NOFOLLOW, and would
+ * write through a symlink. Checked with lstat semantics here; nobody else
+ * can plant one between this check and mdb_env_open(), since the
+ * directory is writable by its owner only (cache_open_dir()), and LMDB
+ * is given the path through our open fd of that directory, so a parent
+ * renamed meanwhile changes nothing.
+ */
+static int cache_check_index_files(struct cache *c, char *err, size_t err_len)
+{
+	static const char *const names[] = { "index.mdb", "index.mdb-lock" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		struct stat st;
+
+		if (fstatat(c->dir_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			snprintf(err, err_len, "cache dir %s: %s: %s", c->dir,
+				 names[i], strerror(errno));
+			return -errno;
+		}
+		if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+			snprintf(err, err_len,
+				 "cache dir %s: %s is not a regular file of "
+				 "this user (a symlink?): remove it",
+				 c->dir, names[i]);
+			return -EPERM;
+		}
 	}
 	return 0;
 }
@@ -651,7 +694,7 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 	struct cache_loader ld = { .c = c };
 	uint64_t map = CACHE_MAP_MAX;
 	size_t dropped = 0;
-	char *path;
+	char *path = NULL, *via_fd = NULL;
 	int ret;
 
 	ret = blob_scan(c, &ld.segs, &ld.n_segs);
@@ -664,12 +707,23 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 	}
 	if (c->capacity_cfg < (CACHE_MAP_MAX - CACHE_MAP_EXTRA) / 2)
 		map = c->capacity_cfg * 2 + CACHE_MAP_EXTRA;
-	if (asprintf(&path, "%s/index.mdb", c->dir) < 0) {
+	if (asprintf(&path, "%s/index.mdb", c->dir) < 0 ||
+	    asprintf(&via_fd, "/proc/self/fd/%d/index.mdb", c->dir_fd) < 0) {
 		free(ld.segs);
+		free(path);
 		return -ENOMEM;
 	}
+	/* Without /proc (a bare chroot) the name is all there is. */
+	if (access("/proc/self/fd", X_OK) < 0) {
+		free(via_fd);
+		via_fd = NULL;
+	}
 	for (int attempt = 0;; attempt++) {
-		ret = idx_open(path, map, &c->ix, err, err_len);
+		ret = cache_check_index_files(c, err, err_len);
+		if (ret)
+			break;
+		ret = idx_open(via_fd ? via_fd : path, path, map, &c->ix, err,
+			       err_len);
 		if (!ret) {
 			ret = idx_load(c->ix, cache_load_rec, &ld, &dropped);
 			if (ret) {
@@ -695,6 +749,7 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 			 c->dir, dropped);
 	free(ld.segs);
 	free(path);
+	free(via_fd);
 	return ret;
 }
 

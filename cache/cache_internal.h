@@ -217,8 +217,9 @@ typedef int (*idx_load_cb)(void *arg, const struct idx_rec *r);
 typedef int (*idx_inline_cb)(void *arg, const void *data, size_t len);
 
 int idx_errno(int mdb_rc);
-int idx_open(const char *path, uint64_t map_bytes, struct idx **out,
-	     char *err, size_t err_len);
+/* Opens the environment at @path (@shown names it in @err). */
+int idx_open(const char *path, const char *shown, uint64_t map_bytes,
+	     struct idx **out, char *err, size_t err_len);
 void idx_close(struct idx *ix);
 int idx_sync(struct idx *ix);
 size_t idx_key(const char *key, size_t key_len, const char *etag,

@@ -201,8 +201,8 @@ static size_t idx_encode(const struct idx_rec *r, bool long_key,
 	return IDX_REC_BYTES + r->key_len;
 }
 
-int idx_open(const char *path, uint64_t map_bytes, struct idx **out,
-	     char *err, size_t err_len)
+int idx_open(const char *path, const char *shown, uint64_t map_bytes,
+	     struct idx **out, char *err, size_t err_len)
 {
 	struct idx *ix;
 	MDB_txn *txn = NULL;
@@ -256,7 +256,7 @@ int idx_open(const char *path, uint64_t map_bytes, struct idx **out,
 fail_env:
 	mdb_env_close(ix->env);
 fail:
-	snprintf(err, err_len, "cache index %s: %s", path, mdb_strerror(rc));
+	snprintf(err, err_len, "cache index %s: %s", shown, mdb_strerror(rc));
 	free(ix);
 	return idx_errno(rc);
 }

@@ -117,17 +117,30 @@ static const struct {
 	mode_t mode;
 } ctl_files[] = {
 	{ "hint", FS_INO_CTL_HINT, S_IFREG | 0200 },     /* write-only */
-	{ "stats", FS_INO_CTL_STATS, S_IFREG | 0444 },   /* read-only */
+	{ "stats", FS_INO_CTL_STATS, S_IFREG | 0400 },   /* read-only */
 	{ "warm", FS_INO_CTL_WARM, S_IFREG | 0200 },
 	{ "evict", FS_INO_CTL_EVICT, S_IFREG | 0200 },
 	{ "relist", FS_INO_CTL_RELIST, S_IFREG | 0200 },
-	{ "verify", FS_INO_CTL_VERIFY, S_IFREG | 0444 },
+	{ "verify", FS_INO_CTL_VERIFY, S_IFREG | 0400 },
 };
 #define N_CTL_FILES (sizeof(ctl_files) / sizeof(ctl_files[0]))
 
 static bool is_ctl_file(uint64_t ino)
 {
 	return ino > FS_INO_CTL_DIR && ino <= FS_INO_CTL_DIR + N_CTL_FILES;
+}
+
+/*
+ * Whether @caller may use the control files: the mount's owner and root
+ * only. NOTE(fuse): hintfs mounts without default_permissions (the kernel
+ * would then also refuse root the 0200 files), so the modes shown decide
+ * nothing under allow_other: this check is the only one. Every control
+ * file is refused, stats too: it names the cache directory and the
+ * bucket, and verify or relist cost a hash of the cache or a listing.
+ */
+static bool may_control(const struct fs *fs, uid_t caller)
+{
+	return caller == 0 || caller == fs->uid;
 }
 
 /* Attributes of inode @ino (node @n, NULL for the control inodes). */
@@ -251,14 +264,16 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 	return 0;
 }
 
-int fs_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh,
-	    bool *direct_io)
+int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
+	    struct fs_file **fh, bool *direct_io)
 {
 	const struct tree_node *n = node_of(fs, ino);
 
 	*fh = NULL;
 	*direct_io = false;
 	if (is_ctl_file(ino)) {
+		if (!may_control(fs, caller))
+			return -EACCES;
 		*direct_io = true;
 		return fs_ctl_open(fs, ino, flags, fh);
 	}
@@ -340,20 +355,26 @@ static bool ctl_writable(uint64_t ino)
 	return is_ctl_file(ino) && (ctl_files[ino - FS_INO_CTL_DIR - 1].mode & 0200);
 }
 
-int fs_access(struct fs *fs, uint64_t ino, int mask)
+int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller)
 {
 	struct stat st;
 	int rc = fs_getattr(fs, ino, &st);
 
-	if (!rc && (mask & W_OK) && !ctl_writable(ino))
+	if (!rc && is_ctl_file(ino) && mask != F_OK &&
+	    !may_control(fs, caller))
+		rc = -EACCES;
+	else if (!rc && (mask & W_OK) && !ctl_writable(ino))
 		rc = -EROFS;
 	return rc;
 }
 
-int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, struct stat *st)
+int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, uid_t caller,
+		struct stat *st)
 {
 	if (!ctl_writable(ino))
 		return -EROFS;
+	if (!may_control(fs, caller))
+		return -EACCES;
 	/* A shell's '>' truncates before writing: a control file's text is
 	 * taken whole from each open, so there is nothing to cut. */
 	return fs_getattr(fs, ino, st);

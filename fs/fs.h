@@ -49,7 +49,9 @@ struct fs_config {
 	struct s3_config s3; /**< the bucket and how to reach it */
 	const char *prefix;  /**< "" or a key prefix ending in '/' */
 	const char *mountpoint; /**< absolute; stripped from hint entries */
-	uid_t uid;           /**< owner shown for every inode */
+	uid_t uid;           /**< owner shown for every inode, and the
+				  mount's owner: with root, the only user
+				  who may use the control files */
 	gid_t gid;
 	const char *cache_dir;     /**< the cache's directory */
 	uint64_t cache_size;       /**< bytes; 0: cache_size_pct of free space */
@@ -112,14 +114,16 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 struct fs_file;
 
 /**
- * Opens inode @ino with open(2) @flags: -EROFS for any write access to the
- * dataset, -EISDIR for a directory opened as a file, -EACCES for a read of
- * the write-only hint file, -ENOENT. On success stores the per-open state
- * in *@fh (NULL for dataset files) and sets *@direct_io for files whose
- * size is not known in advance (the control files).
+ * Opens inode @ino with open(2) @flags for the user @caller (the uid of
+ * the process asking): -EROFS for any write access to the dataset,
+ * -EISDIR for a directory opened as a file, -EACCES for a read of the
+ * write-only hint file or for any control file opened by a user other
+ * than the mount's owner and root, -ENOENT. On success stores the
+ * per-open state in *@fh (NULL for dataset files) and sets *@direct_io
+ * for files whose size is not known in advance (the control files).
  */
-int fs_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh,
-	    bool *direct_io);
+int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
+	    struct fs_file **fh, bool *direct_io);
 
 /**
  * Reads up to @size bytes at @off of file @ino (opened as @fh) into @buf.
@@ -148,16 +152,19 @@ int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh);
 void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh);
 
 /**
- * access(2): 0, -ENOENT, or -EROFS for W_OK on anything but the writable
- * control files.
+ * access(2) for the user @caller: 0, -ENOENT, -EACCES for a control file
+ * and a user other than the mount's owner and root, or -EROFS for W_OK on
+ * anything but the writable control files.
  */
-int fs_access(struct fs *fs, uint64_t ino, int mask);
+int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller);
 
 /**
- * setattr: only truncating a writable control file (what a shell's '>' does) is
- * allowed; it returns its attributes in @st. Anything else is -EROFS.
+ * setattr: only truncating a writable control file (what a shell's '>'
+ * does) by the mount's owner or root is allowed; it returns its
+ * attributes in @st. -EACCES for another user, -EROFS for anything else.
  */
-int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, struct stat *st);
+int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, uid_t caller,
+		struct stat *st);
 
 /**
  * getxattr: copies attribute @name of @ino into @buf of @size bytes.

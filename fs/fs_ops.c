@@ -30,6 +30,13 @@ static struct fs *req_fs(fuse_req_t req)
 	return *(struct fs **)fuse_req_userdata(req);
 }
 
+/* NOTE(fuse): the uid of the process behind @req; with allow_other it may
+ * be any local user, and the fs core decides what that user may do. */
+static uid_t req_uid(fuse_req_t req)
+{
+	return fuse_req_ctx(req)->uid;
+}
+
 static void reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 {
 	struct fuse_entry_param e = {
@@ -83,7 +90,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, -fs_access(req_fs(req), ino, mask));
+	fuse_reply_err(req, -fs_access(req_fs(req), ino, mask, req_uid(req)));
 }
 
 /* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */
@@ -172,7 +179,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_file *fh;
 	bool direct;
-	int rc = fs_open(req_fs(req), ino, fi->flags, &fh, &direct);
+	int rc = fs_open(req_fs(req), ino, fi->flags, req_uid(req), &fh,
+		     &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -289,7 +297,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if ((to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
 			FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0 &&
 	    (to_set & FUSE_SET_ATTR_SIZE))
-		rc = fs_truncate(req_fs(req), ino, (uint64_t)attr->st_size, &st);
+		rc = fs_truncate(req_fs(req), ino, (uint64_t)attr->st_size,
+				 req_uid(req), &st);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else

@@ -445,3 +445,112 @@ def test_keys_under_the_control_dir_cannot_replace_it(s3, bucket, mount):
         f.write("real.txt\n")
     assert hintfs.stats(m.path)["hint"]["last"]["entries"] == 1
     assert workload.read_file(m / "real.txt") == b"real"
+
+
+# ------------------------------------------- control files under allow_other
+
+# Runs as `nobody` (no supplementary groups): does one thing to a path and
+# prints "ok" or the errno's name, so the test sees what a user would.
+AS_OTHER = r"""
+import errno, os, sys
+what, path = sys.argv[1], sys.argv[2]
+try:
+    if what == "read":
+        with open(path, "rb") as f:
+            sys.stdout.write("ok " + f.read().hex())
+    elif what == "write":
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, sys.argv[3].encode())
+        finally:
+            os.close(fd)
+        sys.stdout.write("ok")
+    elif what == "access":
+        sys.stdout.write("ok" if os.access(path, os.W_OK) else "no")
+except OSError as e:
+    sys.stdout.write(errno.errorcode[e.errno])
+"""
+
+
+def as_nobody(what, path, arg=""):
+    r = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+         "--clear-groups", "/usr/bin/python3", "-c", AS_OTHER, what,
+         str(path), arg],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_control_files_are_the_owners_under_allow_other(public_dir, s3,
+                                                         bucket, mount):
+    """Issue 11 item 1: with allow_other, another user reads the dataset
+    but can neither write a control file (hint, warm, evict, relist) nor
+    read stats (the cache directory, the bucket) or verify; the mount's
+    owner (root here) still can."""
+    need_root("acting as another user")
+    objects = small(8)
+    upload(s3, bucket, objects)
+    mnt = public_dir / "mnt"
+    mnt.mkdir()
+    cache = public_dir / "cache"
+    m = mount(bucket, mountpoint=mnt,
+              options=("allow_other", f"cache_dir={cache}"))
+    for k, v in objects.items():  # cached by the owner
+        assert workload.read_file(m / k) == v
+    first = sorted(objects)[0]
+    # Data stays readable for everyone, as the mount's modes say.
+    assert as_nobody("read", mnt / first) == "ok " + objects[first].hex()
+
+    ctl = mnt / ".hintfs"
+    for name, text in [("evict", "*\n"), ("hint", "#hintfs v1 replace\n"
+                                                  + first + "\n"),
+                       ("warm", "d\n"), ("relist", "1\n")]:
+        assert as_nobody("write", ctl / name, text) == "EACCES", name
+        assert as_nobody("access", ctl / name) == "no", name
+    for name in ("stats", "verify"):
+        assert as_nobody("read", ctl / name) == "EACCES", name
+
+    stats = json.loads(Path(ctl / "stats").read_text())
+    assert stats["cache"]["objects"] == len(objects), "nobody evicted"
+    assert stats["requests"]["list"] == 1, "nobody made it relist"
+    assert stats["hint"]["received"] == 0, "nobody's hint was taken"
+    # The owner may.
+    with open(ctl / "evict", "w") as f:
+        f.write("*\n")
+    stats = json.loads(Path(ctl / "stats").read_text())
+    assert stats["cache"]["objects"] == 0
+
+
+def test_cache_dir_writable_by_others_is_refused(bucket, mount, tmp_path):
+    """Others able to write the cache directory could plant files or
+    links in it: refused with one line, nothing written."""
+    for mode in (0o777, 0o770, 0o1777):
+        cache = tmp_path / f"open{mode:o}"
+        cache.mkdir()
+        os.chmod(cache, mode)
+        m = mount(bucket, options=(f"cache_dir={cache}",), expect_fail=True)
+        lines = m.log_lines()
+        assert m.returncode > 0
+        assert len(lines) == 1 and lines[0].startswith("hintfs: error: "), \
+            lines
+        assert str(cache) in lines[0] and "writable" in lines[0], lines[0]
+        assert os.listdir(cache) == [], "hintfs wrote into an open dir"
+
+
+@pytest.mark.parametrize("name", ["index.mdb", "index.mdb-lock"])
+def test_cache_index_does_not_follow_a_planted_symlink(bucket, mount,
+                                                       tmp_path, name):
+    """A symlink where the index belongs is refused, with one line; its
+    target is left as it was."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / name).symlink_to(victim)
+    m = mount(bucket, options=(f"cache_dir={cache}",), expect_fail=True)
+    lines = m.log_lines()
+    assert m.returncode > 0
+    assert len(lines) == 1 and lines[0].startswith("hintfs: error: "), lines
+    assert name in lines[0], lines[0]
+    assert victim.read_bytes() == b"precious"

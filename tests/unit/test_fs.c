@@ -80,7 +80,7 @@ static ssize_t read_file(struct fs *fs, const char *path, char *buf,
 
 	if (!ino)
 		return -ENOENT;
-	if (fs_open(fs, ino, O_RDONLY, &fh, &direct))
+	if (fs_open(fs, ino, O_RDONLY, 0, &fh, &direct))
 		return -EBADF;
 	/* 128 KiB reads, as the kernel sends them. */
 	while ((n = fs_read(fs, ino, fh, buf + got,
@@ -113,7 +113,7 @@ static long long stat_of(struct fs *fs, const char *section, const char *name)
 	const char *p;
 	ssize_t n;
 
-	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, &fh, &direct))
+	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, &fh, &direct))
 		return -1;
 	n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1, 0);
 	fs_release(fs, FS_INO_CTL_STATS, fh);
@@ -237,7 +237,7 @@ static void test_hint(void)
 	fs = mount_fs(0);
 	if (!fs)
 		return;
-	CHECK(fs_open(fs, FS_INO_CTL_HINT, O_WRONLY, &fh, &direct) == 0);
+	CHECK(fs_open(fs, FS_INO_CTL_HINT, O_WRONLY, 0, &fh, &direct) == 0);
 	CHECK(fs_write(fs, FS_INO_CTL_HINT, fh, hint, strlen(hint), 0) ==
 	      (ssize_t)strlen(hint));
 	CHECK(fs_flush(fs, FS_INO_CTL_HINT, fh) == 0);
