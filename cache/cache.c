@@ -143,8 +143,10 @@ void cache_note_write_error(struct cache *c, int err)
 			 c->dir, strerror(-err));
 }
 
-/* Drops entry @id because its bytes are wrong (@why), with one warning. */
-static void cache_drop_corrupt(struct cache *c, uint64_t id, const char *why)
+/* Drops entry @id because its bytes are wrong or unreadable (@why), with
+ * one warning; @corrupt counts it as corrupt. */
+static void cache_drop(struct cache *c, uint64_t id, const char *why,
+		       bool corrupt)
 {
 	struct cache_ent *victims = NULL, *e;
 	int rc = 0;
@@ -154,7 +156,7 @@ static void cache_drop_corrupt(struct cache *c, uint64_t id, const char *why)
 	e = tab_by_id(&c->tab, id);
 	if (e) {
 		cache_unlink_locked(c, e, &victims);
-		c->corrupt++;
+		c->corrupt += corrupt;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (victims)
@@ -316,6 +318,36 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 	return buf ? blob_io(p->seg->fd, buf, n, p->off + off, false) : 0;
 }
 
+/*
+ * The test hook: with HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the
+ * environment at open, every Nth cache_read() fails with ERRNO (EIO by
+ * default) before touching the disk, as a bad sector or a full LMDB
+ * reader table would. Returns 0 or that -errno.
+ */
+static int cache_fault(struct cache *c)
+{
+	if (!c->fault_every)
+		return 0;
+	if ((atomic_fetch_add(&c->fault_reads, 1) + 1) % c->fault_every)
+		return 0;
+	return -c->fault_errno;
+}
+
+static void cache_fault_init(struct cache *c)
+{
+	const char *v = getenv("HINTFS_FAULT_CACHE_READ");
+	unsigned every = 0;
+	int e = EIO;
+
+	if (!v || sscanf(v, "%u:%d", &every, &e) < 1 || !every || e <= 0)
+		return;
+	c->fault_every = every;
+	c->fault_errno = e;
+	log_warn("cache: HINTFS_FAULT_CACHE_READ=%s: every %u%s read fails "
+		 "with %s (a test hook)", v, every,
+		 every == 1 ? "" : "th", strerror(e));
+}
+
 int cache_lookup(struct cache *c, const char *key, size_t key_len,
 		 const char *etag, struct cache_obj *out)
 {
@@ -359,19 +391,31 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 
 	ret = pin_get(c, o->id, &p, NULL, NULL);
 	if (ret)
-		return ret;
+		return -ENODATA;
 	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
-	ret = n ? pin_read(c, &p, buf, n, off, !p.verified) : 0;
+	ret = n ? cache_fault(c) : 0;
+	if (!ret && n)
+		ret = pin_read(c, &p, buf, n, off, !p.verified);
 	if (!pin_put(c, &p, !ret && n))
 		return -ENODATA; /* dropped under us: the copy may be wrong */
 	if (ret == -EBADMSG || ret == -ENODATA) {
-		cache_drop_corrupt(c, p.id,
-				   ret == -EBADMSG ? "checksum mismatch"
-						   : "blob missing or short");
+		cache_drop(c, p.id,
+			   ret == -EBADMSG ? "checksum mismatch"
+					   : "blob missing or short",
+			   true);
 		return -ENODATA;
 	}
-	if (ret)
-		return ret == -ENOMEM ? ret : -EIO;
+	if (ret) {
+		/* The server still has the object: never fail the read. */
+		pthread_mutex_lock(&c->lock);
+		c->read_errors++;
+		pthread_mutex_unlock(&c->lock);
+		/* Busy (no reader slot) or out of memory passes; an I/O
+		 * error would stay: fetch it again, to another place. */
+		if (ret != -EAGAIN && ret != -ENOMEM)
+			cache_drop(c, p.id, strerror(-ret), false);
+		return -ENODATA;
+	}
 	return (ssize_t)n;
 }
 
@@ -447,6 +491,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 	out->evictions = c->evictions;
 	out->corrupt = c->corrupt;
 	out->write_errors = c->write_errors;
+	out->read_errors = c->read_errors;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -493,9 +538,10 @@ int cache_verify(struct cache *c,
 		}
 		/* An I/O error counts as bad too: the object is refetched. */
 		if (rc)
-			cache_drop_corrupt(c, p.id,
-					   rc == -EBADMSG ? "checksum mismatch"
-							  : "unreadable");
+			cache_drop(c, p.id,
+				   rc == -EBADMSG ? "checksum mismatch"
+						  : "unreadable",
+				   true);
 		if (cb)
 			cb(arg, key, key_len, !rc);
 		free(key);
@@ -803,6 +849,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 					: CACHE_INLINE_DEFAULT;
 	c->next_use = cfg->next_use;
 	c->next_use_arg = cfg->next_use_arg;
+	cache_fault_init(c);
 	pthread_mutex_init(&c->evict_lock, NULL);
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->seg_lock, NULL);

@@ -101,9 +101,11 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
 
 /**
  * Reads up to @len bytes at @off of the object found as @o into @buf.
- * Returns the bytes read (short only at the end of the object), -ENODATA
- * when the entry was evicted or found corrupt since the lookup (the caller
- * fetches it again), or -EIO.
+ * Returns the bytes read (short only at the end of the object) or
+ * -ENODATA: the entry was evicted or found corrupt since the lookup, or
+ * the read failed (an I/O error, LMDB out of reader slots, no memory;
+ * counted in read_errors). Either way the caller fetches it from the
+ * server: a failing cache never fails a read.
  */
 ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 		   size_t len, uint64_t off);
@@ -181,6 +183,8 @@ struct cache_stats {
 	uint64_t evictions;
 	uint64_t corrupt;       /**< blobs dropped for a bad checksum */
 	uint64_t write_errors;  /**< puts that failed (disk full, I/O) */
+	uint64_t read_errors;   /**< reads that failed otherwise (I/O error,
+				     LMDB busy) and were left to the server */
 };
 
 /** A snapshot of the counters. */

@@ -151,7 +151,13 @@ struct cache {
 	bool disk_full;             /* ENOSPC seen; its warning logged */
 	bool io_warned;             /* other write error seen and logged */
 	uint64_t hits, misses, evictions, corrupt, write_errors; /* stats */
+	uint64_t read_errors;       /* reads failed other than by checksum */
 	atomic_uint n_puts;         /* puts begun and not yet finished */
+
+	/* Test hook HINTFS_FAULT_CACHE_READ=N[:ERRNO] (cache_read()). */
+	unsigned fault_every;       /* 0: off */
+	int fault_errno;
+	atomic_uint fault_reads;
 };
 
 /* An object being written (the cache_put of cache.h). */

@@ -39,9 +39,16 @@
 #include <time.h>
 #include <xxhash.h>
 
-/* A FUSE read takes a reader slot only for the copy of an inline blob:
- * 512 covers every FUSE and engine thread with room. */
-#define IDX_MAX_READERS 512
+/*
+ * With MDB_NOTLS a reader slot belongs to a read transaction, not to a
+ * thread, and hintfs holds one only while it copies an inline blob or
+ * reads a meta blob: at most one per thread at a time. -o max_threads
+ * allows 1,024 FUSE threads (fs/options.c), plus the engine, the hint
+ * watcher and a verify: 2,048 slots cover them with room, for 128 KiB of
+ * lock file (64 bytes a slot). Running out anyway (MDB_READERS_FULL,
+ * -EAGAIN) is a cache miss served by the server, not a failed read.
+ */
+#define IDX_MAX_READERS 2048
 #define IDX_REC_VERSION 1
 #define IDX_REC_BYTES 40
 #define IDX_F_INLINE 1u

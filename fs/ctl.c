@@ -470,9 +470,11 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	json_str(f, fs->cache_dir);
 	fprintf(f, ", \"objects\": %llu, \"bytes\": %llu, \"capacity\": %llu, "
 		"\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, "
-		"\"corrupt\": %llu, \"write_errors\": %llu},\n",
+		"\"corrupt\": %llu, \"write_errors\": %llu, "
+		"\"read_errors\": %llu},\n",
 		U(cs.objects), U(cs.bytes), U(cs.capacity), U(cs.hits),
-		U(cs.misses), U(cs.evictions), U(cs.corrupt), U(cs.write_errors));
+		U(cs.misses), U(cs.evictions), U(cs.corrupt), U(cs.write_errors),
+		U(cs.read_errors));
 	fprintf(f, "  \"reads\": {\"total\": %llu, \"cache_hits\": %llu, "
 		"\"prefetch_joins\": %llu, \"demand_fetches\": %llu, "
 		"\"read_through\": %llu, \"failed\": %llu},\n",

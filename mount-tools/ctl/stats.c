@@ -81,11 +81,12 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		       N(0, u64(st, "cache.objects")), B(1, bytes), B(2, cap),
 		       pct(bytes, cap), dir ? dir : "?");
 		printf("  %-9s %s hits, %s misses, %s evictions, %s corrupt, "
-		       "%s write errors\n", "",
+		       "%s write errors, %s read errors\n", "",
 		       N(0, u64(st, "cache.hits")), N(1, u64(st, "cache.misses")),
 		       N(2, u64(st, "cache.evictions")),
 		       N(3, u64(st, "cache.corrupt")),
-		       N(4, u64(st, "cache.write_errors")));
+		       N(4, u64(st, "cache.write_errors")),
+		       N(5, u64(st, "cache.read_errors")));
 	}
 	if (json_get(st, "reads"))
 		printf("  %-9s %s, %.1f%% from the cache; %s joined a prefetch, "
@@ -211,6 +212,8 @@ static const struct metric {
 	  "Cached blobs found corrupt and dropped." },
 	{ "cache.write_errors", "hintfs_cache_write_errors_total", COUNTER, NULL,
 	  0, "Failed writes into the local cache." },
+	{ "cache.read_errors", "hintfs_cache_read_errors_total", COUNTER, NULL,
+	  0, "Failed reads of the local cache, served by the server." },
 	{ "reads.total", "hintfs_reads_total", COUNTER, NULL, 0,
 	  "Reads of dataset files." },
 	{ "reads.cache_hits", "hintfs_read_cache_hits_total", COUNTER, NULL, 0,

@@ -122,6 +122,39 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
     assert st["cache"]["corrupt"] == 1
 
 
+@pytest.mark.parametrize("fault", ["5", "1:11"], ids=["eio", "eagain"])
+def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
+                                                   tmp_path, fault):
+    """Issue 11 item 5: a cache read that fails for any reason (EIO from a
+    bad sector, EAGAIN as when LMDB's reader slots are full), not only a
+    bad checksum, is served from the server and counted, never EIO. The
+    test-only hook HINTFS_FAULT_CACHE_READ=N[:ERRNO] fails every Nth
+    cache read (EIO unless ERRNO is given)."""
+    objects = objects_of(10, 100000)           # segment blobs
+    objects.update(objects_of(10, 3000, "s"))  # inline in LMDB
+    upload(s3, bucket, objects)
+    cache = tmp_path / "cache"
+    opts = (f"cache_dir={cache}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    read_all(m, objects)
+    m.unmount()
+    assert m.wait_exit() == 0
+    before = len(gets_settled(proxy, bucket))
+    assert before == len(objects)
+
+    m2 = mount(bucket, endpoint=proxy.endpoint, options=opts,
+               env={"HINTFS_FAULT_CACHE_READ": fault})
+    drop_page_cache()
+    read_all(m2, objects)  # bytes equal, no EIO
+    st = hintfs.stats(m2.path)
+    failed = st["cache"]["read_errors"]
+    every = int(fault.split(":")[0])
+    assert failed >= len(objects) // every, st["cache"]
+    assert st["reads"]["failed"] == 0
+    assert len(gets_settled(proxy, bucket, before + 1)) > before, \
+        "the failed reads were not served by the server"
+
+
 def wait_stats(m, pred, timeout=30):
     deadline = time.monotonic() + timeout
     while True:

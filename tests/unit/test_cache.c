@@ -514,6 +514,53 @@ static void test_truncate(void)
 	free(dir);
 }
 
+/*
+ * Issue 11 item 5: a read that fails for a reason other than a bad
+ * checksum is a miss (-ENODATA, the caller asks the server), counted in
+ * read_errors. EIO drops the entry (a bad sector stays bad; the refetch
+ * goes elsewhere); EAGAIN (LMDB's reader slots full) keeps it.
+ */
+static void test_read_errors(void)
+{
+	char *dir = mktmp();
+	struct cache *c = open_cache(dir, 64 * MIB, NULL, NULL);
+	struct cache_stats st;
+	struct cache_obj o;
+	unsigned char buf[64];
+	unsigned seed = 6;
+
+	CHECK(put_obj(c, "seg", "e", 100 * KIB, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "inl", "e", 3000, 0, 1, &seed) == 0);
+	cache_close(c);
+
+	/* Every read fails with EAGAIN: misses, entries kept. */
+	setenv("HINTFS_FAULT_CACHE_READ", "1:11", 1);
+	c = open_cache(dir, 64 * MIB, NULL, NULL);
+	CHECK(cache_lookup(c, "seg", 3, "e", &o) == 0);
+	CHECK(cache_read(c, &o, buf, sizeof(buf), 0) == -ENODATA);
+	CHECK(cache_lookup(c, "inl", 3, "e", &o) == 0);
+	CHECK(cache_read(c, &o, buf, sizeof(buf), 0) == -ENODATA);
+	cache_get_stats(c, &st);
+	CHECK(st.read_errors == 2 && st.objects == 2 && st.corrupt == 0);
+	cache_close(c);
+
+	/* Every second read fails with EIO: that entry is dropped. */
+	setenv("HINTFS_FAULT_CACHE_READ", "2", 1);
+	c = open_cache(dir, 64 * MIB, NULL, NULL);
+	unsetenv("HINTFS_FAULT_CACHE_READ");
+	CHECK(check_obj(c, "seg", "e", 100 * KIB) == 0);
+	CHECK(check_obj(c, "inl", "e", 3000) == -ENODATA);
+	CHECK(cache_lookup(c, "inl", 3, "e", &o) == -ENODATA);
+	cache_get_stats(c, &st);
+	CHECK(st.read_errors == 1 && st.objects == 1);
+	/* Fetched again, it is served. */
+	CHECK(put_obj(c, "inl", "e", 3000, 0, 1, &seed) == 0);
+	CHECK(check_obj(c, "inl", "e", 3000) == 0);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* Next uses for Belady: a small table, CACHE_NEVER when absent. */
 struct nu_table {
 	const char *key[8];
@@ -1162,6 +1209,7 @@ int main(void)
 	test_persist();
 	test_corrupt();
 	test_truncate();
+	test_read_errors();
 	test_belady();
 	test_belady_exact();
 	test_evict_amortized();
