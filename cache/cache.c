@@ -349,14 +349,19 @@ static void cache_fault_init(struct cache *c)
 }
 
 int cache_lookup(struct cache *c, const char *key, size_t key_len,
-		 const char *etag, struct cache_obj *out)
+		 const char *etag, uint64_t size, struct cache_obj *out)
 {
 	struct cache_ent *e = NULL;
+	uint64_t wrong = 0;
 
 	if (!etag || !cache_valid_name(key, key_len, etag))
 		return -ENODATA;
 	pthread_mutex_lock(&c->lock);
 	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
+	if (e && e->size != size) {
+		wrong = e->id;
+		e = NULL;
+	}
 	if (e) {
 		e->tick = ++c->tick;
 		out->size = e->size;
@@ -366,18 +371,25 @@ int cache_lookup(struct cache *c, const char *key, size_t key_len,
 		c->misses++;
 	}
 	pthread_mutex_unlock(&c->lock);
+	/* Same key and ETag, another size: the ETag is no content hash, and
+	 * these bytes are not the listed object's. */
+	if (wrong)
+		cache_drop(c, wrong, "its size differs from the listing's",
+			   true);
 	return e ? 0 : -ENODATA;
 }
 
 bool cache_contains(struct cache *c, const char *key, size_t key_len,
-		    const char *etag)
+		    const char *etag, uint64_t size)
 {
+	const struct cache_ent *e;
 	bool found;
 
 	if (!etag || !cache_valid_name(key, key_len, etag))
 		return false;
 	pthread_mutex_lock(&c->lock);
-	found = tab_find(&c->tab, key, key_len, etag, strlen(etag)) != NULL;
+	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
+	found = e && e->size == size;
 	pthread_mutex_unlock(&c->lock);
 	return found;
 }
@@ -799,6 +811,40 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 	return ret;
 }
 
+/* The meta record naming the source of the cached objects. */
+#define CACHE_META_SOURCE "source"
+
+/*
+ * Keys and ETags name objects only within one bucket: the same key in
+ * another bucket, with an ETag that is no content hash (some stores,
+ * SSE-KMS), could be served this one's bytes. So a directory serves one
+ * source; a directory from before sources were recorded takes the first.
+ */
+static int cache_check_source(struct cache *c, const char *source, char *err,
+			      size_t err_len)
+{
+	size_t len = strlen(source), got_len = 0;
+	void *got = NULL;
+	int ret;
+
+	ret = idx_meta_get(c->ix, CACHE_META_SOURCE, &got, &got_len);
+	if (ret == -ENODATA)
+		ret = idx_meta_put(c->ix, CACHE_META_SOURCE, source, len);
+	else if (!ret && (got_len != len || memcmp(got, source, len)))
+		ret = -EEXIST;
+	if (ret == -EEXIST)
+		snprintf(err, err_len,
+			 "cache dir %s holds the objects of %.*s, not of %s: "
+			 "choose another cache_dir (or empty this one)",
+			 c->dir, (int)(got_len < 512 ? got_len : 512),
+			 (const char *)got, source);
+	else if (ret)
+		snprintf(err, err_len, "cache dir %s: cannot record its source: "
+			 "%s", c->dir, strerror(-ret));
+	free(got);
+	return ret;
+}
+
 /* Frees @c, open or half-open. */
 static void cache_free(struct cache *c)
 {
@@ -865,6 +911,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 		cache_raise_fd_limit(c);
 		ret = cache_load(c, err, err_len);
 	}
+	if (!ret && cfg->source)
+		ret = cache_check_source(c, cfg->source, err, err_len);
 	if (ret)
 		goto fail;
 	blob_reap(c);

@@ -63,6 +63,11 @@ struct cache_config {
 	cache_next_use_cb next_use; /**< may be NULL: LRU only (until
 					 cache_set_next_use()) */
 	void *next_use_arg;
+	const char *source;     /**< where the objects come from (endpoint
+				     and bucket, as shown to the user): a
+				     directory that recorded another one is
+				     refused (-EEXIST), one that recorded
+				     none takes this one; NULL: no check */
 };
 
 struct cache;
@@ -85,19 +90,22 @@ struct cache_obj {
 };
 
 /**
- * Looks up @key + @etag. Returns 0 and fills @out on a hit (and counts the
- * access for LRU), -ENODATA on a miss (absent, other ETag, or dropped as
- * corrupt).
+ * Looks up @key + @etag of @size bytes (the listing's size). Returns 0 and
+ * fills @out on a hit (and counts the access for LRU), -ENODATA on a miss
+ * (absent, other ETag, or dropped as corrupt). An entry of another size
+ * is not the listed object (an ETag that is not a content hash): it is
+ * dropped, counted as corrupt, and missed.
  */
 int cache_lookup(struct cache *c, const char *key, size_t key_len,
-		 const char *etag, struct cache_obj *out);
+		 const char *etag, uint64_t size, struct cache_obj *out);
 
 /**
- * Whether @key + @etag is cached, without counting a hit or a miss and
- * without touching its LRU position: for the prefetcher's own checks.
+ * Whether @key + @etag of @size bytes is cached, without counting a hit
+ * or a miss and without touching its LRU position: for the prefetcher's
+ * own checks.
  */
 bool cache_contains(struct cache *c, const char *key, size_t key_len,
-		    const char *etag);
+		    const char *etag, uint64_t size);
 
 /**
  * Reads up to @len bytes at @off of the object found as @o into @buf.

@@ -235,6 +235,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	size_t plen = strlen(cfg->prefix);
 	struct cache_config cc = { 0 };
 	struct pf_config pc = { 0 };
+	char *source = NULL;
 	struct fs *fs;
 	char why[512];
 	struct pf *pf;
@@ -285,7 +286,16 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	}
 	cc.dir = cfg->cache_dir;
 	cc.capacity = cache_capacity(cfg);
+	/* NOTE(s3): a bucket is named by endpoint and name; the prefix is
+	 * not part of it (cached keys are whole keys). */
+	if (asprintf(&source, "s3://%s at %s", cfg->s3.bucket,
+		     cfg->s3.endpoint) < 0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	cc.source = source;
 	rc = cache_open(&cc, &fs->cache, why, sizeof(why));
+	free(source);
 	if (rc) {
 		snprintf(err, err_len, "%s", why);
 		goto fail;

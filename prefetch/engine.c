@@ -629,7 +629,8 @@ static void schedule_prefetch(struct pf *pf)
 			else if (o.size > pf->cfg.max_object_mem)
 				skip = 2;
 			else if (o.size == 0 ||
-				 cache_contains(pf->cfg.cache, o.key, o.key_len, o.etag))
+				 cache_contains(pf->cfg.cache, o.key, o.key_len, o.etag,
+						 o.size))
 				skip = 1;
 			pthread_mutex_lock(&pf->mu);
 			if (skip && c.warm[i]) {
@@ -877,7 +878,8 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 
 	for (int tries = 0;; tries++) {
 		/* The cache first, without the engine's lock. */
-		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag, &co)) {
+		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag,
+				  o.size, &co)) {
 			n = cache_read(pf->cfg.cache, &co, buf, len, off);
 			if (n != -ENODATA) {
 				rd_add(n >= 0 ? &pf->rd.cache_hits

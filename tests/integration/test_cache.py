@@ -155,6 +155,37 @@ def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
         "the failed reads were not served by the server"
 
 
+def test_another_bucket_never_shares_a_cache_dir(s3, bucket, make_bucket,
+                                                 mount, proxy, tmp_path):
+    """Issue 11 item 8: the cache records its source (endpoint, bucket).
+    Another bucket with the same key and, as some stores give, the same
+    ETag could otherwise be served this one's bytes: the mount is refused
+    with one line naming both, and the first bucket's cache is kept. A
+    prefix of the same bucket shares it."""
+    other = make_bucket("other")
+    upload(s3, bucket, {"d/x.bin": b"ours" * 1000})
+    upload(s3, other, {"d/x.bin": b"them" * 1000})
+    cache = tmp_path / "cache"
+    opts = (f"cache_dir={cache}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    assert Path(m / "d/x.bin").read_bytes() == b"ours" * 1000
+    m.unmount()
+    assert m.wait_exit() == 0
+
+    bad = mount(other, endpoint=proxy.endpoint, options=opts,
+                expect_fail=True)
+    lines = bad.log_lines()
+    assert bad.returncode > 0
+    assert len(lines) == 1 and lines[0].startswith("hintfs: error: "), lines
+    assert bucket in lines[0] and other in lines[0] and str(cache) in lines[0]
+
+    before = len(gets_settled(proxy, bucket))
+    m2 = mount(bucket, prefix="d", endpoint=proxy.endpoint, options=opts)
+    drop_page_cache()
+    assert Path(m2 / "x.bin").read_bytes() == b"ours" * 1000
+    assert len(gets_settled(proxy, bucket)) == before, "the cache was lost"
+
+
 def wait_stats(m, pred, timeout=30):
     deadline = time.monotonic() + timeout
     while True:

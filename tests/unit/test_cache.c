@@ -172,7 +172,7 @@ static int check_obj(struct cache *c, const char *key, const char *etag,
 	ssize_t n;
 	int rc;
 
-	rc = cache_lookup(c, key, strlen(key), etag, &o);
+	rc = cache_lookup(c, key, strlen(key), etag, size, &o);
 	if (rc)
 		return rc;
 	if (o.size != size)
@@ -229,21 +229,21 @@ static void test_roundtrip(void)
 	CHECK(check_obj(c, "empty", "\"e1\"", 0) == 0);
 
 	/* Another ETag is another object. */
-	CHECK(cache_lookup(c, "big", 3, "\"e2\"", &o) == -ENODATA);
-	CHECK(cache_lookup(c, "bi", 2, "\"e1\"", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "big", 3, "\"e2\"", 300 * KIB, &o) == -ENODATA);
+	CHECK(cache_lookup(c, "bi", 2, "\"e1\"", 300 * KIB, &o) == -ENODATA);
 	CHECK(cache_put_begin(c, "big", 3, "\"e1\"", 300 * KIB, 0, CACHE_NO_ID, &p) ==
 	      -EEXIST);
 
 	/* Ranges: inside, across the end (short), past the end. */
 	fill(want, 300 * KIB, "big", "\"e1\"");
-	CHECK(cache_lookup(c, "big", 3, "\"e1\"", &o) == 0);
+	CHECK(cache_lookup(c, "big", 3, "\"e1\"", 300 * KIB, &o) == 0);
 	CHECK(cache_read(c, &o, got, 5000, 123457) == 5000);
 	CHECK(memcmp(got, want + 123457, 5000) == 0);
 	CHECK(cache_read(c, &o, got, 10000, 300 * KIB - 100) == 100);
 	CHECK(memcmp(got, want + 300 * KIB - 100, 100) == 0);
 	CHECK(cache_read(c, &o, got, 10, 300 * KIB) == 0);
 	fill(want, 1000, "small", "\"e1\"");
-	CHECK(cache_lookup(c, "small", 5, "\"e1\"", &o) == 0);
+	CHECK(cache_lookup(c, "small", 5, "\"e1\"", 1000, &o) == 0);
 	CHECK(cache_read(c, &o, got, 10, 990) == 10);
 	CHECK(memcmp(got, want + 990, 10) == 0);
 
@@ -261,9 +261,9 @@ static void test_roundtrip(void)
 		struct cache_stats st2;
 
 		/* Neither a hit nor a miss. */
-		CHECK(cache_contains(c, "big", 3, "\"e1\""));
-		CHECK(!cache_contains(c, "big", 3, "\"e2\""));
-		CHECK(!cache_contains(c, "big", 3, NULL));
+		CHECK(cache_contains(c, "big", 3, "\"e1\"", 300 * KIB));
+		CHECK(!cache_contains(c, "big", 3, "\"e2\"", 300 * KIB));
+		CHECK(!cache_contains(c, "big", 3, NULL, 300 * KIB));
 		cache_get_stats(c, &st2);
 		CHECK(st2.hits == st.hits && st2.misses == st.misses);
 	}
@@ -294,7 +294,7 @@ static void test_parts(void)
 		CHECK(cache_put_write(p, 0, want, n) == -EINVAL);
 	}
 	CHECK(cache_put_write(p, size - 1, want, 2) == -EINVAL);
-	CHECK(cache_lookup(c, "parts", 5, "\"x\"", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "parts", 5, "\"x\"", 0, &o) == -ENODATA);
 	CHECK(cache_put_commit(p) == 0);
 	CHECK(check_obj(c, "parts", "\"x\"", size) == 0);
 
@@ -312,7 +312,7 @@ static void test_parts(void)
 	      0);
 	CHECK(cache_put_write(q, 0, want, 50 * KIB) == 0);
 	CHECK(cache_put_commit(q) == -EINVAL);
-	CHECK(cache_lookup(c, "holey", 5, "\"x\"", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "holey", 5, "\"x\"", 0, &o) == -ENODATA);
 	cache_close(c);
 	rm_rf(dir);
 	free(dir);
@@ -440,10 +440,10 @@ static void test_corrupt(void)
 	close(fd);
 
 	c = open_cache(dir, 64 * MIB, NULL, NULL);
-	CHECK(cache_lookup(c, "a", 1, "e", &o) == 0);
+	CHECK(cache_lookup(c, "a", 1, "e", 200 * KIB, &o) == 0);
 	/* Even a small read far from the flipped byte checks the whole. */
 	CHECK(cache_read(c, &o, buf, sizeof(buf), 150 * KIB) == -ENODATA);
-	CHECK(cache_lookup(c, "a", 1, "e", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "a", 1, "e", 200 * KIB, &o) == -ENODATA);
 	cache_get_stats(c, &st);
 	CHECK(st.corrupt == 1 && st.objects == 2);
 	/* It is fetched again: the new copy is served. */
@@ -536,9 +536,9 @@ static void test_read_errors(void)
 	/* Every read fails with EAGAIN: misses, entries kept. */
 	setenv("HINTFS_FAULT_CACHE_READ", "1:11", 1);
 	c = open_cache(dir, 64 * MIB, NULL, NULL);
-	CHECK(cache_lookup(c, "seg", 3, "e", &o) == 0);
+	CHECK(cache_lookup(c, "seg", 3, "e", 100 * KIB, &o) == 0);
 	CHECK(cache_read(c, &o, buf, sizeof(buf), 0) == -ENODATA);
-	CHECK(cache_lookup(c, "inl", 3, "e", &o) == 0);
+	CHECK(cache_lookup(c, "inl", 3, "e", 3000, &o) == 0);
 	CHECK(cache_read(c, &o, buf, sizeof(buf), 0) == -ENODATA);
 	cache_get_stats(c, &st);
 	CHECK(st.read_errors == 2 && st.objects == 2 && st.corrupt == 0);
@@ -550,12 +550,60 @@ static void test_read_errors(void)
 	unsetenv("HINTFS_FAULT_CACHE_READ");
 	CHECK(check_obj(c, "seg", "e", 100 * KIB) == 0);
 	CHECK(check_obj(c, "inl", "e", 3000) == -ENODATA);
-	CHECK(cache_lookup(c, "inl", 3, "e", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "inl", 3, "e", 3000, &o) == -ENODATA);
 	cache_get_stats(c, &st);
 	CHECK(st.read_errors == 1 && st.objects == 1);
 	/* Fetched again, it is served. */
 	CHECK(put_obj(c, "inl", "e", 3000, 0, 1, &seed) == 0);
 	CHECK(check_obj(c, "inl", "e", 3000) == 0);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
+/*
+ * Issue 11 item 8: a cache records the source of its objects and refuses
+ * another (two buckets whose ETags are not content hashes could otherwise
+ * serve each other's bytes); an entry whose size differs from the
+ * listing's is a miss and is dropped, never served.
+ */
+static void test_source_and_size(void)
+{
+	char *dir = mktmp(), err[512];
+	struct cache_config cfg = { .dir = dir, .capacity = 64 * MIB,
+				    .source = "s3://one at http://h:1" };
+	struct cache_stats st;
+	struct cache_obj o;
+	struct cache *c = NULL;
+	unsigned seed = 8;
+
+	/* A cache of an older hintfs (no source recorded) is adopted. */
+	c = open_cache(dir, 64 * MIB, NULL, NULL);
+	CHECK(put_obj(c, "k", "e", 1000, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "m", "e", 100 * KIB, 0, 1, &seed) == 0);
+	cache_close(c);
+	CHECK(cache_open(&cfg, &c, err, sizeof(err)) == 0);
+	/* The same key and ETag with another size: not served, dropped. */
+	CHECK(cache_lookup(c, "k", 1, "e", 1001, &o) == -ENODATA);
+	CHECK(!cache_contains(c, "m", 1, "e", 100 * KIB - 1));
+	CHECK(cache_lookup(c, "m", 1, "e", 100 * KIB - 1, &o) == -ENODATA);
+	CHECK(cache_lookup(c, "k", 1, "e", 1000, &o) == -ENODATA);
+	CHECK(!cache_contains(c, "m", 1, "e", 100 * KIB));
+	cache_get_stats(c, &st);
+	CHECK(st.objects == 0);
+	CHECK(put_obj(c, "k", "e", 1000, 0, 1, &seed) == 0);
+	cache_close(c);
+
+	/* Another bucket (or endpoint) is refused, saying both. */
+	cfg.source = "s3://two at http://h:1";
+	c = NULL;
+	CHECK(cache_open(&cfg, &c, err, sizeof(err)) == -EEXIST && !c);
+	CHECK(strstr(err, "s3://one at http://h:1") &&
+	      strstr(err, "s3://two at http://h:1") && strstr(err, dir));
+	/* The first source still opens it, with its objects. */
+	cfg.source = "s3://one at http://h:1";
+	CHECK(cache_open(&cfg, &c, err, sizeof(err)) == 0);
+	CHECK(check_obj(c, "k", "e", 1000) == 0);
 	cache_close(c);
 	rm_rf(dir);
 	free(dir);
@@ -769,16 +817,16 @@ static void test_lru(void)
 	CHECK(put_obj(c, "B", "e", sz, CACHE_NEVER, 1, &seed) == 0);
 	CHECK(put_obj(c, "C", "e", 10 * KIB, CACHE_NEVER, 1, &seed) == 0);
 	CHECK(put_obj(c, "D", "e", sz, CACHE_NEVER, 1, &seed) == 0);
-	CHECK(cache_lookup(c, "A", 1, "e", &o) == 0); /* A is used again */
+	CHECK(cache_lookup(c, "A", 1, "e", sz, &o) == 0); /* A is used again */
 	/* The prefetcher's check is not a use: B stays the oldest. */
-	CHECK(cache_contains(c, "B", 1, "e"));
+	CHECK(cache_contains(c, "B", 1, "e", sz));
 	/* Least recently used first: B; nothing more than needed. */
 	CHECK(put_obj(c, "E", "e", sz, CACHE_NEVER, 1, &seed) == 0);
-	CHECK(cache_lookup(c, "B", 1, "e", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "B", 1, "e", sz, &o) == -ENODATA);
 	CHECK(check_obj(c, "C", "e", 10 * KIB) == 0); /* C used again */
 	/* Now D is the least recently used: it goes, C stays. */
 	CHECK(put_obj(c, "F", "e", sz, CACHE_NEVER, 1, &seed) == 0);
-	CHECK(cache_lookup(c, "D", 1, "e", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "D", 1, "e", sz, &o) == -ENODATA);
 	CHECK(check_obj(c, "A", "e", sz) == 0);
 	CHECK(check_obj(c, "C", "e", 10 * KIB) == 0);
 	CHECK(check_obj(c, "E", "e", sz) == 0);
@@ -855,13 +903,13 @@ static void test_meta_invalidate_clear(void)
 	CHECK(put_obj(c, "k", "\"1\"", 50 * KIB, 0, 1, &seed) == 0);
 	CHECK(cache_invalidate(c, "k", 1, "\"2\"") == -ENODATA);
 	CHECK(cache_invalidate(c, "k", 1, "\"1\"") == 0);
-	CHECK(cache_lookup(c, "k", 1, "\"1\"", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "k", 1, "\"1\"", 0, &o) == -ENODATA);
 	CHECK(cache_invalidate(c, "k", 1, NULL) == -ENODATA);
 
 	/* A new version replaces the old one. */
 	CHECK(put_obj(c, "k", "\"1\"", 50 * KIB, 0, 1, &seed) == 0);
 	CHECK(put_obj(c, "k", "\"2\"", 60 * KIB, 0, 1, &seed) == 0);
-	CHECK(cache_lookup(c, "k", 1, "\"1\"", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "k", 1, "\"1\"", 0, &o) == -ENODATA);
 	CHECK(check_obj(c, "k", "\"2\"", 60 * KIB) == 0);
 	cache_get_stats(c, &st);
 	CHECK(st.objects == 1 && st.bytes == 60 * KIB);
@@ -877,7 +925,7 @@ static void test_meta_invalidate_clear(void)
 	CHECK(cache_clear(c) == 0);
 	cache_get_stats(c, &st);
 	CHECK(st.objects == 0 && st.bytes == 0);
-	CHECK(cache_lookup(c, "c19", 3, "e", &o) == -ENODATA);
+	CHECK(cache_lookup(c, "c19", 3, "e", 0, &o) == -ENODATA);
 	/* Every segment was emptied, so every segment file is gone. */
 	CHECK(seg_path(dir, seg, sizeof(seg)) == 0);
 	CHECK(put_obj(c, "after", "e", 30 * KIB, 0, 1, &seed) == 0);
@@ -1210,6 +1258,7 @@ int main(void)
 	test_corrupt();
 	test_truncate();
 	test_read_errors();
+	test_source_and_size();
 	test_belady();
 	test_belady_exact();
 	test_evict_amortized();
