@@ -685,6 +685,68 @@ static int cache_check_index_files(struct cache *c, char *err, size_t err_len)
 	return 0;
 }
 
+/*
+ * DIR/index.clean, written by cache_close() after the index was synced
+ * and closed: the size, ctime and inode of index.mdb then. While they
+ * still match, the file is as LMDB left it and needs no check; a kill,
+ * a power loss or a write by anything else leaves it stale or missing
+ * (ctime, unlike mtime, cannot be set back).
+ */
+#define CACHE_CLEAN_NAME "index.clean"
+
+static int cache_clean_line(struct cache *c, char *buf, size_t len)
+{
+	struct stat st;
+
+	if (fstatat(c->dir_fd, "index.mdb", &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	snprintf(buf, len, "%llu %lld.%09ld %llu\n",
+		 (unsigned long long)st.st_size, (long long)st.st_ctim.tv_sec,
+		 st.st_ctim.tv_nsec, (unsigned long long)st.st_ino);
+	return 0;
+}
+
+/* Whether the marker matches; it is removed either way, before any
+ * write to the index can make it wrong. */
+static bool cache_closed_cleanly(struct cache *c)
+{
+	char want[128], got[128];
+	ssize_t n = -1;
+	int fd;
+
+	fd = openat(c->dir_fd, CACHE_CLEAN_NAME,
+		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, got, sizeof(got) - 1);
+	close(fd);
+	unlinkat(c->dir_fd, CACHE_CLEAN_NAME, 0);
+	if (n <= 0 || cache_clean_line(c, want, sizeof(want)))
+		return false;
+	got[n] = '\0';
+	return !strcmp(got, want);
+}
+
+static void cache_mark_clean(struct cache *c)
+{
+	char line[128];
+	int fd;
+
+	if (cache_clean_line(c, line, sizeof(line)))
+		return;
+	fd = openat(c->dir_fd, CACHE_CLEAN_NAME,
+		    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, line, strlen(line)) != (ssize_t)strlen(line) ||
+	    fsync(fd) < 0) {
+		close(fd);
+		unlinkat(c->dir_fd, CACHE_CLEAN_NAME, 0);
+		return;
+	}
+	close(fd);
+}
+
 /* What the load of the index needs: the segments found, by id. */
 struct cache_loader {
 	struct cache *c;
@@ -753,6 +815,7 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 	uint64_t map = CACHE_MAP_MAX;
 	size_t dropped = 0;
 	char *path = NULL, *via_fd = NULL;
+	bool clean;
 	int ret;
 
 	ret = blob_scan(c, &ld.segs, &ld.n_segs);
@@ -776,12 +839,21 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 		free(via_fd);
 		via_fd = NULL;
 	}
+	clean = cache_closed_cleanly(c);
 	for (int attempt = 0;; attempt++) {
 		ret = cache_check_index_files(c, err, err_len);
 		if (ret)
 			break;
-		ret = idx_open(via_fd ? via_fd : path, path, map, &c->ix, err,
-			       err_len);
+		/* Not closed by us since it last changed: LMDB would crash
+		 * on damage, so a child looks at it first. */
+		ret = attempt || clean ||
+				      faccessat(c->dir_fd, "index.mdb", F_OK,
+						AT_SYMLINK_NOFOLLOW) < 0
+			      ? 0
+			      : idx_check(via_fd ? via_fd : path, map);
+		if (!ret)
+			ret = idx_open(via_fd ? via_fd : path, path, map,
+				       &c->ix, err, err_len);
 		if (!ret) {
 			ret = idx_load(c->ix, cache_load_rec, &ld, &dropped);
 			if (ret) {
@@ -943,10 +1015,14 @@ void cache_close(struct cache *c)
 			 puts);
 	/* Segments first, then the index that points into them. */
 	blob_close_all(c);
-	rc = c->ix ? idx_sync(c->ix) : 0;
-	if (rc)
+	rc = c->ix ? idx_sync(c->ix) : -ENODATA;
+	if (rc && rc != -ENODATA)
 		log_warn("cache: %s: cannot sync the index: %s", c->dir,
 			 strerror(-rc));
+	idx_close(c->ix);
+	c->ix = NULL;
+	if (!rc)
+		cache_mark_clean(c);
 	cache_free(c);
 
 	pthread_mutex_lock(&open_lock);

@@ -227,6 +227,9 @@ int idx_errno(int mdb_rc);
 int idx_open(const char *path, const char *shown, uint64_t map_bytes,
 	     struct idx **out, char *err, size_t err_len);
 void idx_close(struct idx *ix);
+/* Opens the environment at @path in a child process and walks all of
+ * it: 0 when sound, -EUCLEAN when damaged (LMDB would crash on it). */
+int idx_check(const char *path, uint64_t map_bytes);
 int idx_sync(struct idx *ix);
 size_t idx_key(const char *key, size_t key_len, const char *etag,
 	       size_t etag_len, unsigned char *buf);

@@ -23,10 +23,21 @@
  * deleted in the same write transaction, so neither outlives the other.
  *
  * The environment runs with MDB_NOSYNC: a commit reaches the page cache,
- * which survives kill -9 of the daemon; on a power loss LMDB (without
- * WRITEMAP) keeps its integrity and loses only the last transactions,
- * and the blob checksums catch any segment bytes that never reached the
- * disk. cache_close() syncs.
+ * which survives kill -9 of the daemon. What LMDB promises under NOSYNC
+ * is less than integrity: "a system crash can corrupt the database or
+ * lose the last transactions"; only if the filesystem keeps the order
+ * of writes (and without WRITEMAP) is it merely the last transactions.
+ * ext4 and XFS do not promise that order for overwrites of a file. And
+ * LMDB has no page checksums and trusts its pages: a cut or damaged file
+ * can make it SIGBUS or SIGSEGV rather than return MDB_CORRUPTED. So:
+ * - cache_close() syncs, then leaves DIR/index.clean naming the file's
+ *   size, ctime and inode (cache.c);
+ * - an index not closed that way since it changed is first walked by
+ *   idx_check() in a child process, and one that kills the child or
+ *   fails is removed: the cache starts empty, with one warning;
+ * - idx_open() refuses a file shorter than its meta page says
+ *   (idx_check_size()); blob checksums catch bytes that never reached
+ *   the disk, whatever the index says.
  */
 #include "cache/cache_internal.h"
 
@@ -36,7 +47,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 /*
@@ -208,6 +222,110 @@ static size_t idx_encode(const struct idx_rec *r, bool long_key,
 	return IDX_REC_BYTES + r->key_len;
 }
 
+/*
+ * LMDB trusts its meta page: a file cut short (a power loss without
+ * sync, a full disk, a copy cut off) leaves pages the meta names past
+ * the end of the file, and touching them through the map is SIGBUS, not
+ * an error. Checked here, before any page is read.
+ */
+static int idx_check_size(MDB_env *env)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	struct stat fst;
+	mdb_filehandle_t fd;
+	int rc;
+
+	rc = mdb_env_info(env, &info);
+	if (!rc)
+		rc = mdb_env_stat(env, &st);
+	if (!rc)
+		rc = mdb_env_get_fd(env, &fd);
+	if (rc)
+		return rc;
+	if (fstat(fd, &fst) < 0)
+		return errno;
+	if ((uint64_t)fst.st_size <
+	    ((uint64_t)info.me_last_pgno + 1) * st.ms_psize)
+		return MDB_CORRUPTED;
+	return 0;
+}
+
+/* The checking child's exit codes. */
+#define IDX_CHECK_OK 0
+#define IDX_CHECK_BAD 3
+
+/* In the child: walks every entry of database @name, touching the first
+ * and last byte of each value; false when LMDB reports damage or the
+ * walk cannot end (more entries than the file has room for: a loop). */
+static bool idx_walk_db(MDB_txn *txn, const char *name, uint64_t *budget)
+{
+	MDB_cursor *cur;
+	MDB_dbi dbi;
+	MDB_val k, v;
+	int rc;
+
+	rc = mdb_dbi_open(txn, name, 0, &dbi);
+	if (rc == MDB_NOTFOUND)
+		return true;
+	if (rc || mdb_cursor_open(txn, dbi, &cur))
+		return false;
+	while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+		if (!(*budget)--)
+			return false;
+		if (v.mv_size) {
+			const volatile unsigned char *b = v.mv_data;
+
+			(void)b[0];
+			(void)b[v.mv_size - 1];
+		}
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND;
+}
+
+int idx_check(const char *path, uint64_t map_bytes)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		MDB_env *env;
+		MDB_txn *txn;
+		struct stat st;
+		uint64_t budget;
+		bool ok;
+
+		/* NOLOCK: the lock file is not ours to touch from here. */
+		if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 3) ||
+		    mdb_env_set_mapsize(env, map_bytes) ||
+		    mdb_env_open(env, path,
+				 MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK |
+					 MDB_NOTLS,
+				 0600) ||
+		    idx_check_size(env) || stat(path, &st) < 0 ||
+		    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))
+			_exit(IDX_CHECK_BAD);
+		/* An entry takes more than 8 bytes of a page. */
+		budget = (uint64_t)st.st_size / 8;
+		ok = idx_walk_db(txn, NULL, &budget) &&
+		     idx_walk_db(txn, "objects", &budget) &&
+		     idx_walk_db(txn, "inline", &budget) &&
+		     idx_walk_db(txn, "meta", &budget);
+		_exit(ok ? IDX_CHECK_OK : IDX_CHECK_BAD);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	/* Killed (SIGBUS, SIGSEGV) or refused: damaged either way. */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == IDX_CHECK_OK)
+		return 0;
+	return -EUCLEAN;
+}
+
 int idx_open(const char *path, const char *shown, uint64_t map_bytes,
 	     struct idx **out, char *err, size_t err_len)
 {
@@ -238,6 +356,8 @@ int idx_open(const char *path, const char *shown, uint64_t map_bytes,
 			  MDB_NOSUBDIR | MDB_NOTLS | MDB_NOSYNC |
 				  MDB_NOMETASYNC | MDB_NORDAHEAD,
 			  0600);
+	if (!rc)
+		rc = idx_check_size(ix->env);
 	if (rc)
 		goto fail_env;
 	/* A killed daemon leaves its reader slots behind; free them. */
@@ -456,47 +576,94 @@ int idx_read_inline(struct idx *ix, const unsigned char *kb, size_t k_len,
 	return ret;
 }
 
+/*
+ * A meta name longer than LMDB's 511-byte key limit (a listing's name
+ * holds endpoint, bucket and prefix, and a prefix may be 1,024 bytes) is
+ * stored as 0xff and the 16-byte XXH3-128 of the name, as long object
+ * keys are; its value then starts with the name itself, which a get
+ * compares, so that two names never share a value.
+ */
+static bool idx_meta_long(const char *name, size_t len)
+{
+	return len > IDX_KEY_MAX || (unsigned char)name[0] == IDX_LONG_MARK;
+}
+
+static void idx_meta_key(const char *name, size_t len, unsigned char *kb,
+			 MDB_val *k)
+{
+	XXH128_canonical_t h;
+
+	if (!idx_meta_long(name, len)) {
+		k->mv_data = (void *)name;
+		k->mv_size = len;
+		return;
+	}
+	XXH128_canonicalFromHash(&h, XXH3_128bits(name, len));
+	kb[0] = IDX_LONG_MARK;
+	memcpy(kb + 1, h.digest, sizeof(h.digest));
+	k->mv_data = kb;
+	k->mv_size = IDX_LONG_PREFIX;
+}
+
 int idx_meta_put(struct idx *ix, const char *name, const void *blob,
 		 size_t len)
 {
-	MDB_val k = { .mv_size = strlen(name), .mv_data = (void *)name };
-	MDB_val v = { .mv_size = len, .mv_data = (void *)blob };
+	size_t n_len = strlen(name);
+	bool lng = n_len && idx_meta_long(name, n_len);
+	unsigned char kb[IDX_LONG_PREFIX];
+	MDB_val k, v;
 	MDB_txn *txn;
 	int rc;
 
-	if (!k.mv_size || k.mv_size > IDX_KEY_MAX)
-		return k.mv_size ? -ENAMETOOLONG : -EINVAL;
+	if (!n_len)
+		return -EINVAL;
+	idx_meta_key(name, n_len, kb, &k);
 	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
 	if (rc)
 		return idx_errno(rc);
-	rc = mdb_put(txn, ix->meta, &k, &v, 0);
+	/* Reserve, then fill in place: a long name goes first. */
+	v.mv_size = (lng ? n_len + 1 : 0) + len;
+	rc = mdb_put(txn, ix->meta, &k, &v, MDB_RESERVE);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return idx_errno(rc);
 	}
+	if (lng)
+		memcpy(v.mv_data, name, n_len + 1);
+	if (len)
+		memcpy((char *)v.mv_data + (lng ? n_len + 1 : 0), blob, len);
 	return idx_errno(mdb_txn_commit(txn));
 }
 
 int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
 {
-	MDB_val k = { .mv_size = strlen(name), .mv_data = (void *)name }, v;
+	size_t n_len = strlen(name), skip = 0;
+	unsigned char kb[IDX_LONG_PREFIX];
+	MDB_val k, v;
 	MDB_txn *txn;
 	int rc, ret = 0;
 
-	if (!k.mv_size || k.mv_size > IDX_KEY_MAX)
+	if (!n_len)
 		return -ENODATA;
+	idx_meta_key(name, n_len, kb, &k);
 	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return idx_errno(rc);
 	rc = mdb_get(txn, ix->meta, &k, &v);
+	if (!rc && idx_meta_long(name, n_len)) {
+		skip = n_len + 1;
+		if (v.mv_size < skip || memcmp(v.mv_data, name, skip))
+			rc = MDB_NOTFOUND;
+	}
 	if (rc) {
 		ret = idx_errno(rc);
 	} else {
 		/* +1: a zero-length blob still gets a buffer to free. */
-		*out = malloc(v.mv_size + 1);
+		*out = malloc(v.mv_size - skip + 1);
 		if (*out) {
-			memcpy(*out, v.mv_data, v.mv_size);
-			*len = v.mv_size;
+			memcpy(*out, (char *)v.mv_data + skip,
+			       v.mv_size - skip);
+			*len = v.mv_size - skip;
 		} else {
 			ret = -ENOMEM;
 		}

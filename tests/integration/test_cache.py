@@ -186,6 +186,73 @@ def test_another_bucket_never_shares_a_cache_dir(s3, bucket, make_bucket,
     assert len(gets_settled(proxy, bucket)) == before, "the cache was lost"
 
 
+def damage_index(path, how):
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        if how == "garbage":      # the meta pages too
+            f.write(os.urandom(size))
+        elif how == "pages":      # meta pages intact, the rest garbage
+            f.seek(8192)
+            f.write(os.urandom(size - 8192))
+        elif how == "truncated":  # meta pages name pages past the end
+            f.truncate(max(8192, size // 3))
+
+
+@pytest.mark.parametrize("how", ["garbage", "pages", "truncated"])
+def test_damaged_index_is_rebuilt_not_a_crash(s3, bucket, mount, proxy,
+                                              tmp_path, how):
+    """Issue 11 item 9: LMDB under MDB_NOSYNC promises nothing after a
+    power loss (nor after a bad disk): a damaged index.mdb must start an
+    empty cache with one warning, and every byte read stays right."""
+    objects = objects_of(30, 3000)             # inline in LMDB
+    objects.update(objects_of(5, 200000, "b"))  # segment blobs
+    upload(s3, bucket, objects)
+    cache = tmp_path / "cache"
+    opts = (f"cache_dir={cache}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    read_all(m, objects)
+    m.unmount()
+    assert m.wait_exit() == 0
+    damage_index(cache / "index.mdb", how)
+
+    m2 = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    drop_page_cache()
+    read_all(m2, objects)
+    warned = [l for l in m2.log_lines()
+              if "warning" in l and "index.mdb" in l]
+    assert len(warned) == 1, m2.log()
+    m2.unmount()
+    assert m2.wait_exit() == 0, "the daemon did not exit cleanly"
+    # And the rebuilt cache works across another remount.
+    before = len(gets_settled(proxy, bucket))
+    m3 = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    drop_page_cache()
+    read_all(m3, objects)
+    assert len(gets_settled(proxy, bucket)) == before
+
+
+def test_listing_of_a_long_prefix_is_saved(s3, bucket, mount, proxy,
+                                           tmp_path):
+    """Issue 11 item 9: the saved listing's name holds endpoint, bucket
+    and prefix, past LMDB's 511-byte key limit with a long prefix: it is
+    still saved, and a remount lists nothing."""
+    prefix = "a" * 250 + "/" + "b" * 250
+    objects = {f"{prefix}/c/f{i}.bin": os.urandom(100) for i in range(3)}
+    upload(s3, bucket, objects)
+    opts = (f"cache_dir={tmp_path / 'cache'}",)
+    m = mount(bucket, prefix=prefix, endpoint=proxy.endpoint, options=opts)
+    assert sorted(os.listdir(m / "c")) == ["f0.bin", "f1.bin", "f2.bin"]
+    m.unmount()
+    assert m.wait_exit() == 0
+    assert len(listings(proxy, bucket)) == 1
+    m2 = mount(bucket, prefix=prefix, endpoint=proxy.endpoint, options=opts)
+    assert sorted(os.listdir(m2 / "c")) == ["f0.bin", "f1.bin", "f2.bin"]
+    assert hintfs.stats(m2.path)["listing"]["from_cache"] is True
+    assert len(listings(proxy, bucket)) == 1, "the remount listed again"
+    assert not [l for l in m.log_lines() + m2.log_lines()
+                if "listing" in l and "warning" in l]
+
+
 def wait_stats(m, pred, timeout=30):
     deadline = time.monotonic() + timeout
     while True:

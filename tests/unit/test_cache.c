@@ -609,6 +609,80 @@ static void test_source_and_size(void)
 	free(dir);
 }
 
+/*
+ * Issue 11 item 9: a damaged index.mdb (garbage pages, a cut file) opens
+ * as a cache that serves only right bytes (most often an empty one), and
+ * never crashes: whatever it keeps is checked against its checksum.
+ */
+static void test_damaged_index(void)
+{
+	static const char *const keys[] = { "i0", "i1", "i2", "s0", "s1" };
+	char *dir = mktmp(), idx[512];
+	unsigned seed = 9;
+
+	snprintf(idx, sizeof(idx), "%s/index.mdb", dir);
+	for (int how = 0; how < 12; how++) {
+		struct cache *c = open_cache(dir, 64 * MIB, NULL, NULL);
+		struct stat st;
+		int fd, rc;
+
+		for (int k = 0; k < 5; k++)
+			put_obj(c, keys[k], "e", k < 3 ? 3000 : 100 * KIB, 0, 1,
+				&seed);
+		cache_close(c);
+		/* Past the coarse clock's tick: the write changes ctime,
+		 * so the clean-close marker no longer matches. */
+		usleep(20000);
+		CHECK(stat(idx, &st) == 0);
+		fd = open(idx, O_RDWR);
+		CHECK(fd >= 0);
+		if (how == 0) {
+			CHECK(ftruncate(fd, st.st_size / 3) == 0);
+		} else if (how == 1) {
+			CHECK(ftruncate(fd, 8192) == 0);
+		} else {
+			/* Pages after the two meta pages: zeros, 0xff, or
+			 * random bytes, whole or every other 64 bytes. */
+			size_t n = (size_t)st.st_size - 8192;
+			unsigned char *junk = malloc(n);
+
+			for (size_t i = 0; i < n; i++)
+				junk[i] = how == 2 ? 0 : how == 3 ? 0xff
+					: (unsigned char)rand_r(&seed);
+			if (how >= 8) {
+				unsigned char *old = malloc(n);
+
+				CHECK(pread(fd, old, n, 8192) == (ssize_t)n);
+				for (size_t i = 0; i < n; i++)
+					if ((i / 64) % 2)
+						junk[i] = old[i];
+				free(old);
+			}
+			CHECK(pwrite(fd, junk, n, 8192) == (ssize_t)n);
+			free(junk);
+		}
+		close(fd);
+		c = open_cache(dir, 64 * MIB, NULL, NULL);
+		CHECK(c != NULL);
+		if (!c)
+			break;
+		for (int k = 0; k < 5; k++) {
+			rc = check_obj(c, keys[k], "e",
+				       k < 3 ? 3000 : 100 * KIB);
+			CHECK(rc == 0 || rc == -ENODATA);
+		}
+		/* It takes new objects whatever it kept. */
+		cache_clear(c);
+		CHECK(put_obj(c, "n", "e", 5000, 0, 1, &seed) == 0);
+		CHECK(check_obj(c, "n", "e", 5000) == 0);
+		cache_close(c);
+		rm_rf(dir);
+		mkdir(dir, 0700);
+	}
+	rm_rf(dir);
+	free(dir);
+}
+
 /* Next uses for Belady: a small table, CACHE_NEVER when absent. */
 struct nu_table {
 	const char *key[8];
@@ -899,6 +973,25 @@ static void test_meta_invalidate_clear(void)
 	CHECK(cache_meta_put(c, "empty", NULL, 0) == 0);
 	CHECK(cache_meta_get(c, "empty", &blob, &len) == 0 && len == 0);
 	free(blob);
+	{
+		/* Names past LMDB's 511-byte keys (issue 11 item 9): two
+		 * that differ only at the end stay apart. */
+		char a[1200], b[1200];
+
+		memset(a, 'p', sizeof(a) - 1);
+		a[sizeof(a) - 1] = '\0';
+		memcpy(b, a, sizeof(a));
+		b[sizeof(b) - 2] = 'q';
+		CHECK(cache_meta_put(c, a, "long a", 6) == 0);
+		CHECK(cache_meta_get(c, b, &blob, &len) == -ENODATA);
+		CHECK(cache_meta_put(c, b, "long b!", 7) == 0);
+		CHECK(cache_meta_get(c, a, &blob, &len) == 0);
+		CHECK(len == 6 && memcmp(blob, "long a", 6) == 0);
+		free(blob);
+		CHECK(cache_meta_get(c, b, &blob, &len) == 0);
+		CHECK(len == 7 && memcmp(blob, "long b!", 7) == 0);
+		free(blob);
+	}
 
 	CHECK(put_obj(c, "k", "\"1\"", 50 * KIB, 0, 1, &seed) == 0);
 	CHECK(cache_invalidate(c, "k", 1, "\"2\"") == -ENODATA);
@@ -1259,6 +1352,7 @@ int main(void)
 	test_truncate();
 	test_read_errors();
 	test_source_and_size();
+	test_damaged_index();
 	test_belady();
 	test_belady_exact();
 	test_evict_amortized();
