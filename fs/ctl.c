@@ -34,6 +34,7 @@ struct fs_file {
 	size_t len;
 	size_t cap;
 	bool dirty;      /* hint written since the last flush */
+	bool too_big;    /* a write passed CTL_HINT_MAX: act on nothing */
 };
 
 /* The files that are read (their text is made at open); the others are
@@ -84,8 +85,12 @@ ssize_t fs_ctl_write(struct fs_file *f, const char *buf, size_t size, off_t off)
 {
 	size_t end;
 
-	if (off < 0 || (uint64_t)off + size > CTL_HINT_MAX)
+	if (off < 0 || (uint64_t)off + size > CTL_HINT_MAX) {
+		/* What came before is a cut text: none of it is used. */
+		f->too_big = true;
+		f->dirty = true;
 		return -EFBIG;
+	}
 	end = (size_t)off + size;
 	if (end > f->cap) {
 		size_t cap = f->cap ? f->cap : 65536;
@@ -108,6 +113,20 @@ ssize_t fs_ctl_write(struct fs_file *f, const char *buf, size_t size, off_t off)
 	return (ssize_t)size;
 }
 
+static const char *ctl_name(uint64_t ino)
+{
+	switch (ino) {
+	case FS_INO_CTL_HINT:
+		return "hint";
+	case FS_INO_CTL_WARM:
+		return "warm";
+	case FS_INO_CTL_EVICT:
+		return "evict";
+	default:
+		return "relist";
+	}
+}
+
 static int apply_warm(struct fs *fs, const char *text, size_t len);
 static int apply_evict(struct fs *fs, const char *text, size_t len);
 
@@ -118,6 +137,15 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 	if (!f->dirty)
 		return 0;
 	f->dirty = false;
+	if (f->too_big) {
+		/* All or nothing, as the -o hint= watcher reads a file. */
+		log_error("%s/%s: the text written is too large (over %u MiB); "
+			  "nothing of it was used", FS_CTL_NAME,
+			  ctl_name(f->ino), CTL_HINT_MAX >> 20);
+		f->too_big = false;
+		f->len = 0;
+		return -EFBIG;
+	}
 	switch (f->ino) {
 	case FS_INO_CTL_HINT:
 		rc = fs_apply_hint(fs, f->buf, f->len, FS_CTL_NAME "/hint");
@@ -333,6 +361,24 @@ static char *verify_json(struct fs *fs, size_t *len)
 
 /* ---- the -o hint=FILE watcher ---------------------------------------------- */
 
+/* Reads the hint file whole, if it is still a regular file: O_NONBLOCK
+ * so that one swapped for a FIFO since the stat() cannot block. */
+static int read_hint_file(const char *path, char **text, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = -EINVAL;
+	else
+		rc = read_fd_all(fd, CTL_HINT_MAX, text, len);
+	close(fd);
+	return rc;
+}
+
 /*
  * Polls the hint file. A new hint is a file whose identity or contents
  * changed: another inode (written elsewhere and renamed into place, the
@@ -355,14 +401,22 @@ static void *watch_main(void *arg)
 				log_warn("hint file '%s': %s; waiting for it",
 					 fs->hint_file, strerror(errno));
 			missing_said = true;
+		} else if (!S_ISREG(st.st_mode)) {
+			/* A FIFO's open blocks until a writer comes, and the
+			 * stop would wait for it: only files are read. */
+			if (!missing_said)
+				log_warn("hint file '%s' is not a regular file "
+					 "(a FIFO?); waiting for a file there",
+					 fs->hint_file);
+			missing_said = true;
+			last = (struct stat){ 0 };
 		} else if (st.st_ino != last.st_ino || st.st_dev != last.st_dev ||
 			   st.st_size != last.st_size ||
 			   st.st_mtim.tv_sec != last.st_mtim.tv_sec ||
 			   st.st_mtim.tv_nsec != last.st_mtim.tv_nsec) {
 			char *text = NULL;
 			size_t len = 0;
-			int rc = read_file_all(fs->hint_file, CTL_HINT_MAX,
-					       &text, &len);
+			int rc = read_hint_file(fs->hint_file, &text, &len);
 
 			missing_said = false;
 			last = st;

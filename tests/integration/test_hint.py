@@ -228,3 +228,49 @@ def test_imagefolder_with_hinted_sampler(s3, bucket, mount, proxy, tmp_path):
     rank = {k: i for i, k in enumerate(hinted)}
     worst = max(abs(rank[r.key] - i) for i, r in enumerate(gets))
     assert worst <= 64  # within the requests in flight at once
+
+
+def test_oversized_hint_applies_nothing(s3, bucket, mount, proxy):
+    """Issue 11 item 9: a hint written to .hintfs/hint past the limit
+    (256 MiB) is refused with EFBIG, and its close applies nothing of
+    what was buffered (all or nothing, as for -o hint=)."""
+    objects = make_objects(10)
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    m = mount(bucket, endpoint=proxy.endpoint,
+              allowed_errors=[r"(?i)hint.*(too large|too big)"])
+    fd = os.open(m / ".hintfs/hint", os.O_WRONLY)
+    try:
+        os.write(fd, ("\n".join(keys) + "\n").encode())
+        with pytest.raises(OSError) as e:
+            os.pwrite(fd, b"x\n", 256 << 20)
+        assert e.value.errno == 27  # EFBIG
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            assert e.errno == 27
+    st = stats(m)
+    assert st["hint"]["received"] == 0, st["hint"]
+    assert st["hint"]["length"] == 0
+    assert object_gets(proxy, bucket) == []
+    # The next open starts afresh and is taken.
+    write_hint(m.path, keys[:3])
+    assert stats(m)["hint"]["received"] == 1
+
+
+def test_fifo_as_hint_file_does_not_block_shutdown(s3, bucket, mount,
+                                                   tmp_path):
+    """Issue 11 item 9: -o hint= naming a FIFO with no writer must not
+    hang the watcher, and so the unmount: the daemon exits by itself."""
+    objects = make_objects(3)
+    upload(s3, bucket, objects)
+    fifo = tmp_path / "hint.fifo"
+    os.mkfifo(fifo)
+    m = mount(bucket, options=(f"hint={fifo}",))
+    k = sorted(objects)[0]
+    assert Path(m / k).read_bytes() == objects[k]
+    time.sleep(1.5)  # the watcher looks twice a second: let it see the FIFO
+    m.unmount()
+    assert m.wait_exit() == 0, "the daemon did not exit after the unmount"
+    assert "regular file" in m.log(), m.log()
