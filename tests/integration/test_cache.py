@@ -36,6 +36,18 @@ def read_all(m, objects):
         assert Path(m / k).read_bytes() == v, k
 
 
+def fill_cache(s3, bucket, mount, proxy, cache, objects):
+    """Uploads @objects, reads them once through a mount on @cache and
+    unmounts: the cache holds them all. Returns the mount options."""
+    upload(s3, bucket, objects)
+    opts = (f"cache_dir={cache}",)
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
+    read_all(m, objects)
+    m.unmount()
+    assert m.wait_exit() == 0
+    return opts
+
+
 def test_epoch_two_and_remount_make_no_request(s3, bucket, mount, proxy,
                                                tmp_path):
     objects = objects_of(50, 30000)
@@ -102,13 +114,8 @@ def test_object_changed_after_listing_fails_with_estale(s3, bucket, mount,
 def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
                                                       tmp_path):
     objects = objects_of(5, 100000)
-    upload(s3, bucket, objects)
     cache = tmp_path / "cache"
-    opts = (f"cache_dir={cache}",)
-    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
-    read_all(m, objects)
-    m.unmount()
-    assert m.wait_exit() == 0
+    opts = fill_cache(s3, bucket, mount, proxy, cache, objects)
     # Flip one byte inside the first object's blob.
     assert corrupt_first_blob(cache), \
         f"no blob segment in {sorted(os.listdir(cache))}"
@@ -132,13 +139,7 @@ def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
     cache read (EIO unless ERRNO is given)."""
     objects = objects_of(10, 100000)           # segment blobs
     objects.update(objects_of(10, 3000, "s"))  # inline in LMDB
-    upload(s3, bucket, objects)
-    cache = tmp_path / "cache"
-    opts = (f"cache_dir={cache}",)
-    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
-    read_all(m, objects)
-    m.unmount()
-    assert m.wait_exit() == 0
+    opts = fill_cache(s3, bucket, mount, proxy, tmp_path / "cache", objects)
     before = len(gets_settled(proxy, bucket))
     assert before == len(objects)
 
@@ -206,13 +207,8 @@ def test_damaged_index_is_rebuilt_not_a_crash(s3, bucket, mount, proxy,
     empty cache with one warning, and every byte read stays right."""
     objects = objects_of(30, 3000)             # inline in LMDB
     objects.update(objects_of(5, 200000, "b"))  # segment blobs
-    upload(s3, bucket, objects)
     cache = tmp_path / "cache"
-    opts = (f"cache_dir={cache}",)
-    m = mount(bucket, endpoint=proxy.endpoint, options=opts)
-    read_all(m, objects)
-    m.unmount()
-    assert m.wait_exit() == 0
+    opts = fill_cache(s3, bucket, mount, proxy, cache, objects)
     damage_index(cache / "index.mdb", how)
 
     m2 = mount(bucket, endpoint=proxy.endpoint, options=opts)
