@@ -35,6 +35,7 @@ struct fs_file {
 	size_t cap;
 	bool dirty;      /* hint written since the last flush */
 	bool too_big;    /* a write passed CTL_HINT_MAX: act on nothing */
+	struct fs_file *prev, *next; /* fs->ctl_open, under fs->ctl_mu */
 };
 
 /* The files that are read (their text is made at open); the others are
@@ -65,6 +66,12 @@ int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh)
 			return -ENOMEM;
 		}
 	}
+	pthread_mutex_lock(&fs->ctl_mu);
+	f->next = fs->ctl_open;
+	if (f->next)
+		f->next->prev = f;
+	fs->ctl_open = f;
+	pthread_mutex_unlock(&fs->ctl_mu);
 	*fh = f;
 	return 0;
 }
@@ -167,12 +174,31 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 	return rc;
 }
 
-void fs_ctl_release(struct fs_file *f)
+void fs_ctl_release(struct fs *fs, struct fs_file *f)
 {
 	if (!f)
 		return;
+	pthread_mutex_lock(&fs->ctl_mu);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		fs->ctl_open = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&fs->ctl_mu);
 	free(f->buf);
 	free(f);
+}
+
+/*
+ * NOTE(fuse): the kernel sends RELEASE in the background after the last
+ * close, and an unmount that comes first drops it: the files still open
+ * at the end are freed here.
+ */
+void fs_ctl_release_all(struct fs *fs)
+{
+	while (fs->ctl_open)
+		fs_ctl_release(fs, fs->ctl_open);
 }
 
 /* ---- hints ----------------------------------------------------------------- */

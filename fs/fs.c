@@ -344,7 +344,7 @@ void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
 	const struct tree_node *n = node_of(fs, ino);
 
 	if (fh)
-		fs_ctl_release(fh);
+		fs_ctl_release(fs, fh);
 	else if (n && !n->is_dir)
 		pf_note_close(atomic_load(&fs->pf), (uint32_t)(ino - 1));
 }

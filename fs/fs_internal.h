@@ -40,6 +40,10 @@ struct fs {
 	struct hint_report last_hint;
 	uint64_t hints_rejected; /* hints the engine could not take */
 
+	/* Control files open now (ctl.c). */
+	pthread_mutex_t ctl_mu;
+	struct fs_file *ctl_open;
+
 	/* The -o hint=FILE watcher. */
 	char *hint_file;
 	pthread_t watcher;
@@ -83,7 +87,9 @@ int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh);
 ssize_t fs_ctl_read(struct fs_file *fh, char *buf, size_t size, off_t off);
 ssize_t fs_ctl_write(struct fs_file *fh, const char *buf, size_t size, off_t off);
 int fs_ctl_flush(struct fs *fs, struct fs_file *fh);
-void fs_ctl_release(struct fs_file *fh);
+void fs_ctl_release(struct fs *fs, struct fs_file *fh);
+/** Frees the control files still open (at fs_destroy()). */
+void fs_ctl_release_all(struct fs *fs);
 
 /* The listing snapshot (listing.c). */
 struct listing_buf;
