@@ -10,44 +10,107 @@ so the dataset class (e.g. torchvision's ImageFolder) stays unmodified:
     loader = DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4)
 
 Each node of a distributed job runs its own hintfs; wrapped around a
-DistributedSampler the hint holds exactly the rank's share of the order.
+DistributedSampler the hint holds exactly the rank's share of the order,
+and names the rank's hint stream (`stream=rank<N>` in its header).
+
+`hintfs-run` (hintfs.run) writes the same hints for a script that does not
+use this module at all.
 """
 
 import os
+import re
 
 from torch.utils.data import Sampler
 
-__all__ = ["HintedSampler", "write_hint"]
+__all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream"]
 
 
-def _sample_paths(dataset):
-    """The file path of every sample, by index: ImageFolder and
-    DatasetFolder keep them in `.samples` as (path, target) pairs; a
-    dataset may also offer `.paths` or `.files`."""
-    for attr in ("samples", "imgs"):
+def _leaf_paths(dataset):
+    """The file path of every sample of a dataset that keeps them: ImageFolder
+    and DatasetFolder in `.samples` (or `.imgs`) as (path, target) pairs, other
+    datasets as `.paths` or `.files`. None when it has none of them."""
+    for attr in ("samples", "imgs", "paths", "files"):
         items = getattr(dataset, attr, None)
-        if items is not None:
-            return [s[0] if isinstance(s, (tuple, list)) else s for s in items]
-    for attr in ("paths", "files"):
-        items = getattr(dataset, attr, None)
-        if items is not None:
-            return list(items)
-    raise TypeError(
-        f"{type(dataset).__name__} has no .samples/.imgs/.paths: pass "
-        "path_of=lambda index: path to HintedSampler")
+        if items is None or isinstance(items, (str, bytes)):
+            continue
+        try:
+            len(items)
+        except TypeError:
+            continue
+        if attr in ("samples", "imgs"):
+            return lambda i: _first(items[i])
+        return items.__getitem__
+    return None
 
 
-def write_hint(mount, paths, epoch=None, replace=False):
+def _first(item):
+    return item[0] if isinstance(item, (tuple, list)) else item
+
+
+def path_resolver(dataset):
+    """A function index -> file path (or None for a sample without one) for
+    `dataset`, looking through Subset and ConcatDataset to the datasets that
+    hold paths (see _leaf_paths). None when no sample has a path."""
+    from bisect import bisect_right
+
+    from torch.utils.data import ConcatDataset, Subset
+
+    if isinstance(dataset, Subset):
+        inner = path_resolver(dataset.dataset)
+        if inner is None:
+            return None
+        indices = dataset.indices
+        return lambda i: inner(indices[i])
+    if isinstance(dataset, ConcatDataset):
+        parts = [path_resolver(d) for d in dataset.datasets]
+        if not any(parts):
+            return None
+        ends = dataset.cumulative_sizes
+
+        def concat(i):
+            if i < 0:
+                i += ends[-1]
+            d = bisect_right(ends, i)
+            fn = parts[d]
+            return fn(i - (ends[d - 1] if d else 0)) if fn else None
+        return concat
+    return _leaf_paths(dataset)
+
+
+def default_stream():
+    """The hint stream of this process: `rank<N>` when torch.distributed is
+    initialised, else None (the daemon then takes the writing process as
+    the stream)."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return f"rank{dist.get_rank()}"
+    return None
+
+
+# A stream name is 1-32 of these characters: short enough that the longest
+# header ("#hintfs v1 epoch=<19 digits> stream=<32> replace", 84 bytes) stays
+# under the 96 bytes the daemon reads of a header line.
+_STREAM_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
+
+
+def write_hint(mount, paths, epoch=None, replace=False, stream=None):
     """Writes a hint (an iterable of paths, absolute under `mount` or
     relative to it) into `mount/.hintfs/hint`. It is in force when this
     returns. `replace` drops the hints queued in hintfs instead of
-    queueing behind them."""
+    queueing behind them. `stream` names the hint stream (1-32 of
+    A-Z a-z 0-9 . _ -, e.g. "rank5"); without it the daemon takes the
+    writing process as the stream."""
+    if stream is not None and not _STREAM_RE.fullmatch(stream):
+        raise ValueError(f"bad hint stream name {stream!r}: 1-32 of "
+                         "A-Z a-z 0-9 . _ -")
     mount = os.path.abspath(mount)
     prefix = mount.rstrip("/") + "/"
     real_prefix = os.path.realpath(mount).rstrip("/") + "/"
     header = "#hintfs v1"
     if epoch is not None:
         header += f" epoch={int(epoch)}"
+    if stream is not None:
+        header += f" stream={stream}"
     if replace:
         header += " replace"
     lines = [header]
@@ -68,21 +131,27 @@ def write_hint(mount, paths, epoch=None, replace=False):
 class HintedSampler(Sampler):
     """Wraps `sampler`; before each epoch writes its order as a hint.
 
-    `dataset` gives each index's file path (ImageFolder's `.samples`), or
-    pass `path_of=callable(index) -> path`. `mount` is the hintfs mount
-    point the dataset reads from.
+    `dataset` gives each index's file path (ImageFolder's `.samples`, also
+    through Subset and ConcatDataset), or pass `path_of=callable(index) ->
+    path`. `mount` is the hintfs mount point the dataset reads from.
+    `stream` names the hint stream; by default `rank<N>` when
+    torch.distributed is initialised when an epoch starts, else none.
 
     An epoch whose iteration was not finished (a loop that broke early)
     makes the next hint replace the queue rather than wait behind it.
     """
 
-    def __init__(self, sampler, dataset, mount, path_of=None):
+    def __init__(self, sampler, dataset, mount, path_of=None, stream=None):
         self.sampler = sampler
         self.mount = os.fspath(mount)
         if path_of is None:
-            paths = _sample_paths(dataset)
-            path_of = paths.__getitem__
+            path_of = path_resolver(dataset)
+            if path_of is None:
+                raise TypeError(
+                    f"{type(dataset).__name__} has no .samples/.imgs/.paths/"
+                    ".files: pass path_of=lambda index: path to HintedSampler")
         self.path_of = path_of
+        self.stream = stream
         self.epoch = 0
         self._unfinished = False
 
@@ -98,8 +167,10 @@ class HintedSampler(Sampler):
     def __iter__(self):
         order = list(iter(self.sampler))
         epoch = getattr(self.sampler, "epoch", self.epoch)
-        write_hint(self.mount, (self.path_of(i) for i in order), epoch=epoch,
-                   replace=self._unfinished)
+        stream = self.stream if self.stream is not None else default_stream()
+        paths = (p for p in map(self.path_of, order) if p is not None)
+        write_hint(self.mount, paths, epoch=epoch, replace=self._unfinished,
+                   stream=stream)
         self.epoch += 1
         self._unfinished = True
         yield from order

@@ -1,0 +1,205 @@
+"""hintfs.autohint without a mount: how hintfs-run's DataLoader hook draws,
+hints and replays an epoch's order. A folder with a `.hintfs/` directory
+stands in for the mount (the hint lands in `.hintfs/hint` as a plain file);
+test_run.py runs the real thing through `hintfs-run` on a real mount.
+
+Each test compares with the stock DataLoader under the same seed: the hook
+must not change what a script sees, only tell hintfs about it."""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import (BatchSampler, ConcatDataset, DataLoader,  # noqa: E402
+                              Dataset, RandomSampler, Subset, TensorDataset)
+from torch.utils.data.distributed import DistributedSampler  # noqa: E402
+
+from hintfs import autohint  # noqa: E402
+
+
+class Files(Dataset):
+    """A dataset of file paths whose samples are their own indices."""
+
+    def __init__(self, root, n, tag="f"):
+        self.paths = [os.path.join(root, f"c{i % 3}", f"{tag}{i:03d}.jpg")
+                      for i in range(n)]
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return i
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A folder the hook takes for a hintfs mount, with the hook installed
+    for the test only."""
+    root = tmp_path / "mnt"
+    (root / ".hintfs").mkdir(parents=True)
+    (root / ".hintfs" / "stats").write_text("{}")
+    monkeypatch.setattr(autohint, "hintfs_mounts",
+                        lambda: ([str(root)], [str(root), "/"]))
+    monkeypatch.setattr(autohint, "_said", set())
+    autohint.install()
+    yield root
+    autohint.uninstall()
+
+
+def hint(root):
+    """(header, entries) of the last hint written into @root."""
+    lines = (root / ".hintfs" / "hint").read_text().splitlines()
+    return lines[0], lines[1:]
+
+
+def seen(loader):
+    return [int(i) for batch in loader for i in torch.as_tensor(batch).view(-1)]
+
+
+def stock(make, seed, read=seen):
+    """What read(the DataLoader made by @make()) gives for one epoch
+    without the hook, from torch.manual_seed(@seed)."""
+    autohint.uninstall()
+    try:
+        torch.manual_seed(seed)
+        return read(make())
+    finally:
+        autohint.install()
+
+
+def rel(ds, order):
+    return [os.path.relpath(ds.paths[i], ds.root) for i in order]
+
+
+def test_random_sampler_is_drawn_once_and_hinted(fake):
+    ds = Files(fake, 40)
+    ds.root = fake
+    make = lambda: DataLoader(ds, batch_size=4, shuffle=True)  # noqa: E731
+    want = stock(make, 11)
+    torch.manual_seed(11)
+    loader = make()
+    got = seen(loader)
+    assert got == want  # the stock order: the sampler drawn once, not twice
+    header, entries = hint(fake)
+    assert header == "#hintfs v1 epoch=0"
+    assert entries == rel(ds, got)
+    # The next epoch is a new draw, hinted as epoch 1.
+    got2 = seen(loader)
+    assert sorted(got2) == list(range(40)) and got2 != got
+    header, entries = hint(fake)
+    assert header == "#hintfs v1 epoch=1" and entries == rel(ds, got2)
+
+
+def test_distributed_sampler_epoch_and_share(fake):
+    ds = Files(fake, 30)
+    ds.root = fake
+    sampler = DistributedSampler(ds, num_replicas=4, rank=1, shuffle=True,
+                                 seed=5)
+    sampler.set_epoch(3)
+    got = seen(DataLoader(ds, batch_size=5, sampler=sampler))
+    want = list(iter(sampler))
+    assert got == want and len(got) == 8  # 30 padded to 32, a quarter
+    header, entries = hint(fake)
+    assert header == "#hintfs v1 epoch=3"
+    assert entries == rel(ds, want)
+
+
+def test_custom_batch_sampler_over_subset_and_concat(fake, tmp_path):
+    a, b = Files(fake, 20, "a"), Files(fake, 10, "b")
+    ds = ConcatDataset([Subset(a, list(range(19, -1, -2))), b])
+
+    class Pairs:
+        """Batches of two, from the end, as tuples."""
+
+        def __len__(self):
+            return 10
+
+        def __iter__(self):
+            return iter([(i, i - 1) for i in range(19, 0, -2)])
+
+    order = list(range(19, -1, -1))
+    got = seen(DataLoader(ds, batch_sampler=Pairs()))
+    assert got == [ds[i] for i in order]
+    paths = [a.paths[j] for j in range(19, -1, -2)] + b.paths
+    _, entries = hint(fake)
+    assert entries == [os.path.relpath(paths[i], fake) for i in order]
+
+
+def test_sampler_longer_than_its_len_runs_to_its_end(fake):
+    ds = Files(fake, 10)
+    ds.root = fake
+
+    class Liar:
+        def __len__(self):
+            return 4
+
+        def __iter__(self):
+            return iter(range(9, -1, -1))
+
+    got = seen(DataLoader(ds, sampler=Liar()))
+    assert got == list(range(9, -1, -1))
+    assert hint(fake)[1] == rel(ds, [9, 8, 7, 6])
+
+
+def test_broken_epoch_makes_the_next_hint_replace(fake):
+    ds = Files(fake, 12)
+    ds.root = fake
+    loader = DataLoader(ds, batch_size=3, shuffle=True)
+    next(iter(loader))  # a peek at one batch
+    seen(loader)
+    assert hint(fake)[0] == "#hintfs v1 epoch=1 replace"
+    seen(loader)
+    assert hint(fake)[0] == "#hintfs v1 epoch=2"
+
+
+def test_no_paths_or_outside_runs_stock_and_says_so_once(fake, tmp_path,
+                                                        capsys):
+    tensors = TensorDataset(torch.arange(20))
+    make = lambda: DataLoader(tensors, batch_size=4, shuffle=True)  # noqa: E731
+    read = lambda loader: [int(i) for (b,) in loader for i in b]  # noqa: E731
+    want = stock(make, 3, read)
+    torch.manual_seed(3)
+    loader = make()
+    assert read(loader) == want
+    list(loader)
+    outside = Files(tmp_path / "local", 8)
+    list(DataLoader(outside, shuffle=True))
+    list(DataLoader(outside, shuffle=True))
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "hintfs-run: DataLoader over TensorDataset runs without hints: its "
+        "samples have no file paths (.samples, .imgs, .paths or .files)",
+        "hintfs-run: DataLoader over Files runs without hints: its files "
+        f"({tmp_path / 'local'}/c0) are not on a hintfs mount"]
+    assert not (fake / ".hintfs" / "hint").exists()
+
+
+def test_sampler_order_is_the_loaders_not_a_second_draw_with_workers(fake):
+    # A global-RNG sampler (no generator): a second draw would differ.
+    ds = Files(fake, 24)
+    ds.root = fake
+    make = lambda: DataLoader(ds, batch_size=4,  # noqa: E731
+                              sampler=RandomSampler(ds), num_workers=2)
+    want = stock(make, 7)
+    torch.manual_seed(7)
+    got = seen(make())
+    assert got == want
+    assert hint(fake)[1] == rel(ds, got)
+
+
+def test_mountinfo_parsing(tmp_path):
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw\n"
+        "44 22 0:40 / /mnt/with\\040space rw - fuse.hintfs s3://b rw\n"
+        "45 22 0:41 / /mnt/other rw - fuse.sshfs host: rw\n")
+    ours, every = autohint.hintfs_mounts(str(info))
+    assert ours == ["/mnt/with space"]
+    assert every == ["/", "/mnt/with space", "/mnt/other"]
+    loc = autohint._Locator(None)
+    loc.ours, loc.every = set(ours), sorted(every, key=len, reverse=True)
+    assert loc.locate("/mnt/with space/cat/1.jpg") == ("/mnt/with space",
+                                                       "cat/1.jpg")
+    assert loc.locate("/mnt/other/cat/1.jpg") is None
+    assert loc.locate("/mnt/with spacey/1.jpg") is None
