@@ -19,9 +19,10 @@ is harmless there. `python -I` or `-E` ignores PYTHONPATH: such a child
 runs without hints.
 
 `hintfs-run COMMAND` sets that environment and executes COMMAND (a
-script path ending in .py runs with this Python). `python -m hintfs.run
-SCRIPT` also runs SCRIPT in this process as `__main__` with sys.argv as the
-script expects; its exit status is the script's.
+script path ending in .py runs with this Python), so the script runs as
+`python train.py` would run it. `python -m hintfs.run SCRIPT.py` (or
+`-m MODULE`) runs it in this process instead, as `__main__` with sys.argv
+as the script expects; either way the exit status is the script's.
 
 Options (before the command): -v / --verbose prints one line per hint
 written (HINTFS_RUN_VERBOSE=1 does the same).
@@ -35,10 +36,11 @@ BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
 
 USAGE = """\
 usage: hintfs-run [-v] COMMAND [ARG...]
-       python -m hintfs.run [-v] SCRIPT [ARG...]
+       python -m hintfs.run [-v] SCRIPT.py [ARG...]
        python -m hintfs.run [-v] -m MODULE [ARG...]
-Runs COMMAND (or the Python SCRIPT or MODULE) unmodified; every PyTorch
-DataLoader over files on a hintfs mount hints each epoch's order.
+Runs COMMAND (or the Python SCRIPT.py or MODULE, in this interpreter)
+unmodified; every PyTorch DataLoader over files on a hintfs mount hints
+each epoch's order.
   -v, --verbose   one line on stderr per hint written
 """
 
@@ -93,6 +95,9 @@ def main(argv=None):
         return 2
     child_environ(os.environ, verbose)
 
+    # A command (python, torchrun, ...) is executed; a script runs here.
+    if module is None and not rest[0].endswith(".py"):
+        exec_mode = True
     if exec_mode:
         cmd = rest
         if cmd[0].endswith(".py") and not os.access(cmd[0], os.X_OK):

@@ -1,0 +1,308 @@
+"""hintfs-run (mount-tools/hintfs-run, hintfs.run): an unmodified ImageFolder
+training script, which never imports hintfs, run under it on a real mount.
+
+What a user would notice, each checked here: the script sees exactly the
+images, in exactly the order, that it sees without hintfs-run (the same
+seed gives the same epochs); the GETs in the proxy's log follow the hinted
+order; the stats show each epoch's hint; its exit status passes through;
+the ranks of a torch.multiprocessing job each hint their own share under
+their own stream; a dataset hintfs cannot help runs unchanged, with one
+line on stderr saying why."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dataset import image_folder, upload
+from workload import REPO, build_dir, gets_settled
+
+import hintfs
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+PYTHON = "/usr/bin/python3"  # the one that sees Debian's torch
+RUN_TIMEOUT_S = 600  # a bound on a hung script, not a timing
+CLASSES = ("ant", "bee", "cat", "dog")
+PER_CLASS = 16  # 64 images of 32x32 pixels, about 1.5 KB each
+EPOCHS = 2
+EXIT = 7  # the script's own exit status, which must pass through
+
+# The training script: plain torchvision, no hintfs anywhere. It records a
+# digest of every image tensor it was given, in order, and with --map the
+# digest of each file of its dataset (for the reference run only). With
+# persistent workers an epoch does not draw a new base seed, so the stock
+# order depends on the worker count: one run per count asked for.
+TRAIN = """\
+import hashlib, json, sys
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+def digest(t):
+    return hashlib.sha1(t.numpy().tobytes()).hexdigest()[:16]
+
+def main():
+    root, out = sys.argv[1], sys.argv[2]
+    ds = datasets.ImageFolder(root, transform=transforms.ToTensor())
+    seen = {}
+    for workers in sys.argv[3].split(","):  # one run per worker count
+        torch.manual_seed(5)
+        loader = DataLoader(ds, batch_size=8, shuffle=True,
+                            num_workers=int(workers),
+                            persistent_workers=int(workers) > 0)
+        seen[workers] = []
+        for epoch in range(%(epochs)d):
+            for images, labels in loader:
+                seen[workers] += [digest(x) for x in images]
+    files = {}
+    if "--map" in sys.argv:
+        for i, (path, _) in enumerate(ds.samples):
+            files[digest(ds[i][0])] = path[len(root):].lstrip("/")
+    json.dump({"seen": seen, "files": files}, open(out, "w"))
+    sys.exit(%(exit)d)
+
+if __name__ == "__main__":
+    main()
+""" % {"epochs": EPOCHS, "exit": EXIT}
+
+# Two ranks on the CPU (gloo), each with a DistributedSampler and a worker.
+DDP = """\
+import hashlib, json, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from torchvision import datasets, transforms
+
+def digest(t):
+    return hashlib.sha1(t.numpy().tobytes()).hexdigest()[:16]
+
+def rank_main(rank, world, root, init, out):
+    dist.init_process_group("gloo", init_method=init, rank=rank,
+                            world_size=world)
+    ds = datasets.ImageFolder(root, transform=transforms.ToTensor())
+    sampler = DistributedSampler(ds, shuffle=True, seed=9)
+    loader = DataLoader(ds, batch_size=4, sampler=sampler, num_workers=1)
+    seen = []
+    for epoch in range(%(epochs)d):
+        sampler.set_epoch(epoch)
+        seen.append([digest(x) for images, _ in loader for x in images])
+    json.dump(seen, open("%%s.%%d" %% (out, rank), "w"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    root, out, init = sys.argv[1:4]
+    mp.spawn(rank_main, args=(2, root, init, out), nprocs=2)
+""" % {"epochs": EPOCHS}
+
+# A dataset without file paths.
+TENSORS = """\
+import json, sys
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(5)
+loader = DataLoader(TensorDataset(torch.arange(50)), batch_size=8,
+                    shuffle=True)
+seen = [int(i) for epoch in range(2) for (b,) in loader for i in b]
+json.dump(seen, open(sys.argv[1], "w"))
+"""
+
+
+def hintfs_run():
+    exe = build_dir() / "mount-tools" / "hintfs-run"
+    if not exe.exists():
+        pytest.fail(f"{exe} does not exist: build it (ninja -C build)",
+                    pytrace=False)
+    return str(exe)
+
+
+def run(argv, tmp_path):
+    """Runs @argv with the source tree's hintfs package importable; returns
+    the CompletedProcess (stderr as text)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "mount-tools" / "python")
+    env.pop("HINTFS_RUN", None)
+    return subprocess.run(argv, capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=RUN_TIMEOUT_S)
+
+
+def run_lines(proc):
+    return [l for l in proc.stderr.splitlines() if l.startswith("hintfs-run:")]
+
+
+@pytest.fixture(scope="module")
+def images(s3, make_bucket, tmp_path_factory):
+    """(bucket, local copy of the ImageFolder, reference) where reference is
+    what the training script saw without hintfs-run on the local copy:
+    {"seen": {worker count: digests in order}, "files": digest -> relative
+    path}."""
+    tmp = tmp_path_factory.mktemp("images")
+    local = tmp / "local"
+    objects = image_folder(local, classes=CLASSES, per_class=PER_CLASS,
+                           size=32)
+    name = make_bucket("run")
+    upload(s3, name, objects)
+    script = tmp / "train.py"
+    script.write_text(TRAIN)
+    out = tmp / "ref.json"
+    proc = run([PYTHON, str(script), str(local), str(out), "0,2", "--map"],
+               tmp)
+    assert proc.returncode == EXIT, proc.stderr
+    ref = json.loads(out.read_text())
+    assert len(ref["files"]) == len(objects), "two images with one digest"
+    return name, local, ref
+
+
+def paths_of(ref, digests):
+    return [ref["files"][d] for d in digests]
+
+
+def out_of_order(keys, order):
+    """How many of @keys must be removed for the rest to follow @order:
+    len(keys) minus their longest increasing run of positions."""
+    import bisect
+    rank = {k: i for i, k in enumerate(order)}
+    tails = []
+    for k in keys:
+        j = bisect.bisect_left(tails, rank[k])
+        tails[j:j + 1] = [rank[k]]
+    return len(keys) - len(tails)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_unmodified_imagefolder_script(images, mount, proxy, tmp_path,
+                                       workers):
+    bucket, _, ref = images
+    # One GET at a time, so that the order the server sees is the order the
+    # engine chose (test_hint.py).
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=("max_inflight=1", "window=1000"))
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    assert "hintfs" not in TRAIN
+    out = tmp_path / "seen.json"
+    args = [str(script), m.path, str(out), str(workers)]
+    if workers == 0:
+        argv = [hintfs_run(), "-v", PYTHON] + args
+    else:  # the other entry: in this process, through runpy
+        argv = [PYTHON, "-m", "hintfs.run", "-v"] + args
+    proc = run(argv, tmp_path)
+    assert proc.returncode == EXIT, proc.stderr
+
+    # Exactly the images, in exactly the order, of the run without hintfs.
+    seen = json.loads(out.read_text())["seen"][str(workers)]
+    n = len(ref["files"])
+    assert len(seen) == EPOCHS * n
+    assert seen == ref["seen"][str(workers)]
+    # One hint per epoch, each the epoch's order, nothing else said.
+    assert run_lines(proc) == [
+        f"hintfs-run: hint epoch={e}: {n} files of ImageFolder -> {m.path}"
+        for e in range(EPOCHS)], proc.stderr
+    st = hintfs.stats(m.path)["hint"]
+    assert st["received"] == EPOCHS and st["length"] == n
+    assert st["last"]["entries"] == n and st["last"]["epoch"] == EPOCHS - 1
+
+    # The GETs followed epoch 1's hint: each object once (epoch 2 came from
+    # the cache), in the hinted order but for the reads that jumped ahead of
+    # the prefetcher (2 workers read 2 batches at once).
+    hinted = paths_of(ref, seen[:n])
+    gets = sorted(gets_settled(proxy, bucket, n), key=lambda r: r.start_ms)
+    keys = [r.key for r in gets]
+    assert sorted(keys) == sorted(hinted)
+    demand = hintfs.stats(m.path)["reads"]["demand_fetches"]
+    if workers == 0:
+        assert keys == hinted
+    else:
+        assert out_of_order(keys, hinted) <= demand
+
+
+def test_distributed_sampler_ranks_hint_their_own_stream(images, mount,
+                                                         proxy, tmp_path):
+    bucket, local, ref = images
+    m = mount(bucket, endpoint=proxy.endpoint)
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP)
+    out = tmp_path / "seen"
+    init = f"file://{tmp_path}/rendezvous"
+    proc = run([hintfs_run(), "-v", PYTHON, str(script), m.path, str(out),
+                init], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+    # Each rank read exactly its share of each epoch, in the sampler's order.
+    from torch.utils.data.distributed import DistributedSampler
+    n = len(ref["files"])
+    files = sorted(ref["files"].values())  # ImageFolder's index order
+    by_path = {p: d for d, p in ref["files"].items()}
+    for rank in (0, 1):
+        seen = json.loads(Path(f"{out}.{rank}").read_text())
+        sampler = DistributedSampler(range(n), num_replicas=2, rank=rank,
+                                     shuffle=True, seed=9)
+        for epoch in range(EPOCHS):
+            sampler.set_epoch(epoch)
+            want = [by_path[files[i]] for i in sampler]
+            assert seen[epoch] == want, f"rank {rank} epoch {epoch}"
+    # Each rank, a spawned child, hinted its share under its own stream.
+    lines = sorted(run_lines(proc))
+    assert lines == sorted(
+        f"hintfs-run: hint epoch={e} stream=rank{r}: {n // 2} files of "
+        f"ImageFolder -> {m.path}" for e in range(EPOCHS) for r in (0, 1)), \
+        proc.stderr
+    st = hintfs.stats(m.path)["hint"]
+    assert st["received"] == 2 * EPOCHS and st["rejected"] == 0
+    assert st["last"]["entries"] == n // 2
+    assert st["last"]["epoch"] == EPOCHS - 1  # the header was read
+    # Every object fetched once, for the two ranks together.
+    keys = [r.key for r in gets_settled(proxy, bucket, n)]
+    assert sorted(keys) == sorted(files)
+
+
+def test_dataset_outside_any_mount_runs_unchanged(images, tmp_path):
+    _, local, ref = images
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    out = tmp_path / "seen.json"
+    proc = run([hintfs_run(), PYTHON, str(script), str(local), str(out), "2"],
+               tmp_path)
+    assert proc.returncode == EXIT, proc.stderr
+    assert json.loads(out.read_text())["seen"]["2"] == ref["seen"]["2"]
+    first = sorted(ref["files"].values())[0]
+    assert run_lines(proc) == [
+        "hintfs-run: DataLoader over ImageFolder runs without hints: its "
+        f"files ({local / os.path.dirname(first)}) are not on a hintfs "
+        "mount"], proc.stderr
+
+
+def test_dataset_without_paths_runs_unchanged(tmp_path):
+    script = tmp_path / "tensors.py"
+    script.write_text(TENSORS)
+    out = tmp_path / "seen.json"
+    proc = run([hintfs_run(), PYTHON, str(script), str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(5)
+    loader = DataLoader(TensorDataset(torch.arange(50)), batch_size=8,
+                        shuffle=True)
+    want = [int(i) for epoch in range(2) for (b,) in loader for i in b]
+    assert json.loads(out.read_text()) == want
+    assert run_lines(proc) == [
+        "hintfs-run: DataLoader over TensorDataset runs without hints: its "
+        "samples have no file paths (.samples, .imgs, .paths or .files)"], \
+        proc.stderr
+
+
+def test_usage_errors(tmp_path):
+    proc = run([hintfs_run()], tmp_path)
+    assert proc.returncode == 2 and "no command given" in proc.stderr
+    proc = run([hintfs_run(), str(tmp_path / "nope")], tmp_path)
+    assert proc.returncode == 127
+    assert proc.stderr.startswith("hintfs-run: error: cannot run")
+    proc = run([PYTHON, "-m", "hintfs.run", str(tmp_path / "nope.py")],
+               tmp_path)
+    assert proc.returncode == 2 and "cannot open" in proc.stderr
