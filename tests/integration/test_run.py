@@ -91,6 +91,7 @@ def rank_main(rank, world, root, init, out):
     seen = []
     for epoch in range(%(epochs)d):
         sampler.set_epoch(epoch)
+        dist.barrier()  # in step, as gradient syncs would keep them
         seen.append([digest(x) for images, _ in loader for x in images])
     json.dump(seen, open("%%s.%%d" %% (out, rank), "w"))
     dist.barrier()
