@@ -36,9 +36,10 @@ _TARGET = "torch.utils.data.dataloader"
 _said = set()
 
 
-def _say(msg):
-    """One line on stderr, once per process for each distinct message."""
-    if msg in _said:
+def _say(msg, once=True):
+    """One line on stderr; with @once, once per process for each distinct
+    message."""
+    if once and msg in _said:
         return
     _said.add(msg)
     try:
@@ -224,7 +225,8 @@ class _LoaderState:
                 _say(f"hint epoch={epoch}"
                      + (f" stream={stream}" if stream else "")
                      + (" replace" if replace else "")
-                     + f": {len(rels)} files of {self.loader_name} -> {mnt}")
+                     + f": {len(rels)} files of {self.loader_name} -> {mnt}",
+                     once=False)
         if not per_mount:
             _say(f"DataLoader over {self.loader_name} runs without hints: "
                  "none of this epoch's files is on a hintfs mount")
