@@ -203,3 +203,30 @@ def test_mountinfo_parsing(tmp_path):
                                                        "cat/1.jpg")
     assert loc.locate("/mnt/other/cat/1.jpg") is None
     assert loc.locate("/mnt/with spacey/1.jpg") is None
+
+
+def test_streams_are_named_by_the_rank(fake, tmp_path):
+    import torch.distributed as dist
+
+    from hintfs.torch import HintedSampler, write_hint
+
+    ds = Files(fake, 6)
+    ds.root = fake
+    sampler = HintedSampler(range(6), ds, str(fake))
+    list(sampler)
+    assert hint(fake)[0] == "#hintfs v1 epoch=0"  # no rank, no stream
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rdv",
+                            rank=0, world_size=1)
+    try:
+        list(sampler)
+        assert hint(fake)[0] == "#hintfs v1 epoch=1 stream=rank0"
+        seen(DataLoader(ds, batch_size=2))
+        assert hint(fake)[0] == "#hintfs v1 epoch=0 stream=rank0"
+    finally:
+        dist.destroy_process_group()
+    write_hint(str(fake), ["a"], epoch=2, stream="node-1.gpu_7", replace=True)
+    assert hint(fake) == ("#hintfs v1 epoch=2 stream=node-1.gpu_7 replace",
+                          ["a"])
+    for bad in ("", "a b", "x" * 33, "rank5\n", "é"):
+        with pytest.raises(ValueError):
+            write_hint(str(fake), ["a"], stream=bad)

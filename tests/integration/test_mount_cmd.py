@@ -274,18 +274,19 @@ def test_meson_install_puts_binaries_and_man_pages(tmp_path):
     root = dest / opts["prefix"].lstrip("/")
     bindir = root / opts["bindir"]
     man1 = root / opts["mandir"] / "man1"
-    for exe in ("hintfs", "hintfs-ctl"):
+    for exe in ("hintfs", "hintfs-ctl", "hintfs-run"):
         assert os.access(bindir / exe, os.X_OK), exe
     assert subprocess.run([str(bindir / "hintfs-ctl"), "--version"],
                           capture_output=True, timeout=RUN_S).returncode == 0
     # Never the test proxy.
     assert not (bindir / "s3proxy").exists()
-    for page in ("hintfs.1", "hintfs-ctl.1"):
+    for page in ("hintfs.1", "hintfs-ctl.1", "hintfs-run.1"):
         assert (man1 / page).exists() or (man1 / (page + ".gz")).exists(), page
 
 
 @pytest.mark.parametrize("page,section", [("hintfs.1", "OPTIONS"),
-                                          ("hintfs-ctl.1", "COMMANDS")])
+                                          ("hintfs-ctl.1", "COMMANDS"),
+                                          ("hintfs-run.1", "OPTIONS")])
 def test_man_pages_render_without_warnings(page, section):
     if not shutil.which("groff"):
         pytest.skip("groff is absent")
