@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int check_mountpoint(const char *path, char *err, size_t err_len)
@@ -189,6 +190,25 @@ static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 	}
 }
 
+/* One line at mount: which provider, which key (its last four
+ * characters), until when. */
+static void log_creds(struct creds *c)
+{
+	struct creds_info ci;
+	char when[32] = "never (fixed keys)";
+
+	creds_get_info(c, &ci);
+	if (ci.expires) {
+		time_t t = (time_t)ci.expires;
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	log_info("credentials from %s (key ...%s, expire %s)", ci.provider,
+		 ci.key_tail, when);
+}
+
 static int run(struct hintfs_opts *o)
 {
 	struct fs_config cfg = {
@@ -224,6 +244,7 @@ static int run(struct hintfs_opts *o)
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct fuse_session *se = NULL;
 	struct fs *fs = NULL;
+	struct creds *creds = NULL;
 	char err[1024];
 	int rc;
 
@@ -267,6 +288,20 @@ static int run(struct hintfs_opts *o)
 			log_error("cannot fork: %s", strerror(-rc));
 			goto out_session;
 		}
+	}
+	/* After the fork: the refresh thread must run in the daemon. */
+	if (!o->no_sign) {
+		rc = creds_start(o->creds_chain, o->n_creds_chain, &creds, err,
+				 sizeof(err));
+		o->n_creds_chain = 0; /* creds_start() took them all */
+		if (rc) {
+			log_error("%s; for a public bucket use -o no_sign", err);
+			goto out_session;
+		}
+		log_creds(creds);
+		cfg.s3.creds = creds;
+		cfg.s3.access_key = cfg.s3.secret_key = NULL;
+		cfg.s3.session_token = NULL;
 	}
 	rc = fs_create(&cfg, &fs, err, sizeof(err));
 	if (rc) {
@@ -319,6 +354,7 @@ out_session:
 	fuse_session_destroy(se);
 out:
 	fs_destroy(fs);
+	creds_stop(creds);
 	free(mnt_abs);
 	return rc;
 fail_msg:
