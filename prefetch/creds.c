@@ -295,8 +295,8 @@ static void *refresh_main(void *arg)
 		int rc;
 
 		if (c->kick && c->kicked_gen == c->gen &&
-		    now - c->last_fetch_ms >= CREDS_MIN_GAP_MS)
-			go = true;
+		    c->last_fetch_ms + CREDS_MIN_GAP_MS < due)
+			due = c->last_fetch_ms + CREDS_MIN_GAP_MS;
 		c->kick = false;
 		if (now >= due)
 			go = true;

@@ -186,6 +186,11 @@ ms mon client mode = crc
 # Without tcp_nodelay every request stalls ~40 ms.
 rgw frontends = beast endpoint=127.0.0.1:$HTTP_PORT tcp_nodelay=1
 rgw dns name = 127.0.0.1
+# STS (AssumeRole) for the credential tests: temporary credentials, and
+# SigV4 with x-amz-security-token accepted for data reads. The key (16
+# bytes, AES) encrypts the session tokens; a test cluster's is fixed.
+rgw s3 auth use sts = true
+rgw sts key = hintfsstskey0123
 EOF
 }
 
