@@ -314,7 +314,7 @@ struct creds_provider *creds_process_create(const char *name,
 	while (command[i] == ' ' || command[i] == '\t')
 		i++;
 	n = strcspn(command + i, " \t");
-	snprintf(pp->prog, sizeof(pp->prog), "credential_process '%.*s'",
+	snprintf(pp->prog, sizeof(pp->prog), "command '%.*s'",
 		 (int)(n < 40 ? n : 40), command + i);
 	return &pp->base;
 }

@@ -292,7 +292,7 @@ def test_credential_process(data, rgw, sts_role, mount, tmp_path):
 
 
 @pytest.mark.parametrize("command,expect", [
-    ("sleep 600", "credential_process 'sleep' gave no answer within 2 s "
+    ("sleep 600", "command 'sleep' gave no answer within 2 s "
                   "and was killed"),
     ("echo this-is-not-json", "its output is not credentials: not a JSON "
                               "object"),

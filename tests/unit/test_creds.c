@@ -378,7 +378,7 @@ static void test_process(void)
 				 "sleep 30 & sleep 30 --token=hush", 500);
 	rc = p->fetch(p, &v, err, sizeof(err));
 	CHECK(rc == -ETIMEDOUT);
-	CHECK(strstr(err, "credential_process 'sleep' gave no answer within 0.5 s") != NULL);
+	CHECK(strstr(err, "command 'sleep' gave no answer within 0.5 s") != NULL);
 	CHECK(!strstr(err, "hush"));
 	creds_provider_destroy(p);
 
