@@ -33,6 +33,10 @@ struct creds_value {
 /** Wipes and frees the strings of @v and zeroes it. Accepts a zeroed one. */
 void creds_value_fini(struct creds_value *v);
 
+/** Wipes the NUL-terminated @s (a secret, a token, a header holding one)
+ *  and frees it. Accepts NULL. */
+void creds_wipe_free(char *s);
+
 /**
  * One source of credentials. Embedded first in each provider's own struct.
  * fetch() may block (network, a child process) and is called from one

@@ -324,14 +324,8 @@ static int container_fetch(struct creds_provider *p, struct creds_value *out,
 	}
 	creds_http_resp_fini(&r);
 out:
-	if (tok) {
-		explicit_bzero(tok, strlen(tok));
-		free(tok);
-	}
-	if (auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
+	creds_wipe_free(tok);
+	creds_wipe_free(auth);
 	return rc;
 }
 
@@ -351,10 +345,7 @@ static void container_destroy(struct creds_provider *p)
 	struct container_prov *cp = (struct container_prov *)p;
 
 	free(cp->url);
-	if (cp->token) {
-		explicit_bzero(cp->token, strlen(cp->token));
-		free(cp->token);
-	}
+	creds_wipe_free(cp->token);
 	free(cp->token_file);
 	free(cp->ca_file);
 	free(cp);
@@ -417,10 +408,7 @@ static int imds_get(struct imds_prov *ip, const char *path, const char *token,
 		.timeout_ms = ip->net.timeout_ms ? ip->net.timeout_ms
 						 : CREDS_IMDS_TIMEOUT_MS,
 	}, r, err, err_len);
-	if (hdr) {
-		explicit_bzero(hdr, strlen(hdr));
-		free(hdr);
-	}
+	creds_wipe_free(hdr);
 	if (!rc && r->status != 200) {
 		snprintf(err, err_len, "GET %s: HTTP %ld%s", url, r->status,
 			 r->status == 404 ? " (no IAM role attached to the "
@@ -497,10 +485,7 @@ static int imds_fetch(struct creds_provider *p, struct creds_value *out,
 		snprintf(err, err_len, "GET %s%s: %s", ip->endpoint, path, why);
 	creds_http_resp_fini(&r);
 out:
-	if (token) {
-		explicit_bzero(token, strlen(token));
-		free(token);
-	}
+	creds_wipe_free(token);
 	return rc;
 }
 

@@ -21,16 +21,19 @@
  * program or server, and bounds what we hold. */
 #define CREDS_DOC_MAX_BYTES (64u << 10)
 
+void creds_wipe_free(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
 void creds_value_fini(struct creds_value *v)
 {
-	char **s[] = { &v->access_key, &v->secret_key, &v->session_token };
-
-	for (size_t i = 0; i < 3; i++) {
-		if (*s[i]) {
-			explicit_bzero(*s[i], strlen(*s[i]));
-			free(*s[i]);
-		}
-	}
+	creds_wipe_free(v->access_key);
+	creds_wipe_free(v->secret_key);
+	creds_wipe_free(v->session_token);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -133,12 +136,8 @@ struct jfields {
 
 static void jfields_fini(struct jfields *f)
 {
-	for (int i = 0; i < JF_COUNT; i++) {
-		if (f->str[i]) {
-			explicit_bzero(f->str[i], strlen(f->str[i]));
-			free(f->str[i]);
-		}
-	}
+	for (int i = 0; i < JF_COUNT; i++)
+		creds_wipe_free(f->str[i]);
 }
 
 static void ws(struct jp *j)

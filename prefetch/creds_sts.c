@@ -58,22 +58,33 @@ static int form_add(char **body, const char *name, const char *value)
 		nb = NULL;
 		rc = -ENOMEM;
 	}
-	explicit_bzero(enc, strlen(enc));
-	free(enc);
-	if (*body) {
-		explicit_bzero(*body, strlen(*body));
-		free(*body);
-	}
+	creds_wipe_free(enc);
+	creds_wipe_free(*body);
 	*body = nb;
 	return rc;
 }
 
-static void session_name(const struct sts_prov *sp, char *buf, size_t len)
+/* The fields both calls send: the action, the API version, the role and
+ * the session's name (the profile's, else "hintfs-TIME" as botocore
+ * names its "botocore-session-TIME"). */
+static int form_start(const struct sts_prov *sp, const char *action,
+		      char **body)
 {
+	char sess[128];
+	int rc;
+
 	if (sp->session_name && *sp->session_name)
-		snprintf(buf, len, "%s", sp->session_name);
+		snprintf(sess, sizeof(sess), "%s", sp->session_name);
 	else
-		snprintf(buf, len, "hintfs-%lld", (long long)time(NULL));
+		snprintf(sess, sizeof(sess), "hintfs-%lld", (long long)time(NULL));
+	rc = form_add(body, "Action", action);
+	if (!rc)
+		rc = form_add(body, "Version", STS_API_VERSION);
+	if (!rc)
+		rc = form_add(body, "RoleArn", sp->role_arn);
+	if (!rc)
+		rc = form_add(body, "RoleSessionName", sess);
+	return rc;
 }
 
 /* Host[:port] of @url, as the Host header will carry it. */
@@ -187,14 +198,8 @@ static int sts_call(struct sts_prov *sp, const char *action, const char *body,
 	creds_http_resp_fini(&r);
 out:
 	sigv4_result_fini(&sig);
-	if (auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
-	if (tok) {
-		explicit_bzero(tok, strlen(tok));
-		free(tok);
-	}
+	creds_wipe_free(auth);
+	creds_wipe_free(tok);
 	free(date_h);
 	free(url);
 	return rc;
@@ -204,7 +209,7 @@ static int web_identity_fetch(struct creds_provider *p, struct creds_value *out,
 			      char *err, size_t err_len)
 {
 	struct sts_prov *sp = (struct sts_prov *)p;
-	char *token = NULL, *body = NULL, sess[128];
+	char *token = NULL, *body = NULL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -216,25 +221,14 @@ static int web_identity_fetch(struct creds_provider *p, struct creds_value *out,
 					: strerror(-rc));
 		return rc == -ENOMEM ? rc : -EACCES;
 	}
-	session_name(sp, sess, sizeof(sess));
-	rc = form_add(&body, "Action", "AssumeRoleWithWebIdentity");
-	if (!rc)
-		rc = form_add(&body, "Version", STS_API_VERSION);
-	if (!rc)
-		rc = form_add(&body, "RoleArn", sp->role_arn);
-	if (!rc)
-		rc = form_add(&body, "RoleSessionName", sess);
+	rc = form_start(sp, "AssumeRoleWithWebIdentity", &body);
 	if (!rc)
 		rc = form_add(&body, "WebIdentityToken", token);
 	if (!rc)
 		rc = sts_call(sp, "AssumeRoleWithWebIdentity", body, NULL, out,
 			      err, err_len);
-	explicit_bzero(token, strlen(token));
-	free(token);
-	if (body) {
-		explicit_bzero(body, strlen(body));
-		free(body);
-	}
+	creds_wipe_free(token);
+	creds_wipe_free(body);
 	return rc;
 }
 
@@ -252,7 +246,7 @@ static int assume_role_fetch(struct creds_provider *p, struct creds_value *out,
 {
 	struct sts_prov *sp = (struct sts_prov *)p;
 	struct creds_value src = { 0 };
-	char *body = NULL, sess[128], why[400], dur[16];
+	char *body = NULL, why[400], dur[16];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -262,14 +256,7 @@ static int assume_role_fetch(struct creds_provider *p, struct creds_value *out,
 			 sp->source->name, why);
 		return rc == -ENOENT ? -EACCES : rc;
 	}
-	session_name(sp, sess, sizeof(sess));
-	rc = form_add(&body, "Action", "AssumeRole");
-	if (!rc)
-		rc = form_add(&body, "Version", STS_API_VERSION);
-	if (!rc)
-		rc = form_add(&body, "RoleArn", sp->role_arn);
-	if (!rc)
-		rc = form_add(&body, "RoleSessionName", sess);
+	rc = form_start(sp, "AssumeRole", &body);
 	if (!rc && sp->external_id)
 		rc = form_add(&body, "ExternalId", sp->external_id);
 	if (!rc && sp->duration_s > 0) {
@@ -279,10 +266,7 @@ static int assume_role_fetch(struct creds_provider *p, struct creds_value *out,
 	if (!rc)
 		rc = sts_call(sp, "AssumeRole", body, &src, out, err, err_len);
 	creds_value_fini(&src);
-	if (body) {
-		explicit_bzero(body, strlen(body));
-		free(body);
-	}
+	creds_wipe_free(body);
 	return rc;
 }
 
