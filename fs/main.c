@@ -190,8 +190,8 @@ static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 	}
 }
 
-/* One line at mount: which provider, which key (its last four
- * characters), until when. */
+/* With -d, one line at mount: which provider, which key (its last four
+ * characters), until when (a mount that works says nothing otherwise). */
 static void log_creds(struct creds *c)
 {
 	struct creds_info ci;
@@ -205,8 +205,8 @@ static void log_creds(struct creds *c)
 		gmtime_r(&t, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	}
-	log_info("credentials from %s (key ...%s, expire %s)", ci.provider,
-		 ci.key_tail, when);
+	log_debug("credentials from %s (key ...%s, expire %s)", ci.provider,
+		  ci.key_tail, when);
 }
 
 static int run(struct hintfs_opts *o)
@@ -298,7 +298,6 @@ static int run(struct hintfs_opts *o)
 			log_error("%s; for a public bucket use -o no_sign", err);
 			goto out_session;
 		}
-		log_creds(creds);
 		cfg.s3.creds = creds;
 		cfg.s3.access_key = cfg.s3.secret_key = NULL;
 		cfg.s3.session_token = NULL;
@@ -328,6 +327,8 @@ static int run(struct hintfs_opts *o)
 	if (ready_fd >= 0)
 		detach_end(ready_fd);
 	log_info("mounted %s at %s", o->source, o->mountpoint);
+	if (creds)
+		log_creds(creds);
 
 	loop_cfg = fuse_loop_cfg_create();
 	if (!loop_cfg) {

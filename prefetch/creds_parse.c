@@ -37,6 +37,15 @@ void creds_value_fini(struct creds_value *v)
 	memset(v, 0, sizeof(*v));
 }
 
+/* Reasons end up in log lines: a control character a server or a helper
+ * put in a message (a newline in an STS <Message>) becomes a space. */
+static void one_line(char *s, size_t cap)
+{
+	for (size_t i = 0; i < cap && s[i]; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			s[i] = ' ';
+}
+
 /* ---- times --------------------------------------------------------------- */
 
 static int digits(const char **p, int n, int *out)
@@ -564,8 +573,10 @@ int creds_parse_process_json(const char *text, size_t len,
 	if (!rc)
 		rc = take_expiry(&f, out, err, err_len);
 	jfields_fini(&f);
-	if (rc)
+	if (rc) {
 		creds_value_fini(out);
+		one_line(err, err_len);
+	}
 	return rc;
 }
 
@@ -595,8 +606,10 @@ int creds_parse_http_json(const char *text, size_t len,
 	if (!rc)
 		rc = take_expiry(&f, out, err, err_len);
 	jfields_fini(&f);
-	if (rc)
+	if (rc) {
 		creds_value_fini(out);
+		one_line(err, err_len);
+	}
 	return rc;
 }
 
@@ -776,7 +789,9 @@ out:
 		}
 	}
 	XML_ParserFree(s.xp);
-	if (rc)
+	if (rc) {
 		creds_value_fini(out);
+		one_line(err, err_len);
+	}
 	return rc;
 }

@@ -5,9 +5,9 @@
         [--provider imds|container|web-identity] [--build build]
         [--rgw-dir DIR] [--readers 4] [--files 200]
 
-Starts a Ceph RGW with STS (mount-tools/rgw.sh, in a temporary directory
-unless --rgw-dir names a running one), makes a role and a bucket of
---files objects, and mounts it with credentials from a loopback provider
+Starts a Ceph RGW with STS (RGW_STS=1 mount-tools/testbed/rgw.sh, in a
+temporary directory unless --rgw-dir names a running one, started so),
+makes a role and a bucket of --files objects, and mounts it with credentials from a loopback provider
 (tests/integration/creds_servers.py) that hands out RGW STS credentials
 claimed to expire after --life seconds. The mount reads through ExpiryGate,
 which answers ExpiredToken to any request signed with expired credentials,
@@ -48,8 +48,8 @@ def sh(*argv, **kw):
 
 
 def start_rgw(rgw_dir):
-    p = sh("bash", str(REPO / "mount-tools" / "testbed" / "rgw.sh"), "start", str(rgw_dir),
-           timeout=300)
+    p = sh("bash", str(REPO / "mount-tools" / "testbed" / "rgw.sh"), "start",
+           str(rgw_dir), timeout=300, env=dict(os.environ, RGW_STS="1"))
     if p.returncode:
         sys.exit(f"creds_soak: rgw.sh start failed:\n{p.stderr}")
     env = dict(l.split("=", 1) for l in (rgw_dir / "env").read_text().split()

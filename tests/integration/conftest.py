@@ -93,7 +93,7 @@ class Rgw:
         self.access_key = access_key
         self.secret_key = secret_key
         self.region = REGION
-        self.directory = directory  # None when not run by rgw.sh here
+        self.directory = directory  # None when the server is not ours
 
     def client(self, access_key=None, secret_key=None, **cfg):
         config = botocore.config.Config(
@@ -133,10 +133,7 @@ def _stop_rgw(directory):
 @pytest.fixture(scope="session")
 def rgw():
     if os.environ.get("HINTFS_TEST_RGW_DIR"):
-        server = _rgw_from_dir(os.environ["HINTFS_TEST_RGW_DIR"])
-        # Not stopped by us, but ours to administer (radosgw-admin).
-        server.directory = Path(os.environ["HINTFS_TEST_RGW_DIR"])
-        yield server
+        yield _rgw_from_dir(os.environ["HINTFS_TEST_RGW_DIR"])
         return
     if os.environ.get("HINTFS_TEST_ENDPOINT"):
         yield Rgw(os.environ["HINTFS_TEST_ENDPOINT"],

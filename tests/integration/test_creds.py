@@ -1,7 +1,7 @@
 """Credentials from every provider of the chain, renewed while reading.
 
 Real temporary credentials come from Ceph RGW's STS (AssumeRole of a role
-made here with radosgw-admin); loopback servers of creds_servers.py hand
+made here with radosgw-admin, on a second RGW started with STS on); loopback servers of creds_servers.py hand
 them out as EC2 instance metadata (IMDSv2), the container endpoint, or STS
 AssumeRoleWithWebIdentity, claiming lifetimes of a few seconds. The mount
 reads through ExpiryGate, which answers ExpiredToken to any request signed
@@ -15,8 +15,9 @@ refresh count in stats, `hintfs-ctl info`, the one-line mount error.
 
 import json
 import os
+import shutil
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,12 +47,39 @@ def radosgw_admin(rgw, *args):
 
 
 @pytest.fixture(scope="module")
-def sts_role(rgw):
+def sts_rgw():
+    """A second RGW, with STS on (RGW_STS=1): the session's keeps it off,
+    as STS changes the codes of refused signatures that other tests check.
+    HINTFS_TEST_STS_RGW_DIR reuses a running one (started with RGW_STS=1)."""
+    if os.environ.get("HINTFS_TEST_STS_RGW_DIR"):
+        d = Path(os.environ["HINTFS_TEST_STS_RGW_DIR"])
+        server = conftest._rgw_from_dir(d)
+        server.directory = d
+        yield server
+        return
+    d = Path(tempfile.mkdtemp(prefix="hintfs-sts-rgw-"))
+    try:
+        p = subprocess.run(["bash", str(conftest.RGW_SH), "start", str(d)],
+                           capture_output=True, text=True,
+                           timeout=conftest.RGW_START_S,
+                           env=dict(os.environ, RGW_STS="1"))
+        if p.returncode:
+            pytest.fail(f"rgw.sh start (STS) failed:\n{p.stderr}",
+                        pytrace=False)
+        server = conftest._rgw_from_dir(d)
+        server.directory = d
+        yield server
+    finally:
+        conftest._stop_rgw(d)
+        if not os.environ.get("HINTFS_TEST_KEEP"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sts_role(sts_rgw):
     """The role the test user may assume, with read access to every
-    bucket. Needs the RGW started by this session (radosgw-admin on its
-    directory) with STS on (mount-tools/rgw.sh)."""
-    if rgw.directory is None:
-        pytest.skip("the RGW is not this session's: cannot create a role")
+    bucket of the STS RGW."""
+    rgw = sts_rgw
     trust = json.dumps({"Version": "2012-10-17", "Statement": [{
         "Effect": "Allow", "Principal": {"AWS": ["arn:aws:iam:::user/test"]},
         "Action": ["sts:AssumeRole"]}]})
@@ -67,24 +95,27 @@ def sts_role(rgw):
 
 
 @pytest.fixture(scope="module")
-def data(s3, make_bucket):
-    name = make_bucket("creds")
+def data(sts_rgw):
+    s3 = sts_rgw.client()
+    name = conftest.unique_bucket_name("creds")
+    s3.create_bucket(Bucket=name)
     objects = {f"c{i % 4}/f{i:03d}.bin": os.urandom(1000 + 37 * i)
                for i in range(60)}
     upload(s3, name, objects)
-    return name, objects
+    yield name, objects
+    conftest.delete_bucket(s3, name)
 
 
 @pytest.fixture
-def issuer(rgw, sts_role, mount):
-    iss = Issuer(rgw, sts_role, LIFE_S)
+def issuer(sts_rgw, sts_role, mount):
+    iss = Issuer(sts_rgw, sts_role, LIFE_S)
     yield iss
     mount.secrets |= iss.secrets  # none may appear in a daemon's log
 
 
 @pytest.fixture
-def gate(rgw, issuer):
-    with ExpiryGate(rgw.endpoint, issuer) as g:
+def gate(sts_rgw, issuer):
+    with ExpiryGate(sts_rgw.endpoint, issuer) as g:
         yield g
 
 
@@ -195,12 +226,12 @@ def test_web_identity(data, issuer, gate, mount, tmp_path):
         assert call["RoleSessionName"] == "job-42"
 
 
-def test_expired_token_one_refresh_then_retry(data, rgw, sts_role, mount):
+def test_expired_token_one_refresh_then_retry(data, sts_rgw, sts_role, mount):
     """Credentials said to last an hour are revoked early: the next read
     gets ExpiredToken, hintfs renews at once and retries: no EIO."""
     bucket, objects = data
-    iss = Issuer(rgw, sts_role, 3600)
-    with ExpiryGate(rgw.endpoint, iss) as gate, ImdsServer(iss) as imds:
+    iss = Issuer(sts_rgw, sts_role, 3600)
+    with ExpiryGate(sts_rgw.endpoint, iss) as gate, ImdsServer(iss) as imds:
         m = mount(bucket, endpoint=gate.url, env=dict(
             NO_CREDS_ENV, AWS_EC2_METADATA_DISABLED=None,
             AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url))
@@ -229,10 +260,12 @@ def write_profile(tmp_path, text):
             "AWS_SHARED_CREDENTIALS_FILE": str(cred)}
 
 
-def test_assume_role_profile_against_rgw(data, rgw, sts_role, mount, tmp_path):
+def test_assume_role_profile_against_rgw(data, sts_rgw, sts_role, mount,
+                                        tmp_path):
     """role_arn + source_profile: AssumeRole signed with the source's keys
     at RGW's STS; RGW then takes SigV4 with the session token."""
     bucket, objects = data
+    rgw = sts_rgw
     env = write_profile(tmp_path, f"""
 [profile base]
 aws_access_key_id = {rgw.access_key}
@@ -244,8 +277,8 @@ source_profile = base
 role_session_name = hintfs-train
 duration_seconds = 900
 """)
-    m = mount(bucket, options=("profile=train",), env=dict(
-        env, AWS_ENDPOINT_URL_STS=rgw.endpoint, **NO_CREDS_ENV))
+    m = mount(bucket, options=("profile=train",), endpoint=rgw.endpoint,
+              env=dict(env, AWS_ENDPOINT_URL_STS=rgw.endpoint, **NO_CREDS_ENV))
     for k, body in objects.items():
         with open(m / k, "rb") as f:
             assert f.read() == body
@@ -256,11 +289,11 @@ duration_seconds = 900
     assert 800 < c["expires"] - time.time() <= 900
 
 
-def test_credential_process(data, rgw, sts_role, mount, tmp_path):
+def test_credential_process(data, sts_rgw, sts_role, mount, tmp_path):
     """credential_process prints the issuer's credentials; the child's
     environment holds none of the environment's AWS secrets."""
     bucket, objects = data
-    iss = Issuer(rgw, sts_role, LIFE_S)
+    iss = Issuer(sts_rgw, sts_role, LIFE_S)
     c = iss.issue()
     helper = tmp_path / "creds-helper.sh"
     env_dump = tmp_path / "child-environ"
@@ -276,7 +309,8 @@ def test_credential_process(data, rgw, sts_role, mount, tmp_path):
     env["AWS_ACCESS_KEY_ID"] = "AKIAENVKEY"
     mount.secrets.add("ENVSECRETMUSTNOTLEAK0123456789")
     mount.secrets |= iss.secrets
-    m = mount(bucket, options=("profile=proc",), env=env)
+    m = mount(bucket, options=("profile=proc",), env=env,
+              endpoint=sts_rgw.endpoint)
     k = sorted(objects)[0]
     with open(m / k, "rb") as f:
         assert f.read() == objects[k]
