@@ -59,8 +59,8 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4 creds)
 for t in "${targets[@]}"; do
 	case "$t" in
-	hint | s3_xml | sigv4) ;;
-	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4)" >&2; exit 2 ;;
+	hint | s3_xml | sigv4 | creds) ;;
+	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4, creds)" >&2; exit 2 ;;
 	esac
 done
 
