@@ -57,22 +57,32 @@ def sts_rgw():
         server.directory = d
         yield server
         return
-    d = Path(tempfile.mkdtemp(prefix="hintfs-sts-rgw-"))
+    dirs, errors = [], []
     try:
-        p = subprocess.run(["bash", str(conftest.RGW_SH), "start", str(d)],
-                           capture_output=True, text=True,
-                           timeout=conftest.RGW_START_S,
-                           env=dict(os.environ, RGW_STS="1"))
-        if p.returncode:
-            pytest.fail(f"rgw.sh start (STS) failed:\n{p.stderr}",
-                        pytrace=False)
+        # Once more in a fresh directory if the first start fails: a
+        # second cluster on a loaded machine has been seen to lose its
+        # gateway at start (an empty rgw.out); both reasons are reported.
+        for _ in range(2):
+            d = Path(tempfile.mkdtemp(prefix="hintfs-sts-rgw-"))
+            dirs.append(d)
+            p = subprocess.run(["bash", str(conftest.RGW_SH), "start", str(d)],
+                               capture_output=True, text=True,
+                               timeout=conftest.RGW_START_S,
+                               env=dict(os.environ, RGW_STS="1"))
+            if p.returncode == 0:
+                break
+            errors.append(p.stderr)
+        else:
+            pytest.fail("rgw.sh start (STS) failed twice:\n" +
+                        "\n".join(errors), pytrace=False)
         server = conftest._rgw_from_dir(d)
         server.directory = d
         yield server
     finally:
-        conftest._stop_rgw(d)
-        if not os.environ.get("HINTFS_TEST_KEEP"):
-            shutil.rmtree(d, ignore_errors=True)
+        for d in dirs:
+            conftest._stop_rgw(d)
+            if not os.environ.get("HINTFS_TEST_KEEP"):
+                shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
