@@ -10,6 +10,8 @@
  */
 #include "prefetch/creds.h"
 
+#include "common/utf8.h"
+
 #include <errno.h>
 #include <expat.h>
 #include <stdio.h>
@@ -256,24 +258,7 @@ static int jstring(struct jp *j, char **out)
 					rc = jfail(j, "a NUL in a string");
 					break;
 				}
-				if (u < 0x80) {
-					tmp[0] = (char)u;
-				} else if (u < 0x800) {
-					tmp[0] = (char)(0xc0 | (u >> 6));
-					tmp[1] = (char)(0x80 | (u & 0x3f));
-					tn = 2;
-				} else if (u < 0x10000) {
-					tmp[0] = (char)(0xe0 | (u >> 12));
-					tmp[1] = (char)(0x80 | ((u >> 6) & 0x3f));
-					tmp[2] = (char)(0x80 | (u & 0x3f));
-					tn = 3;
-				} else {
-					tmp[0] = (char)(0xf0 | (u >> 18));
-					tmp[1] = (char)(0x80 | ((u >> 12) & 0x3f));
-					tmp[2] = (char)(0x80 | ((u >> 6) & 0x3f));
-					tmp[3] = (char)(0x80 | (u & 0x3f));
-					tn = 4;
-				}
+				tn = utf8_put(u, tmp);
 				break;
 			}
 			default:
@@ -545,6 +530,28 @@ static int take_expiry(struct jfields *f, struct creds_value *out, char *err,
 	return 0;
 }
 
+/* Moves the keys, the token (field @token: the two formats name it
+ * differently) and the expiry into @out, unless @rc already failed; frees
+ * @f. Returns the result. */
+static int take_all(struct jfields *f, int rc, enum jf token,
+		    struct creds_value *out, char *err, size_t err_len)
+{
+	if (!rc)
+		rc = take(f, JF_ACCESS_KEY, &out->access_key, true, err, err_len);
+	if (!rc)
+		rc = take(f, JF_SECRET_KEY, &out->secret_key, true, err, err_len);
+	if (!rc)
+		rc = take(f, token, &out->session_token, false, err, err_len);
+	if (!rc)
+		rc = take_expiry(f, out, err, err_len);
+	jfields_fini(f);
+	if (rc) {
+		creds_value_fini(out);
+		one_line(err, err_len);
+	}
+	return rc;
+}
+
 int creds_parse_process_json(const char *text, size_t len,
 			     struct creds_value *out, char *err,
 			     size_t err_len)
@@ -563,21 +570,7 @@ int creds_parse_process_json(const char *text, size_t len,
 			 f.present[JF_VERSION] ? "Version is not 1"
 					       : "no Version (must be 1)");
 	}
-	if (!rc)
-		rc = take(&f, JF_ACCESS_KEY, &out->access_key, true, err, err_len);
-	if (!rc)
-		rc = take(&f, JF_SECRET_KEY, &out->secret_key, true, err, err_len);
-	if (!rc)
-		rc = take(&f, JF_SESSION_TOKEN, &out->session_token, false, err,
-			  err_len);
-	if (!rc)
-		rc = take_expiry(&f, out, err, err_len);
-	jfields_fini(&f);
-	if (rc) {
-		creds_value_fini(out);
-		one_line(err, err_len);
-	}
-	return rc;
+	return take_all(&f, rc, JF_SESSION_TOKEN, out, err, err_len);
 }
 
 int creds_parse_http_json(const char *text, size_t len,
@@ -597,20 +590,7 @@ int creds_parse_http_json(const char *text, size_t len,
 		snprintf(err, err_len, "Code is '%.40s', not Success",
 			 f.is_string[JF_CODE] ? f.str[JF_CODE] : "?");
 	}
-	if (!rc)
-		rc = take(&f, JF_ACCESS_KEY, &out->access_key, true, err, err_len);
-	if (!rc)
-		rc = take(&f, JF_SECRET_KEY, &out->secret_key, true, err, err_len);
-	if (!rc)
-		rc = take(&f, JF_TOKEN, &out->session_token, false, err, err_len);
-	if (!rc)
-		rc = take_expiry(&f, out, err, err_len);
-	jfields_fini(&f);
-	if (rc) {
-		creds_value_fini(out);
-		one_line(err, err_len);
-	}
-	return rc;
+	return take_all(&f, rc, JF_TOKEN, out, err, err_len);
 }
 
 /* ---- STS XML -------------------------------------------------------------- */
