@@ -19,6 +19,8 @@
  */
 #include "prefetch/creds.h"
 
+#include "common/clock.h"
+
 #include "common/log.h"
 
 #include <errno.h>
@@ -68,14 +70,6 @@ struct creds {
 	uint64_t last_fetch_ms; /* monotonic */
 	char key_tail[5];
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void creds_provider_destroy(struct creds_provider *p)
 {

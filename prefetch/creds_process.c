@@ -15,6 +15,8 @@
  */
 #include "prefetch/creds.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -51,14 +53,6 @@ struct process_prov {
 	char prog[64]; /* first word, for messages */
 	int timeout_ms;
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static char **child_env(void)
 {
