@@ -11,6 +11,7 @@
  * messages quote URLs and statuses, never a body or a header.
  */
 #include "prefetch/creds_http.h"
+#include "common/fileio.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -211,47 +212,26 @@ void creds_file_stamp(const char *path, char stamp[64])
 int creds_read_file(const char *path, char **out, char stamp[64])
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	char *buf;
+	char *buf = NULL;
 	size_t n = 0;
-	int rc = 0;
+	int rc;
 
 	if (fd < 0)
 		return -errno;
-	buf = malloc(CREDS_FILE_MAX_BYTES + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
 	if (stamp)
 		creds_file_stamp(path, stamp);
-	for (;;) {
-		ssize_t r = read(fd, buf + n, CREDS_FILE_MAX_BYTES - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			break;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-		if (n == CREDS_FILE_MAX_BYTES) {
-			rc = -EFBIG;
-			break;
-		}
-	}
+	rc = read_fd_all(fd, CREDS_FILE_MAX_BYTES, &buf, &n);
 	close(fd);
-	while (!rc && n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-			    buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+	if (rc)
+		return rc;
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+		     buf[n - 1] == ' ' || buf[n - 1] == '\t'))
 		n--;
 	buf[n] = '\0';
-	if (!rc && (!n || memchr(buf, '\0', n)))
-		rc = -ENODATA;
-	if (rc) {
-		explicit_bzero(buf, CREDS_FILE_MAX_BYTES + 1);
+	if (!n || memchr(buf, '\0', n)) {
+		explicit_bzero(buf, n);
 		free(buf);
-		return rc;
+		return -ENODATA;
 	}
 	*out = buf;
 	return 0;
