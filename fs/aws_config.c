@@ -288,31 +288,26 @@ static char *file_path(const char *given, const char *var, const char *base)
 
 /* ---- one profile --------------------------------------------------------- */
 
-enum prof_key {
-	PK_ACCESS_KEY,
-	PK_SECRET_KEY,
-	PK_TOKEN,
-	PK_REGION,
-	PK_ENDPOINT,
-	PK_S3_ENDPOINT,
-	PK_ROLE_ARN,
-	PK_CRED_PROCESS,
-	PK_SSO,
-	PK_WEB_IDENTITY,
-	PK_COUNT
-};
-
-static const char *const prof_keys[PK_COUNT] = {
-	[PK_ACCESS_KEY] = "aws_access_key_id",
-	[PK_SECRET_KEY] = "aws_secret_access_key",
-	[PK_TOKEN] = "aws_session_token",
-	[PK_REGION] = "region",
-	[PK_ENDPOINT] = "endpoint_url",
-	[PK_S3_ENDPOINT] = "s3.endpoint_url",
-	[PK_ROLE_ARN] = "role_arn",
-	[PK_CRED_PROCESS] = "credential_process",
-	[PK_SSO] = "sso_start_url",
-	[PK_WEB_IDENTITY] = "web_identity_token_file",
+static const char *const prof_keys[AWS_PK_COUNT] = {
+	[AWS_PK_ACCESS_KEY] = "aws_access_key_id",
+	[AWS_PK_SECRET_KEY] = "aws_secret_access_key",
+	[AWS_PK_TOKEN] = "aws_session_token",
+	[AWS_PK_REGION] = "region",
+	[AWS_PK_ENDPOINT] = "endpoint_url",
+	[AWS_PK_S3_ENDPOINT] = "s3.endpoint_url",
+	[AWS_PK_ROLE_ARN] = "role_arn",
+	[AWS_PK_CRED_PROCESS] = "credential_process",
+	[AWS_PK_SSO] = "sso_start_url",
+	[AWS_PK_WEB_IDENTITY] = "web_identity_token_file",
+	[AWS_PK_SOURCE_PROFILE] = "source_profile",
+	[AWS_PK_CRED_SOURCE] = "credential_source",
+	[AWS_PK_SESSION_NAME] = "role_session_name",
+	[AWS_PK_EXTERNAL_ID] = "external_id",
+	[AWS_PK_DURATION] = "duration_seconds",
+	[AWS_PK_STS_REGIONAL] = "sts_regional_endpoints",
+	[AWS_PK_STS_ENDPOINT] = "sts.endpoint_url",
+	[AWS_PK_IMDS_ENDPOINT] = "ec2_metadata_service_endpoint",
+	[AWS_PK_IMDS_V1_DISABLED] = "ec2_metadata_v1_disabled",
 };
 
 /* What one file says about one profile. */
@@ -321,7 +316,7 @@ struct prof {
 	bool config;       /* config file: sections are "profile NAME" */
 	bool in_section;   /* the section being parsed is ours */
 	bool found;        /* the file has a section for the profile */
-	char *val[PK_COUNT];
+	char *val[AWS_PK_COUNT];
 };
 
 /* Whether section header @s names profile @name in this kind of file. */
@@ -351,7 +346,7 @@ static int prof_cb(void *arg, const char *section, const char *key,
 	}
 	if (!p->in_section)
 		return 0;
-	for (int i = 0; i < PK_COUNT; i++) {
+	for (int i = 0; i < AWS_PK_COUNT; i++) {
 		if (strcmp(key, prof_keys[i]))
 			continue;
 		if (p->val[i]) {
@@ -362,16 +357,16 @@ static int prof_cb(void *arg, const char *section, const char *key,
 		return p->val[i] ? 0 : -ENOMEM;
 	}
 	/* sso_session means Identity Center as much as sso_start_url. */
-	if (!strcmp(key, "sso_session") && !p->val[PK_SSO]) {
-		p->val[PK_SSO] = strdup(value);
-		return p->val[PK_SSO] ? 0 : -ENOMEM;
+	if (!strcmp(key, "sso_session") && !p->val[AWS_PK_SSO]) {
+		p->val[AWS_PK_SSO] = strdup(value);
+		return p->val[AWS_PK_SSO] ? 0 : -ENOMEM;
 	}
 	return 0;
 }
 
 static void prof_fini(struct prof *p)
 {
-	for (int i = 0; i < PK_COUNT; i++) {
+	for (int i = 0; i < AWS_PK_COUNT; i++) {
 		if (p->val[i]) {
 			explicit_bzero(p->val[i], strlen(p->val[i]));
 			free(p->val[i]);
@@ -409,6 +404,47 @@ static int prof_read(struct prof *p, const char *path, bool given,
 	return rc;
 }
 
+int aws_profile_read(const char *cred_path, const char *conf_path,
+		     const char *name, struct aws_profile *out, char *err,
+		     size_t err_len)
+{
+	struct prof cr = { .name = name }, cf = { .name = name, .config = true };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = prof_read(&cr, cred_path, false, "credentials", err, err_len);
+	if (!rc)
+		rc = prof_read(&cf, conf_path, false, "config", err, err_len);
+	if (!rc) {
+		out->found = cr.found || cf.found;
+		memcpy(out->cred, cr.val, sizeof(out->cred));
+		memcpy(out->conf, cf.val, sizeof(out->conf));
+		memset(cr.val, 0, sizeof(cr.val));
+		memset(cf.val, 0, sizeof(cf.val));
+	}
+	prof_fini(&cr);
+	prof_fini(&cf);
+	return rc;
+}
+
+void aws_profile_fini(struct aws_profile *p)
+{
+	struct prof a = { 0 }, b = { 0 };
+
+	memcpy(a.val, p->cred, sizeof(a.val));
+	memcpy(b.val, p->conf, sizeof(b.val));
+	prof_fini(&a);
+	prof_fini(&b);
+	memset(p, 0, sizeof(*p));
+}
+
+const char *aws_profile_get(const struct aws_profile *p, enum aws_pkey k)
+{
+	if (p->cred[k] && *p->cred[k])
+		return p->cred[k];
+	return p->conf[k] && *p->conf[k] ? p->conf[k] : NULL;
+}
+
 /* ---- the whole configuration --------------------------------------------- */
 
 static int dup_to(char **dst, const char *src)
@@ -423,7 +459,7 @@ static int dup_to(char **dst, const char *src)
 static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 		      const char *from, char *err, size_t err_len)
 {
-	const char *ak = p->val[PK_ACCESS_KEY], *sk = p->val[PK_SECRET_KEY];
+	const char *ak = p->val[AWS_PK_ACCESS_KEY], *sk = p->val[AWS_PK_SECRET_KEY];
 
 	if (!ak && !sk)
 		return 0;
@@ -435,7 +471,7 @@ static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 		    ak && *ak ? "aws_secret_access_key" : "aws_access_key_id");
 	c->creds_from = from;
 	if (dup_to(&c->access_key, ak) || dup_to(&c->secret_key, sk) ||
-	    dup_to(&c->session_token, p->val[PK_TOKEN]))
+	    dup_to(&c->session_token, p->val[AWS_PK_TOKEN]))
 		return -ENOMEM;
 	return 0;
 }
@@ -443,19 +479,10 @@ static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 /* The kind of credentials a profile asks for that hintfs cannot get. */
 static const char *unsupported_creds(const struct prof *cr, const struct prof *cf)
 {
-	static const struct {
-		enum prof_key k;
-		const char *what;
-	} kinds[] = {
-		{ PK_ROLE_ARN, "role_arn (an assumed role)" },
-		{ PK_CRED_PROCESS, "credential_process" },
-		{ PK_SSO, "IAM Identity Center (sso_*)" },
-		{ PK_WEB_IDENTITY, "web_identity_token_file" },
-	};
-
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		if (cr->val[kinds[i].k] || cf->val[kinds[i].k])
-			return kinds[i].what;
+	/* role_arn, credential_process and web identity are the chain's
+	 * (fs/creds_chain.c); only Identity Center needs a browser. */
+	if (cr->val[AWS_PK_SSO] || cf->val[AWS_PK_SSO])
+		return "IAM Identity Center (sso_*)";
 	return NULL;
 }
 
@@ -569,7 +596,7 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 	if (!e)
 		e = env("AWS_DEFAULT_REGION");
 	if (!e)
-		e = cf.val[PK_REGION] && *cf.val[PK_REGION] ? cf.val[PK_REGION] : NULL;
+		e = cf.val[AWS_PK_REGION] && *cf.val[AWS_PK_REGION] ? cf.val[AWS_PK_REGION] : NULL;
 	if (dup_to(&c->region, e)) {
 		rc = -ENOMEM;
 		goto out;
@@ -581,10 +608,10 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 		if (!e)
 			e = env("AWS_ENDPOINT_URL");
 		/* The "s3 =" sub-section is the more specific one. */
-		if (!e && cf.val[PK_S3_ENDPOINT] && *cf.val[PK_S3_ENDPOINT])
-			e = cf.val[PK_S3_ENDPOINT];
-		if (!e && cf.val[PK_ENDPOINT] && *cf.val[PK_ENDPOINT])
-			e = cf.val[PK_ENDPOINT];
+		if (!e && cf.val[AWS_PK_S3_ENDPOINT] && *cf.val[AWS_PK_S3_ENDPOINT])
+			e = cf.val[AWS_PK_S3_ENDPOINT];
+		if (!e && cf.val[AWS_PK_ENDPOINT] && *cf.val[AWS_PK_ENDPOINT])
+			e = cf.val[AWS_PK_ENDPOINT];
 	}
 	if (dup_to(&c->endpoint, e))
 		rc = -ENOMEM;

@@ -95,4 +95,53 @@ int aws_ini_parse(const char *text, size_t len, aws_ini_cb cb, void *arg);
  */
 const char *aws_home_dir(void);
 
+
+/** The profile keys hintfs reads (aws_profile_read()). */
+enum aws_pkey {
+	AWS_PK_ACCESS_KEY,
+	AWS_PK_SECRET_KEY,
+	AWS_PK_TOKEN,
+	AWS_PK_REGION,
+	AWS_PK_ENDPOINT,
+	AWS_PK_S3_ENDPOINT,
+	AWS_PK_ROLE_ARN,
+	AWS_PK_CRED_PROCESS,
+	AWS_PK_SSO,
+	AWS_PK_WEB_IDENTITY,
+	AWS_PK_SOURCE_PROFILE,
+	AWS_PK_CRED_SOURCE,
+	AWS_PK_SESSION_NAME,
+	AWS_PK_EXTERNAL_ID,
+	AWS_PK_DURATION,
+	AWS_PK_STS_REGIONAL,
+	AWS_PK_STS_ENDPOINT,
+	AWS_PK_IMDS_ENDPOINT,
+	AWS_PK_IMDS_V1_DISABLED,
+	AWS_PK_COUNT
+};
+
+/** What the two files say about one profile; values malloc'd or NULL. */
+struct aws_profile {
+	bool found;                /**< a section for it in either file */
+	char *cred[AWS_PK_COUNT];  /**< from the credentials file */
+	char *conf[AWS_PK_COUNT];  /**< from the config file */
+};
+
+/**
+ * Reads profile @name from @cred_path and @conf_path (either may be NULL
+ * or missing). Returns 0, -ENOMEM, or -errno for a file that exists but
+ * cannot be read (reason in @err). Release @out with aws_profile_fini()
+ * in every case. Thread-safe.
+ */
+int aws_profile_read(const char *cred_path, const char *conf_path,
+		     const char *name, struct aws_profile *out, char *err,
+		     size_t err_len);
+
+/** Wipes and frees what aws_profile_read() stored. */
+void aws_profile_fini(struct aws_profile *p);
+
+/** Key @k of @p, the credentials file's value first; NULL if unset or
+ *  empty. Valid until aws_profile_fini(). */
+const char *aws_profile_get(const struct aws_profile *p, enum aws_pkey k);
+
 #endif /* HINTFS_FS_AWS_CONFIG_H */

@@ -513,6 +513,28 @@ static void json_str(FILE *f, const char *s)
 	json_strn(f, s, strlen(s));
 }
 
+/* "credentials": the provider, the key's last four characters, the
+ * expiry and the refreshes; never a secret. null with -o no_sign. */
+static void fs_creds_json(FILE *f, struct creds *c)
+{
+	struct creds_info ci;
+
+	if (!c) {
+		fprintf(f, "  \"credentials\": null\n");
+		return;
+	}
+	creds_get_info(c, &ci);
+	fprintf(f, "  \"credentials\": {\"provider\": ");
+	json_str(f, ci.provider);
+	fprintf(f, ", \"key_id_tail\": ");
+	json_str(f, ci.key_tail);
+	fprintf(f, ", \"expires\": %lld, \"refreshes\": %llu, "
+		"\"refresh_failures\": %llu, \"last_refresh\": %lld}\n",
+		(long long)ci.expires, (unsigned long long)ci.refreshes,
+		(unsigned long long)ci.refresh_failures,
+		(long long)ci.last_refresh);
+}
+
 char *fs_stats_json(struct fs *fs, size_t *len)
 {
 	struct hint_report hr;
@@ -582,8 +604,10 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
 		U(hr.outside), (long long)hr.epoch);
 	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
-		"\"failed\": %llu}\n}\n", U(ps.warm_queued), U(ps.warm_done),
+		"\"failed\": %llu},\n", U(ps.warm_queued), U(ps.warm_done),
 		U(ps.warm_failed));
+	fs_creds_json(f, s3_client_creds(fs->s3));
+	fprintf(f, "}\n");
 #undef U
 	if (fclose(f)) {
 		free(out);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int check_mountpoint(const char *path, char *err, size_t err_len)
@@ -189,6 +190,25 @@ static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 	}
 }
 
+/* With -d, one line at mount: which provider, which key (its last four
+ * characters), until when (a mount that works says nothing otherwise). */
+static void log_creds(struct creds *c)
+{
+	struct creds_info ci;
+	char when[32] = "never (fixed keys)";
+
+	creds_get_info(c, &ci);
+	if (ci.expires) {
+		time_t t = (time_t)ci.expires;
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	log_debug("credentials from %s (key ...%s, expire %s)", ci.provider,
+		  ci.key_tail, when);
+}
+
 static int run(struct hintfs_opts *o)
 {
 	struct fs_config cfg = {
@@ -224,6 +244,7 @@ static int run(struct hintfs_opts *o)
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct fuse_session *se = NULL;
 	struct fs *fs = NULL;
+	struct creds *creds = NULL;
 	char err[1024];
 	int rc;
 
@@ -268,6 +289,19 @@ static int run(struct hintfs_opts *o)
 			goto out_session;
 		}
 	}
+	/* After the fork: the refresh thread must run in the daemon. */
+	if (!o->no_sign) {
+		rc = creds_start(o->creds_chain, o->n_creds_chain, &creds, err,
+				 sizeof(err));
+		o->n_creds_chain = 0; /* creds_start() took them all */
+		if (rc) {
+			log_error("%s; for a public bucket use -o no_sign", err);
+			goto out_session;
+		}
+		cfg.s3.creds = creds;
+		cfg.s3.access_key = cfg.s3.secret_key = NULL;
+		cfg.s3.session_token = NULL;
+	}
 	rc = fs_create(&cfg, &fs, err, sizeof(err));
 	if (rc) {
 		log_error("%s", err);
@@ -293,6 +327,8 @@ static int run(struct hintfs_opts *o)
 	if (ready_fd >= 0)
 		detach_end(ready_fd);
 	log_info("mounted %s at %s", o->source, o->mountpoint);
+	if (creds)
+		log_creds(creds);
 
 	loop_cfg = fuse_loop_cfg_create();
 	if (!loop_cfg) {
@@ -319,6 +355,7 @@ out_session:
 	fuse_session_destroy(se);
 out:
 	fs_destroy(fs);
+	creds_stop(creds);
 	free(mnt_abs);
 	return rc;
 fail_msg:

@@ -52,6 +52,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("retry_time=%s", retry_time_str, 0),
 	OPT("stall_timeout=%s", stall_timeout_str, 0),
 	OPT("list_workers=%s", list_workers_str, 0),
+	OPT("credential_process_timeout=%s", process_timeout_str, 0),
 	OPT("path_style", path_style, 1),
 	OPT("no_sign", no_sign, 1),
 	OPT("insecure", insecure, 1),
@@ -347,7 +348,8 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 				     .profile = o->profile,
 				     .credentials_file = o->credentials_file,
 				     .config_file = o->config_file,
-				     .need_credentials = !o->no_sign,
+				     /* the chain says what is missing */
+				     .need_credentials = false,
 			     }, &o->aws, err, err_len);
 	if (rc)
 		return rc == -ENOMEM ? rc : -EINVAL;
@@ -434,6 +436,9 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		  offsetof(struct hintfs_opts, stall_timeout_s), 1, 3600 },
 		{ "list_workers", offsetof(struct hintfs_opts, list_workers_str),
 		  offsetof(struct hintfs_opts, list_workers), 1, 256 },
+		{ "credential_process_timeout",
+		  offsetof(struct hintfs_opts, process_timeout_str),
+		  offsetof(struct hintfs_opts, process_timeout_s), 1, 3600 },
 	};
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		const char *str = *(char **)((char *)o + ints[i].str_off);
@@ -467,6 +472,17 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	}
 	if (o->hint_file && !*o->hint_file)
 		return fail_einval(err, err_len, "-o hint= needs a file");
+	/* Last: the providers copy ca_file and the timeout. */
+	if (!o->no_sign)
+		return creds_chain_build(
+		    &(struct creds_chain_req){
+			.aws = &o->aws,
+			.profile_named = o->profile != NULL,
+			.ca_file = o->ca_file,
+			.insecure = o->insecure,
+			.process_timeout_ms = o->process_timeout_s * 1000,
+		    },
+		    o->creds_chain, &o->n_creds_chain);
 	return 0;
 }
 
@@ -504,6 +520,9 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->retry_time_str);
 	free(o->stall_timeout_str);
 	free(o->list_workers_str);
+	free(o->process_timeout_str);
+	for (size_t i = 0; i < o->n_creds_chain; i++)
+		creds_provider_destroy(o->creds_chain[i]);
 	free(o->bucket);
 	free(o->prefix);
 	fuse_opt_free_args(&o->fuse_args);
@@ -551,6 +570,9 @@ void opts_usage(const char *prog)
 	       "  -o credentials_file=F  instead of $AWS_SHARED_CREDENTIALS_FILE or\n"
 	       "                         ~/.aws/credentials\n"
 	       "  -o config_file=F       instead of $AWS_CONFIG_FILE or ~/.aws/config\n"
+	       "  -o credential_process_timeout=S\n"
+	       "                         kill a profile's credential_process after S\n"
+	       "                         seconds (default 60)\n"
 	       "  -o allow_other, ...    options of libfuse, passed on\n"
 	       "  -h, --help             this text\n"
 	       "  -V, --version          the version\n"

@@ -13,6 +13,7 @@
 #define HINTFS_FS_OPTIONS_H
 
 #include "fs/aws_config.h"
+#include "fs/creds_chain.h"
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
@@ -41,6 +42,7 @@ struct hintfs_opts {
 	char *retry_time_str;    /**< -o retry_time=S seconds per request */
 	char *stall_timeout_str; /**< -o stall_timeout=S */
 	char *list_workers_str;  /**< -o list_workers=N */
+	char *process_timeout_str; /**< -o credential_process_timeout=S */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
 	int path_style;   /**< -o path_style, or implied by an IP endpoint */
@@ -69,8 +71,15 @@ struct hintfs_opts {
 				        decided once the directory exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */
 
-	/* From the environment or the profile (aws_config.h); point into
-	 * @aws, NULL with -o no_sign. */
+	/** The credential providers in the SDKs' order (creds_chain.h),
+	 *  owned until creds_start() takes them; none with -o no_sign. */
+	struct creds_provider *creds_chain[CREDS_CHAIN_MAX];
+	size_t n_creds_chain;
+	int process_timeout_s;     /**< 0: the default (60 s) */
+
+	/* Static keys from the environment or the profile (aws_config.h),
+	 * for messages and tests; point into @aws, NULL with -o no_sign.
+	 * The daemon signs with what creds_start() chose. */
 	const char *access_key;
 	const char *secret_key;
 	const char *session_token;

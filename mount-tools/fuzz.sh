@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of tests/fuzz (hint parser, S3 XML parsers,
-# SigV4 canonicalization) with Debian's clang, AddressSanitizer and UBSan.
+# SigV4 canonicalization, credential formats) with Debian's clang,
+# AddressSanitizer and UBSan.
 #
 # Usage: mount-tools/fuzz.sh [--ci | --time S] [--target NAME]... [--replay]
 #   --ci          a short run for CI: 40 s per target (the default)
@@ -9,7 +10,7 @@
 #                     mount-tools/fuzz.sh --time 3600
 #                 (an hour each; the corpus grows in build-fuzz/corpus/ and
 #                 the next run starts from it)
-#   --target NAME only this target (hint, s3_xml, sigv4); repeatable
+#   --target NAME only this target (hint, s3_xml, sigv4, creds); repeatable
 #   --replay      no fuzzing: only replay the seeds, the regression inputs
 #                 and the grown corpus through the libFuzzer binaries
 #
@@ -55,11 +56,11 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4)
+[ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4 creds)
 for t in "${targets[@]}"; do
 	case "$t" in
-	hint | s3_xml | sigv4) ;;
-	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4)" >&2; exit 2 ;;
+	hint | s3_xml | sigv4 | creds) ;;
+	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4, creds)" >&2; exit 2 ;;
 	esac
 done
 

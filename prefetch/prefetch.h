@@ -17,6 +17,8 @@
 #ifndef HINTFS_PREFETCH_PREFETCH_H
 #define HINTFS_PREFETCH_PREFETCH_H
 
+#include "prefetch/creds.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +33,9 @@ struct s3_config {
 	bool no_sign;              /**< anonymous requests, no Authorization */
 	bool insecure;             /**< skip TLS verification (-o insecure) */
 	const char *ca_file;       /**< extra CA bundle, or NULL */
-	const char *access_key;    /**< NULL with no_sign */
+	struct creds *creds;       /**< not owned, outlives the client; NULL:
+				        fixed keys from the three below */
+	const char *access_key;    /**< NULL with no_sign or creds */
 	const char *secret_key;
 	const char *session_token; /**< NULL when none */
 	int max_attempts;          /**< tries per request; 0 = default (10);
@@ -136,6 +140,9 @@ ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
  * pages in *@lists, GETs of objects in *@gets. Any thread.
  */
 void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets);
+
+/** The client's credentials (for stats), or NULL with no_sign. */
+struct creds *s3_client_creds(struct s3_client *c);
 
 /**
  * Writes a one-line description of a failed request into @buf: the S3

@@ -120,7 +120,7 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 		return -ENOMEM;
 	if (!cfg->bucket || !*cfg->bucket)
 		return fail_einval(err, err_len, "no bucket given");
-	if (!cfg->no_sign && (!cfg->access_key || !cfg->secret_key))
+	if (!cfg->no_sign && !cfg->creds && (!cfg->access_key || !cfg->secret_key))
 		return fail_einval(
 		    err, err_len,
 		    "no credentials: set AWS_ACCESS_KEY_ID "
@@ -140,9 +140,17 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	    cfg->list_workers > 0 ? cfg->list_workers : S3_LIST_WORKERS_DEFAULT;
 	c->bucket = strdup(cfg->bucket);
 	c->region = strdup(cfg->region ? cfg->region : "us-east-1");
-	c->access_key = dup_or_null(cfg->access_key);
-	c->secret_key = dup_or_null(cfg->secret_key);
-	c->session_token = dup_or_null(cfg->session_token);
+	c->creds = cfg->no_sign ? NULL : cfg->creds;
+	if (!cfg->no_sign && !cfg->creds) {
+		struct creds_provider *p = creds_static_create(
+		    "options", cfg->access_key, cfg->secret_key,
+		    cfg->session_token);
+
+		rc = creds_start(&p, 1, &c->creds, err, err_len);
+		if (rc)
+			goto fail;
+		c->own_creds = true;
+	}
 	c->ca_file = dup_or_null(cfg->ca_file);
 	if (!c->bucket || !c->region) {
 		rc = -ENOMEM;
@@ -158,14 +166,6 @@ fail:
 	return rc;
 }
 
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
 void s3_client_destroy(struct s3_client *c)
 {
 	if (!c)
@@ -179,9 +179,8 @@ void s3_client_destroy(struct s3_client *c)
 	free(c->host_header);
 	free(c->base_url);
 	free(c->region);
-	free(c->access_key);
-	free_secret(c->secret_key);
-	free_secret(c->session_token);
+	if (c->own_creds)
+		creds_stop(c->creds);
 	free(c->ca_file);
 	free(c);
 }
@@ -195,4 +194,9 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets)
 const struct retry_policy *s3_client_retry(const struct s3_client *c)
 {
 	return &c->retry;
+}
+
+struct creds *s3_client_creds(struct s3_client *c)
+{
+	return c->creds;
 }

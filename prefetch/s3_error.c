@@ -117,6 +117,8 @@ void s3_status_describe(const struct s3_status *st, int err, char *buf,
 			hint = " (check AWS_ACCESS_KEY_ID)";
 		else if (!strcmp(st->code, "RequestTimeTooSkewed"))
 			hint = " (check the system clock)";
+		else if (!strcmp(st->code, "ExpiredToken"))
+			hint = " (no fresh credentials came; see the log)";
 		break;
 	case -ECONNREFUSED:
 	case -EHOSTUNREACH:

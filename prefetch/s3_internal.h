@@ -52,9 +52,8 @@ struct s3_client {
 	char *host_header; /* what we send and sign as Host */
 	char *base_url;    /* scheme://host[:port], bucket host if vhost */
 	char *region;
-	char *access_key;
-	char *secret_key;
-	char *session_token;
+	struct creds *creds;    /* NULL with no_sign */
+	bool own_creds;         /* made from cfg's fixed keys */
 	char *ca_file;
 	bool path_style;
 	bool no_sign;
@@ -124,6 +123,9 @@ struct s3_xfer {
 	uint64_t off;
 	char curl_err[CURL_ERROR_SIZE];
 	void *user;              /* the caller's, see s3_xfer_user() */
+	uint64_t creds_gen;      /* the credentials this attempt signed with */
+	int64_t creds_expires;
+	bool auth_retry;         /* "expired": the last attempt earned a retry */
 };
 
 /* ---- s3_error.c ----------------------------------------------------------- */

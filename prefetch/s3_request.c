@@ -13,7 +13,10 @@
  * - The path curl sends is the path we signed: CURLOPT_PATH_AS_IS stops curl
  *   from squashing "/./" or "//", which are legal in S3 keys, and the Host
  *   header is set by us to the value we signed.
- * - Credentials go into headers only; nothing here logs a header.
+ * - Credentials go into headers only; nothing here logs a header. Each
+ *   attempt signs with the snapshot creds_get() gives at that moment and
+ *   remembers its generation: an answer that says "expired" asks creds.c
+ *   for one refresh and earns the request a retry (auth_expired()).
  */
 #include "prefetch/s3_internal.h"
 #include "prefetch/s3_xml.h"
@@ -30,6 +33,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* How long a reader waits for the refresh an "expired" answer asked for:
+ * STS and IMDS answer in ms, a credential_process in seconds. */
+#define S3_AUTH_WAIT_MS 10000
 
 /* ---- the handle pool -------------------------------------------------- */
 
@@ -111,9 +118,10 @@ static struct curl_slist *append_header(struct curl_slist *l, bool *ok,
 	return nl;
 }
 
-/* Builds the header list of @rq, signed unless the mount is anonymous. */
+/* Builds the header list of @rq, signed with @cr unless it is NULL (an
+ * anonymous mount). */
 static int build_headers(struct s3_client *c, const struct s3_req *rq,
-			 struct curl_slist **out)
+			 const struct creds_snap *cr, struct curl_slist **out)
 {
 	struct sigv4_header hdrs[8];
 	struct sigv4_result sig = { 0 };
@@ -127,9 +135,9 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 	hdrs[n++] = (struct sigv4_header){ "Host", c->host_header };
 	hdrs[n++] = (struct sigv4_header){ "x-amz-content-sha256", SIGV4_EMPTY_SHA256 };
 	hdrs[n++] = (struct sigv4_header){ "x-amz-date", date };
-	if (c->session_token)
+	if (cr && cr->session_token)
 		hdrs[n++] = (struct sigv4_header){ "x-amz-security-token",
-						   c->session_token };
+						   cr->session_token };
 	if (rq->range[0])
 		hdrs[n++] = (struct sigv4_header){ "Range", rq->range };
 	if (rq->if_match)
@@ -137,16 +145,16 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 
 	for (size_t i = 0; i < n; i++)
 		l = append_header(l, &ok, hdrs[i].name, hdrs[i].value);
-	if (!c->no_sign && ok) {
-		struct sigv4_creds cr = { c->access_key, c->secret_key,
-					  c->session_token };
+	if (cr && ok) {
+		struct sigv4_creds sc = { cr->access_key, cr->secret_key,
+					  cr->session_token };
 		struct sigv4_request sr = {
 			.method = rq->method, .path = rq->path, .query = rq->query,
 			.headers = hdrs, .n_headers = n,
 			.payload_hash = SIGV4_EMPTY_SHA256, .amz_date = date,
 			.region = c->region, .service = "s3",
 		};
-		rc = sigv4_sign(&cr, &sr, &sig);
+		rc = sigv4_sign(&sc, &sr, &sig);
 		if (!rc)
 			l = append_header(l, &ok, "Authorization", sig.authorization);
 		sigv4_result_fini(&sig);
@@ -210,7 +218,17 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 			 (unsigned long long)(x->off + x->body.max - 1));
 	x->body.overflow = false;
 	x->curl_err[0] = '\0';
-	rc = build_headers(c, &x->rq, &x->hdrs);
+	x->auth_retry = false;
+	if (c->creds) {
+		const struct creds_snap *cr = creds_get(c->creds);
+
+		x->creds_gen = cr->gen;
+		x->creds_expires = cr->expires;
+		rc = build_headers(c, &x->rq, cr, &x->hdrs);
+		creds_put(cr);
+	} else {
+		rc = build_headers(c, &x->rq, NULL, &x->hdrs);
+	}
 	if (rc)
 		return rc;
 	if (asprintf(&x->url, "%s%s%s%s", c->base_url, x->rq.path,
@@ -250,6 +268,21 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 }
 
 /*
+ * Whether the server refused @x's attempt because its credentials expired:
+ * it says so (ExpiredToken), or it refused them (403, 400) when they are
+ * past the expiry they came with (a server whose clock runs ahead).
+ */
+static bool auth_expired(const struct s3_xfer *x, long http, const char *code)
+{
+	if (!x->c->creds)
+		return false;
+	if (!strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired"))
+		return true;
+	return (http == 403 || http == 400) && x->creds_expires &&
+	       x->creds_expires <= (int64_t)time(NULL);
+}
+
+/*
  * Interprets the end of an attempt whose curl result is @cc, fills @st and
  * gives the handle back. Returns 0 or the -errno of s3_errno(); *@http
  * gets the status (0 when no answer came).
@@ -280,6 +313,12 @@ static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 		snprintf(st->code, sizeof(st->code), "%s", doc.code);
 		snprintf(st->message, sizeof(st->message), "%s", doc.message);
 		rc = s3_errno(*http, doc.code, CURLE_OK);
+		/* A reader waits for the refresh this asks for, then
+		 * retries once; the engine retries after its backoff, until
+		 * the new credentials are there or its budget is spent. */
+		if (auth_expired(x, *http, doc.code) &&
+		    creds_expired(x->c->creds, x->creds_gen))
+			x->auth_retry = true;
 	}
 	if (rc)
 		st->kind = s3_kind(rc, *http, st->code);
@@ -317,12 +356,20 @@ int s3_perform(struct s3_xfer *x, struct s3_status *st)
 		st = &local;
 	for (int attempt = 1;; attempt++) {
 		rc = s3_perform_once(x, attempt > 1, st, &http);
-		if (!rc || !s3_retryable(rc, http))
+		if (!rc || (!s3_retryable(rc, http) && !x->auth_retry))
 			break;
 		log_debug("s3: %s %s: attempt %d failed: %s %s", x->rq.method,
 			  x->rq.path, attempt, st->code, st->message);
 		if (retry_give_up(rp, attempt, mono_ms() - t0))
 			break;
+		/* "Expired": the refresh was asked for; wait for it rather
+		 * than spend the retry before it lands. */
+		if (x->auth_retry) {
+			if (!creds_wait_newer(x->c->creds, x->creds_gen,
+					      S3_AUTH_WAIT_MS))
+				break;
+			continue;
+		}
 		usleep(1000u * retry_delay_ms(rp, attempt, &seed));
 	}
 	return rc;
@@ -356,6 +403,6 @@ ssize_t s3_xfer_finish(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 	long http;
 	int rc = xfer_conclude(x, cc, st, &http);
 
-	*retryable = rc && s3_retryable(rc, http);
+	*retryable = rc && (s3_retryable(rc, http) || x->auth_retry);
 	return rc ? rc : (ssize_t)x->body.b.len;
 }

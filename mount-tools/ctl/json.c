@@ -7,6 +7,7 @@
  * root releases everything on every error path.
  */
 #include "json.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -101,28 +102,8 @@ static int buf_put(struct buf *b, const char *s, size_t n)
 static int buf_utf8(struct buf *b, uint32_t cp)
 {
 	char u[4];
-	size_t n;
 
-	if (cp < 0x80) {
-		u[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		u[0] = (char)(0xC0 | (cp >> 6));
-		u[1] = (char)(0x80 | (cp & 0x3F));
-		n = 2;
-	} else if (cp < 0x10000) {
-		u[0] = (char)(0xE0 | (cp >> 12));
-		u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		u[2] = (char)(0x80 | (cp & 0x3F));
-		n = 3;
-	} else {
-		u[0] = (char)(0xF0 | (cp >> 18));
-		u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-		u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		u[3] = (char)(0x80 | (cp & 0x3F));
-		n = 4;
-	}
-	return buf_put(b, u, n);
+	return buf_put(b, u, utf8_put(cp, u));
 }
 
 /* Four hex digits at the current position, or -1. */

@@ -46,7 +46,7 @@ static const char help_main[] =
 	"                           drop files or directories from the cache\n"
 	"  relist MOUNT             list the bucket again for the next mount\n"
 	"  verify MOUNT             check the checksum of every cached blob\n"
-	"  info MOUNT               cache directory, size, listing age, version\n"
+	"  info MOUNT               cache, listing age, credentials, version\n"
 	"  help [COMMAND]           this text, or a command's\n"
 	"\n"
 	"options:\n"
@@ -133,7 +133,9 @@ const char ctl_help_info[] =
 	"usage: hintfs-ctl info MOUNT\n"
 	"\n"
 	"Shows what is mounted: the source, the version of the daemon, the\n"
-	"cache directory, its size and capacity, and the age of the listing.\n"
+	"cache directory, its size and capacity, the age of the listing, and\n"
+	"the credentials: their provider, the access key id's last four\n"
+	"characters, when they expire and how often they were refreshed.\n"
 	"\n"
 	"  -h, --help     this text\n";
 

@@ -612,6 +612,44 @@ int cmd_stats(int argc, char **argv)
 	return rc;
 }
 
+/* The credentials line: provider, the key id's last four characters and
+ * the expiry; the daemon never puts more of a key in its stats. */
+static void print_creds(const struct json *st, double now)
+{
+	const struct json *c = json_get(st, "credentials");
+	const char *prov, *tail;
+	double exp, n, fails;
+	char a[64];
+
+	if (!c || c->type == JSON_NULL) {
+		if (c)
+			printf("%-14s none (anonymous requests, -o no_sign)\n",
+			       "credentials");
+		return;
+	}
+	prov = json_str(st, "credentials.provider");
+	tail = json_str(st, "credentials.key_id_tail");
+	exp = json_num(st, "credentials.expires", 0);
+	n = json_num(st, "credentials.refreshes", 0);
+	fails = json_num(st, "credentials.refresh_failures", 0);
+	printf("%-14s %s, key ...%s", "credentials", prov ? prov : "?",
+	       tail ? tail : "?");
+	if (exp > 0) {
+		time_t tt = (time_t)exp;
+		char when[64];
+
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime(&tt));
+		if (exp > now)
+			printf(", expires %s (in %s)", when,
+			       fmt_age(exp - now, a, sizeof(a)));
+		else
+			printf(", EXPIRED at %s", when);
+	} else {
+		printf(", no expiry");
+	}
+	printf("; refreshed %.0f times, %.0f failures\n", n, fails);
+}
+
 int cmd_info(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -682,6 +720,7 @@ int cmd_info(int argc, char **argv)
 		printf("%-14s %s (%s ago)\n", "mounted", when,
 		       fmt_age(now - mounted, a, sizeof(a)));
 	}
+	print_creds(st, now);
 	json_free(st);
 	ctl_mount_fini(&m);
 	return CTL_OK;

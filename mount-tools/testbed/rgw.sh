@@ -18,7 +18,8 @@
 # AWS_SECRET_ACCESS_KEY, AWS_REGION (plus RGW_MON_PORT, RGW_HTTP_PORT).
 #
 # Environment (optional): RGW_ACCESS_KEY, RGW_SECRET_KEY (default the fixed
-# test pair below), RGW_MEMSTORE_BYTES (OSD capacity in RAM, default 4 GiB;
+# test pair below), RGW_STS=1 (STS on: AssumeRole and session tokens),
+# RGW_MEMSTORE_BYTES (OSD capacity in RAM, default 4 GiB;
 # only what is stored is allocated), RGW_START_TIMEOUT (seconds, default 60).
 #
 # A fresh start takes about 1 s on this project's 2-core machine; a restart of
@@ -127,6 +128,17 @@ port_busy() {
 	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
+# With RGW_STS=1: STS (AssumeRole) for the credential tests, temporary
+# credentials and SigV4 with x-amz-security-token for data reads. Off by
+# default: with it on, Pacific answers a wrong secret or an unknown key with
+# AccessDenied instead of SignatureDoesNotMatch / InvalidAccessKeyId, and
+# the tests of those messages need the real codes. The key (16 bytes, AES)
+# encrypts the session tokens; a test cluster's is fixed.
+sts_conf() {
+	[ "${RGW_STS:-0}" = 1 ] || return 0
+	printf '%s\n' "rgw s3 auth use sts = true" "rgw sts key = hintfsstskey0123"
+}
+
 write_conf() {
 	cat >"$DIR/ceph.conf" <<EOF
 # Written by mount-tools/testbed/rgw.sh: a single-node cluster on 127.0.0.1.
@@ -186,6 +198,7 @@ ms mon client mode = crc
 # Without tcp_nodelay every request stalls ~40 ms.
 rgw frontends = beast endpoint=127.0.0.1:$HTTP_PORT tcp_nodelay=1
 rgw dns name = 127.0.0.1
+$(sts_conf)
 EOF
 }
 

@@ -348,6 +348,9 @@ def _daemon_env(rgw, extra):
         # Keep ~/.aws out of the picture.
         "AWS_CONFIG_FILE": "/nonexistent/hintfs-test/config",
         "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/hintfs-test/credentials",
+        # Not on EC2: the chain's last provider must not wait on
+        # 169.254.169.254 (tests that want it point it at loopback).
+        "AWS_EC2_METADATA_DISABLED": "true",
     })
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
