@@ -539,7 +539,7 @@ static void list_root_field(struct list_ctx *c, enum list_field f)
 	} else if (f == LF_ENCODING_TYPE) {
 		/* NOTE(s3): the page, not the request, says whether keys are
 		 * encoded: a server that ignores encoding-type=url (s3rver,
-		 * ../shared/notes/ceph-rgw.md) sends them as they are and no
+		 * doc/ceph-rgw.md) sends them as they are and no
 		 * <EncodingType>. "url" is the only encoding S3 defines. */
 		if (len == 3 && !memcmp(s, "url", 3))
 			c->url_encoded = true;

@@ -1,5 +1,5 @@
 /*
- * mount-tools/s3proxy/http.h - the HTTP/1.1 the proxy needs: parsing of
+ * mount-tools/testbed/s3proxy/http.h - the HTTP/1.1 the proxy needs: parsing of
  * message heads, and relaying of bodies with their framing tracked.
  * Private to s3proxy. Every function may be called from any thread on
  * objects that thread owns; none keeps state of its own.
