@@ -1,6 +1,6 @@
 /*
- * mount-tools/testbed/s3proxy/http.c - message heads and bodies of HTTP/1.1, just
- * enough for a proxy that forwards them unchanged.
+ * mount-tools/testbed/s3proxy/http.c - message heads and bodies of HTTP/1.1,
+ * just enough for a proxy that forwards them unchanged.
  *
  * Owns no state: the caller's struct ibuf holds what was received and not
  * yet consumed, and struct http_body where a body is in its framing.

@@ -1,7 +1,7 @@
 /*
- * mount-tools/testbed/s3proxy/proxy.h - the proxy proper: connections, the delay,
- * the faults, the request log. Private to s3proxy; main.c fills a config
- * from the command line and feeds accepted sockets in.
+ * mount-tools/testbed/s3proxy/proxy.h - the proxy proper: connections, the
+ * delay, the faults, the request log. Private to s3proxy; main.c fills a
+ * config from the command line and feeds accepted sockets in.
  */
 #ifndef S3PROXY_PROXY_H
 #define S3PROXY_PROXY_H
