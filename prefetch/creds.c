@@ -20,8 +20,8 @@
 #include "prefetch/creds.h"
 
 #include "common/clock.h"
-
 #include "common/log.h"
+#include "common/retry.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -38,8 +38,11 @@
 /* Files are checked this often: a sidecar that rotates a token file is
  * seen within 5 s, at the cost of two stat() calls. */
 #define CREDS_WATCH_MS 5000
-/* After a failed refresh: 1 s, doubling, at most 60 s apart, so a
- * provider down for an hour costs 60 log lines, not 3,600. */
+/* After a failed refresh, the project's backoff (common/retry.h) on a
+ * longer scale: 1-2 s first, doubling, at most 30-60 s apart, so a
+ * provider down for an hour costs about 80 log lines, not 3,600. Renewal
+ * never gives up: old credentials may still be valid, and a provider
+ * that comes back must be found again. */
 #define CREDS_BACKOFF_BASE_MS 1000
 #define CREDS_BACKOFF_CAP_MS 60000
 /* Never two fetches within 1 s: a server that keeps saying "expired"
@@ -276,7 +279,13 @@ static void fmt_time(int64_t t, char *buf, size_t len)
 static void *refresh_main(void *arg)
 {
 	struct creds *c = arg;
-	uint64_t due, backoff_ms = 0;
+	const struct retry_policy backoff = {
+		.base_ms = CREDS_BACKOFF_BASE_MS,
+		.cap_ms = CREDS_BACKOFF_CAP_MS,
+	};
+	unsigned int seed = (unsigned int)mono_ns();
+	uint64_t due, backoff_ms;
+	int failed = 0;
 	bool retry = false;
 
 	pthread_mutex_lock(&c->mu);
@@ -347,13 +356,13 @@ static void *refresh_main(void *arg)
 					  "(key ...%s, until %s)", c->p->name,
 					  c->key_tail, when);
 			retry = false;
-			backoff_ms = 0;
+			failed = 0;
 			continue;
 		}
 		c->failures++;
-		backoff_ms = backoff_ms ? backoff_ms * 2 : CREDS_BACKOFF_BASE_MS;
-		if (backoff_ms > CREDS_BACKOFF_CAP_MS)
-			backoff_ms = CREDS_BACKOFF_CAP_MS;
+		if (failed < 64)
+			failed++;
+		backoff_ms = retry_delay_ms(&backoff, failed, &seed);
 		due = now + backoff_ms;
 		retry = true;
 		{
