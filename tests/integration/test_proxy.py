@@ -562,6 +562,20 @@ def test_stall_holds_the_body_then_closes(rgw, s3, bucket, start_proxy):
     assert px2.wait_requests(1, timeout=30)[0].outcome == "stalled"
 
 
+def test_trickle_sends_the_whole_body_a_byte_at_a_time(rgw, s3, bucket,
+                                                      start_proxy):
+    data = blob(20, "tr")
+    s3.put_object(Bucket=bucket, Key="k", Body=data)
+    px = start_proxy(trickle=100, trickle_ms=100)
+    r = raw_get(px.port, presigned_target(rgw, px, bucket, "k"))
+    assert r.status == 200 and r.body == data
+    # 19 pauses of 100 ms between the 20 bytes, none long (no stall).
+    assert r.t_end >= 1.8
+    req = px.wait_requests(1)[0]
+    assert (req.outcome, req.bytes) == ("200", len(data))
+    assert req.dur_ms >= 1800
+
+
 def test_fail_key_fails_only_that_key(rgw, s3, bucket, start_proxy):
     objects = {"ok/a": b"a", "bad/b c": b"b", "ok/bad": b"c"}
     put(s3, bucket, objects)

@@ -54,6 +54,7 @@
 /* Per-request draws are made in this order; the rates are stacked. */
 static const enum fault drawn_faults[] = {
     FAULT_SLOWDOWN, FAULT_ERROR500, FAULT_RESET, FAULT_TRUNCATE, FAULT_STALL,
+    FAULT_TRICKLE,
 };
 
 struct s3_error {
@@ -466,6 +467,29 @@ static void stall_wait(struct conn *c)
 	}
 }
 
+/*
+ * Relays the response whose head (@head_len bytes) is in c->uin, its body
+ * one byte per trickle_ns: a server that never stalls long enough for a
+ * stall timeout, and never finishes in time either. Returns as
+ * http_relay() (1: complete), or -EPIPE when the client gave up (or the
+ * proxy stops).
+ */
+static int trickle_relay(struct conn *c, struct http_body *rb,
+			 size_t head_len, uint64_t *sent)
+{
+	int r = http_relay(c->ufd, &c->uin, head_len, c->cfd, rb, 1, sent);
+
+	while (r == 0) {
+		struct pollfd pfd = {.fd = c->cfd, .events = POLLRDHUP};
+		int n = poll(&pfd, 1, (int)(c->p->cfg.trickle_ns / 1000000));
+
+		if (n > 0 || (n < 0 && errno != EINTR))
+			return -EPIPE;
+		r = http_relay(c->ufd, &c->uin, 0, c->cfd, rb, *sent + 1, sent);
+	}
+	return r;
+}
+
 /* Sends the request whose head (@head_len bytes) is at c->cin.start (its
  * body, if any, still to come from the client) upstream, consuming it from
  * c->cin, and reads the response head into c->uin. A keep-alive
@@ -638,6 +662,16 @@ static bool serve_request(struct conn *c, const struct http_msg *rq)
 	}
 
 	http_body_init_response(&rb, head_req, &rs);
+	if (f == FAULT_TRICKLE) {
+		r = trickle_relay(c, &rb, (size_t)rh, &sent);
+		if (r == 1) {
+			log_status(c, rs.status, sent);
+			return keep && !rs.conn_close && rb.kind != FR_CLOSE;
+		}
+		conn_set_fd(c, &c->ufd, -1, false);
+		log_request(c, "aborted", sent);
+		return false;
+	}
 	budget = UINT64_MAX;
 	if (f == FAULT_RESET || f == FAULT_TRUNCATE || f == FAULT_STALL)
 		budget = fault_cut(f, &rb, &rng);
@@ -820,6 +854,7 @@ void proxy_print_summary(struct proxy *p, unsigned unfinished)
 		" 5xx=%" PRIuFAST64 " slowdown=%" PRIuFAST64
 		" error500=%" PRIuFAST64 " reset=%" PRIuFAST64
 		" truncate=%" PRIuFAST64 " stall=%" PRIuFAST64
+		" trickle=%" PRIuFAST64
 		" failkey=%" PRIuFAST64 " aborted=%" PRIuFAST64
 		" upstream_errors=%" PRIuFAST64 " reconnects=%" PRIuFAST64
 		" unfinished=%u\n",
@@ -827,7 +862,8 @@ void proxy_print_summary(struct proxy *p, unsigned unfinished)
 		s->by_class[3], s->by_class[4], s->by_class[5],
 		s->faults[FAULT_SLOWDOWN], s->faults[FAULT_ERROR500],
 		s->faults[FAULT_RESET], s->faults[FAULT_TRUNCATE],
-		s->faults[FAULT_STALL], s->faults[FAULT_FAILKEY], s->aborted,
+		s->faults[FAULT_STALL], s->faults[FAULT_TRICKLE],
+		s->faults[FAULT_FAILKEY], s->aborted,
 		s->upstream_errors, s->reconnects, unfinished);
 }
 
