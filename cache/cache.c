@@ -394,6 +394,19 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
 	return found;
 }
 
+bool cache_can_take(struct cache *c, size_t key_len, size_t etag_len,
+		    uint64_t size)
+{
+	uint64_t cap;
+
+	if (!key_len || key_len > CACHE_KEY_MAX || etag_len > CACHE_ETAG_MAX)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	cap = c->capacity;
+	pthread_mutex_unlock(&c->lock);
+	return size <= cap;
+}
+
 ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 		   size_t len, uint64_t off)
 {

@@ -108,6 +108,15 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
 		    const char *etag, uint64_t size);
 
 /**
+ * Whether an object with a key of @key_len bytes, an ETag of @etag_len
+ * bytes and @size bytes could be cached at all: the index holds its name
+ * and it is not larger than the capacity (which drops while the disk is
+ * full). False means a put would fail whatever is evicted.
+ */
+bool cache_can_take(struct cache *c, size_t key_len, size_t etag_len,
+		    uint64_t size);
+
+/**
  * Reads up to @len bytes at @off of the object found as @o into @buf.
  * Returns the bytes read (short only at the end of the object) or
  * -ENODATA: the entry was evicted or found corrupt since the lookup, or

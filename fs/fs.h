@@ -60,6 +60,7 @@ struct fs_config {
 	const char *hint_file;     /**< watched hint file, or NULL */
 	unsigned int max_inflight; /**< 0: default */
 	uint32_t window;           /**< 0: default */
+	uint64_t fetch_mem;        /**< bytes of fetch buffers; 0: default */
 };
 
 struct fs;
@@ -74,6 +75,13 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 
 /** Frees @fs after every other call has returned. Accepts NULL. */
 void fs_destroy(struct fs *fs);
+
+/**
+ * Makes every read waiting on the network, and every later one, fail with
+ * EIO at once (pf_cancel()): the daemon is stopping, and the FUSE loop
+ * joins its workers before fs_destroy(). Any thread; NULL ok.
+ */
+void fs_cancel(struct fs *fs);
 
 /** Fills @st for inode @ino. -ENOENT for an unknown inode. */
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);

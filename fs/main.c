@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,75 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/*
+ * NOTE(fuse): when the session ends (unmount, SIGTERM), libfuse's loop
+ * joins its workers before returning, and a worker blocked in a read on a
+ * server that never answers would hold the daemon forever. This thread
+ * sees the session end (libfuse has no callback for it) and abandons
+ * those reads at once. 100 ms: a stop is quick, the thread costs nothing.
+ */
+#define EXIT_WATCH_NS 100000000L
+
+struct exit_watch {
+	struct fuse_session *se;
+	struct fs *fs;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done; /* the loop returned: stop watching */
+};
+
+static void *exit_watch_main(void *arg)
+{
+	struct exit_watch *w = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&w->mu);
+	while (!w->done && !fuse_session_exited(w->se)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += EXIT_WATCH_NS;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+	}
+	pthread_mutex_unlock(&w->mu);
+	fs_cancel(w->fs);
+	return NULL;
+}
+
+/* Runs the session loop with the exit watcher beside it. */
+static int session_loop(struct fuse_session *se, struct fs *fs,
+			struct fuse_loop_config *loop_cfg)
+{
+	struct exit_watch w = { .se = se, .fs = fs };
+	pthread_condattr_t ca;
+	pthread_t th;
+	bool watching;
+	int rc;
+
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	watching = !pthread_create(&th, NULL, exit_watch_main, &w);
+	if (!watching)
+		log_warn("no stop watcher: a read blocked on the server may "
+			 "delay the exit");
+	rc = fuse_session_loop_mt(se, loop_cfg);
+	if (watching) {
+		pthread_mutex_lock(&w.mu);
+		w.done = true;
+		pthread_cond_signal(&w.cv);
+		pthread_mutex_unlock(&w.mu);
+		pthread_join(th, NULL);
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	return rc;
+}
 
 static int check_mountpoint(const char *path, char *err, size_t err_len)
 {
@@ -238,6 +308,7 @@ static int run(struct hintfs_opts *o)
 		.hint_file = o->hint_file,
 		.max_inflight = o->max_inflight,
 		.window = o->window,
+		.fetch_mem = o->fetch_mem,
 	};
 	char *mnt_abs = NULL;
 	int ready_fd = -1;
@@ -338,7 +409,7 @@ static int run(struct hintfs_opts *o)
 	fuse_loop_cfg_set_max_threads(loop_cfg, o->max_threads);
 	fuse_loop_cfg_set_idle_threads(loop_cfg, o->max_threads / 4 + 1);
 	fuse_loop_cfg_set_clone_fd(loop_cfg, 1);
-	rc = fuse_session_loop_mt(se, loop_cfg);
+	rc = session_loop(se, fs, loop_cfg);
 	/* NOTE(fuse): after SIGINT/SIGTERM/SIGHUP the loop returns the
 	 * signal's number. Being told to stop is a clean stop (systemd marks
 	 * a unit that exits non-zero on SIGTERM as failed). */

@@ -314,6 +314,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.n_ids = tree_count(fs->tree);
 	pc.max_inflight = cfg->max_inflight;
 	pc.window_objects = cfg->window;
+	pc.fetch_mem = cfg->fetch_mem;
 	rc = pf_start(&pc, &pf);
 	if (rc) {
 		snprintf(err, err_len, "cannot start the prefetch engine: %s",
@@ -334,6 +335,12 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 fail:
 	fs_destroy(fs);
 	return rc;
+}
+
+void fs_cancel(struct fs *fs)
+{
+	if (fs)
+		pf_cancel(atomic_load(&fs->pf));
 }
 
 void fs_destroy(struct fs *fs)

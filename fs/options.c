@@ -42,6 +42,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("hint=%s", hint_file, 0),
 	OPT("max_inflight=%s", max_inflight_str, 0),
 	OPT("window=%s", window_str, 0),
+	OPT("fetch_mem=%s", fetch_mem_str, 0),
 	OPT("profile=%s", profile, 0),
 	OPT("--profile %s", profile, 0),
 	OPT("--profile=%s", profile, 0),
@@ -454,6 +455,19 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 					   ints[i].hi);
 		*(int *)((char *)o + ints[i].val_off) = (int)v;
 	}
+	if (o->fetch_mem_str) {
+		unsigned int pct = 0;
+
+		/* 16 MiB: two 8 MiB parts, one a reader waits on and one of
+		 * read-ahead. */
+		if (!parse_size(o->fetch_mem_str, &o->fetch_mem, &pct) || pct ||
+		    o->fetch_mem < (16ull << 20))
+			return fail_einval(err, err_len,
+					   "-o fetch_mem=%s: expected bytes "
+					   "with an optional K, M, G or T, at "
+					   "least 16M",
+					   o->fetch_mem_str);
+	}
 	o->cache_size_pct = 10;
 	if (o->cache_size_str &&
 	    !parse_size(o->cache_size_str, &o->cache_size, &o->cache_size_pct))
@@ -512,6 +526,7 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->hint_file);
 	free(o->max_inflight_str);
 	free(o->window_str);
+	free(o->fetch_mem_str);
 	free(o->profile);
 	free(o->credentials_file);
 	free(o->config_file);
@@ -557,6 +572,7 @@ void opts_usage(const char *prog)
 	       "  -o hint=FILE           the read order, re-read when FILE is replaced\n"
 	       "  -o max_inflight=N      GETs in flight at once (default 64)\n"
 	       "  -o window=N            hinted objects fetched ahead (default 4096)\n"
+	       "  -o fetch_mem=SIZE      memory for objects in flight (default 512M)\n"
 	       "  -o relist              list the bucket again instead of using the\n"
 	       "                         listing saved in the cache\n"
 	       "  -o retries=N           attempts per request before EIO (default 10)\n"

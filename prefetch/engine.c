@@ -2,15 +2,40 @@
  * prefetch/engine.c - the prefetch engine: one thread driving many GETs
  * through a curl multi handle, fed by hints and by readers' misses.
  *
- * How it works. A *fetch* brings one whole object into memory as one or
- * more ranged GETs (*parts*); when every part has arrived, the engine
- * writes the object into the cache and drops the fetch. Readers that miss
- * the cache join the fetch of their object (never a second GET), or start
- * one at the front of the queue, and wait only for the parts they need.
+ * How it works. A *fetch* brings one object into memory as one or more
+ * ranged GETs (*parts*), each with its own buffer, allocated when the part
+ * starts. There are two kinds:
+ * - a *whole* fetch (the object fits the cache) gets every part; once all
+ *   have arrived the engine writes the object into the cache and drops the
+ *   fetch. Readers that miss the cache join it (never a second GET), or
+ *   start one whose parts covering their read go first, and wait only for
+ *   those parts.
+ * - a *stream* (the cache cannot take the object: larger than the cache or
+ *   than the fetch memory, an ETag the index cannot hold, a put that failed
+ *   for good) gets only the parts readers ask for, plus one part of
+ *   read-ahead; parts behind the reader are released. It is never cached,
+ *   and it leaves the table when the last reader closes the object.
  * Between misses the engine walks the current hint from the oldest entry
  * no reader has opened yet, up to a window of entries ahead, and fetches
  * what is not cached; a queued hint follows on directly, so epoch N+1
  * starts downloading while epoch N finishes.
+ *
+ * Limits. At most max_inflight GETs run (fewer after SlowDown): parts of
+ * fetches a reader waits on (demand) start first, prefetches take what is
+ * left. The memory of fetch buffers is bounded by fetch_mem: a whole fetch
+ * reserves its object's size when created, a stream each part when it
+ * starts. Prefetch stops at the bound; a demand fetch waits for room
+ * (fetches that complete give theirs back, streams' unpinned parts are
+ * released on demand). A stream part a reader waits on may pass the bound
+ * when every byte under it is pinned by readers, one such part at a time,
+ * so readers never wait on each other in a circle.
+ *
+ * Time. Each attempt of a part runs with a deadline taken from what is
+ * left of the part's retry budget (as well as the stall timeout), so the
+ * budget bounds the whole transfer, however slowly a server trickles. A
+ * reader waits at most twice the budget plus PF_WAIT_SLACK_MS (queueing
+ * behind other parts included), then fails with EIO. pf_cancel() ends
+ * every wait at once.
  *
  * Readers do not follow the hint exactly (a DataLoader with W workers has
  * W batches open at once): which entries they have consumed, where the
@@ -19,17 +44,15 @@
  * and asks it for the next ids to fetch.
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
- * hints and the counters but those of the read path (atomic: a cache hit
- * takes no engine lock). Requests are signed outside it (arm_parts()).
- * Invariant: nobody calls the cache while holding mu, because the cache
- * calls back into pf_next_use() by object id, which takes mu.
- * A fetch leaves the table only after its object is committed to the
- * cache, so a reader that finds no fetch for a missing object and then
- * misses the cache again knows no GET is under way.
- *
- * Memory: an object in flight is held whole in memory, so the bytes in
- * flight are bounded by max_object_mem (objects above it are read through
- * with plain ranged GETs and never cached) and by PF_INFLIGHT_BYTES_MAX.
+ * hints, the memory count and the counters but those of the read path
+ * (atomic: a cache hit takes no engine lock). Requests are signed outside
+ * it (arm_parts()). Invariant: nobody calls the cache while holding mu,
+ * because the cache calls back into pf_next_use() by object id, which
+ * takes mu. A whole fetch leaves the table only after its object is
+ * committed to the cache, so a reader that finds no fetch for a missing
+ * object and then misses the cache again knows no GET is under way. A part
+ * buffer is freed only with no reader pinning it and no transfer writing
+ * into it.
  */
 #include "prefetch/prefetch.h"
 #include "prefetch/order.h"
@@ -58,25 +81,49 @@
  * still long enough to amortize a round trip. */
 #define PF_PART_DEFAULT (8ull << 20)
 /* Objects up to 256 MiB are fetched whole (in parallel parts); larger
- * ones are not what a training sample is, and are read through. */
+ * ones are not what a training sample is, and are streamed. */
 #define PF_OBJECT_MEM_DEFAULT (256ull << 20)
-/* Prefetch stops adding objects while this much is in flight; a demand
- * fetch is never held back by it. */
-#define PF_INFLIGHT_BYTES_MAX (512ull << 20)
+/* 512 MiB of fetch buffers: 4,096 objects of ~110 KB (the window) with
+ * room, or 64 parts of 8 MiB (one per GET in flight). */
+#define PF_FETCH_MEM_DEFAULT (512ull << 20)
+/* A streamed object reads one part ahead of its reader, and keeps the
+ * part before the reader's for the kernel's out-of-order reads: three
+ * parts (24 MiB) per open stream at most. */
+#define PF_STREAM_AHEAD 1
+/* A reader gives up after twice the budget plus 5 s: its part may queue
+ * behind others for up to a budget before its own starts. */
+#define PF_WAIT_SLACK_MS 5000
+/* Queued parts looked at per start for one that may start (a stream part
+ * may wait for memory while the parts behind it could go). */
+#define PF_SCAN_MAX 64
 
 struct pf_fetch;
+struct pf_queue;
+
+enum pf_part_state {
+	PART_IDLE,    /* not asked for yet (streams), or released */
+	PART_QUEUED,  /* in pf->demand or pf->ahead */
+	PART_RUNNING, /* in the multi handle */
+	PART_DELAYED, /* in pf->delayed, waiting for its retry's due time */
+	PART_DONE,    /* buf holds its bytes */
+	PART_FAILED,  /* ended for good without them */
+};
 
 /* One ranged GET of a fetch. */
 struct pf_part {
 	struct pf_fetch *f;
 	uint64_t off;
 	size_t len;
-	struct s3_xfer *x;
+	char *buf;              /* len bytes, from its first start on */
+	struct s3_xfer *x;      /* created with buf */
+	enum pf_part_state state;
 	int attempts;
+	uint32_t pins;          /* readers waiting on or copying from buf */
+	bool over;              /* started past fetch_mem (see the top) */
 	uint64_t first_ns;      /* when the first attempt started */
 	uint64_t due_ns;        /* when a retry may start */
-	bool done;
-	struct pf_part *next;   /* in a queue */
+	struct pf_queue *q;     /* the queue it is in, or NULL */
+	struct pf_part *prev, *next;
 };
 
 struct pf_fetch {
@@ -85,16 +132,21 @@ struct pf_fetch {
 	size_t key_len;
 	char *etag;
 	uint64_t size;
-	char *buf;              /* the whole object */
 	struct pf_part *parts;  /* n_parts of them */
 	uint32_t n_parts;
 	uint32_t parts_done;
-	uint32_t parts_ended;   /* done or failed for good */
+	uint32_t parts_failed;
+	uint32_t running;       /* parts in the multi handle */
+	uint64_t mem;           /* bytes of pf->mem this fetch holds */
 	int err;                /* first fatal error, 0 if none */
 	enum s3_err_kind kind;  /* ... and its kind */
+	bool stream;            /* not cached: parts as asked (see the top) */
 	bool demand;            /* a reader waits: parts go first */
+	bool in_table;          /* still in pf->by_id */
 	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
-	int refs;               /* readers holding buf, + 1 for the table */
+	int refs;               /* readers holding it, + 1 for the table */
+	uint32_t pos;           /* stream: first part of the latest read */
+	struct pf_fetch *snext, *sprev; /* stream: in pf->streams */
 };
 
 /* A fetch that failed for good, remembered for a moment (see pf_read). */
@@ -111,10 +163,18 @@ struct pf_failure {
 #define PF_FAILS 64
 #define PF_FAIL_HOLD_NS 1000000000ull
 
-/* A FIFO of parts. */
+/* A doubly linked FIFO of parts: O(1) to take a part out of the middle. */
 struct pf_queue {
 	struct pf_part *head;
 	struct pf_part *tail;
+};
+
+/* Ids the prefetcher should look at next; filled under mu. */
+struct pf_candidates {
+	uint32_t ids[64];
+	bool warm[64];  /* from the warm list, not a hint */
+	size_t n;
+	size_t first;   /* the next one to look at */
 };
 
 struct pf {
@@ -123,20 +183,29 @@ struct pf {
 	CURLM *multi;
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv;         /* a part ended; waiters recheck */
+	pthread_cond_t cv;         /* a part ended, memory was given back or
+				      the engine stops: waiters recheck
+				      (CLOCK_MONOTONIC) */
 	bool stop;
 	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
+	struct pf_fetch *streams;  /* the streams in by_id */
 	struct pf_queue demand;    /* parts of fetches readers wait on */
-	struct pf_queue ahead;     /* parts of prefetches */
-	struct pf_part *delayed;   /* retries waiting for their due time */
+	struct pf_queue ahead;     /* parts of prefetches, read-ahead */
+	struct pf_queue delayed;   /* retries waiting for their due time */
 	uint32_t running;          /* parts in the multi handle */
-	uint64_t inflight_bytes;   /* buffers of fetches in the table */
+	uint64_t mem;              /* bytes of fetch buffers reserved */
+	uint64_t mem_peak;
+	uint32_t room_waiters;     /* readers waiting for memory */
+	uint32_t over;             /* running parts started past the bound */
 	double limit;              /* current in-flight limit (AIMD) */
 	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
 	struct order_queue hints;  /* current first, then the queue */
+	struct pf_candidates carry;/* picked, not yet started (no room) */
 	struct pf_fetch **done;    /* fetches the engine must commit */
 	size_t n_done, cap_done;
 	uint32_t *open_count;      /* n_ids: readers with the object open */
+	uint8_t *nocache;          /* n_ids bits: the cache refused it for
+				      good (write error, bad ETag): stream */
 	struct pf_failure fails[PF_FAILS];  /* recent definitive failures */
 	unsigned int fail_next;    /* the slot the next failure takes */
 	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
@@ -151,6 +220,8 @@ struct pf {
 	} rd;
 };
 
+static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
+
 /* Adds @n to a read-path counter; any thread, with or without mu. */
 static inline void rd_add(_Atomic uint64_t *c, uint64_t n)
 {
@@ -159,61 +230,38 @@ static inline void rd_add(_Atomic uint64_t *c, uint64_t n)
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 {
-	p->next = NULL;
+	p->q = q;
+	p->prev = p->next = NULL;
 	if (!q->head) {
 		q->head = q->tail = p;
 	} else if (front) {
 		p->next = q->head;
+		q->head->prev = p;
 		q->head = p;
 	} else {
+		p->prev = q->tail;
 		q->tail->next = p;
 		q->tail = p;
 	}
 }
 
-static struct pf_part *queue_pop(struct pf_queue *q)
+/* Takes @p out of the queue it is in (none: nothing to do). */
+static void queue_remove(struct pf_part *p)
 {
-	struct pf_part *p = q->head;
+	struct pf_queue *q = p->q;
 
-	if (p) {
-		q->head = p->next;
-		if (!q->head)
-			q->tail = NULL;
-		p->next = NULL;
-	}
-	return p;
-}
-
-/* Puts all of @from, in its order, in front of @q. */
-static void queue_prepend(struct pf_queue *q, struct pf_queue *from)
-{
-	if (!from->head)
+	if (!q)
 		return;
-	from->tail->next = q->head;
-	q->head = from->head;
-	if (!q->tail)
-		q->tail = from->tail;
-	from->head = from->tail = NULL;
-}
-
-/* Moves every part of @f from @q to the back of @to, keeping their order. */
-static void queue_take_fetch(struct pf_queue *q, struct pf_fetch *f,
-			     struct pf_queue *to)
-{
-	struct pf_part **pp = &q->head, *last = NULL;
-
-	while (*pp) {
-		struct pf_part *p = *pp;
-
-		if (p->f == f) {
-			*pp = p->next;
-			queue_push(to, p, false);
-		} else {
-			last = p;
-			pp = &p->next;
-		}
-	}
-	q->tail = last;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		q->head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		q->tail = p->prev;
+	p->q = NULL;
+	p->prev = p->next = NULL;
 }
 
 /* ---- hints ---------------------------------------------------------------- */
@@ -234,8 +282,8 @@ void pf_note_close(struct pf *pf, uint32_t id)
 	if (id >= pf->cfg.n_ids)
 		return;
 	pthread_mutex_lock(&pf->mu);
-	if (pf->open_count[id])
-		pf->open_count[id]--;
+	if (pf->open_count[id] && !--pf->open_count[id] && pf->by_id[id])
+		stream_maybe_drop(pf, pf->by_id[id]);
 	pthread_mutex_unlock(&pf->mu);
 }
 
@@ -294,12 +342,19 @@ static uint64_t cache_next_use(void *arg, uint32_t *id, const char *key,
 
 /* ---- fetches -------------------------------------------------------------- */
 
+static void part_release_buf(struct pf_part *p)
+{
+	s3_xfer_destroy(p->x);
+	p->x = NULL;
+	free(p->buf);
+	p->buf = NULL;
+}
+
 static void fetch_free(struct pf_fetch *f)
 {
 	for (uint32_t i = 0; i < f->n_parts; i++)
-		s3_xfer_destroy(f->parts[i].x);
+		part_release_buf(&f->parts[i]);
 	free(f->parts);
-	free(f->buf);
 	free(f->key);
 	free(f->etag);
 	free(f);
@@ -308,16 +363,60 @@ static void fetch_free(struct pf_fetch *f)
 /* Drops a reference; frees the fetch with the last one. mu held. */
 static void fetch_put(struct pf *pf, struct pf_fetch *f)
 {
+	(void)pf;
 	if (--f->refs == 0)
 		fetch_free(f);
 }
 
+static void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
+{
+	pf->mem += n;
+	f->mem += n;
+	if (pf->mem > pf->mem_peak)
+		pf->mem_peak = pf->mem;
+}
+
+static void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
+{
+	pf->mem -= n;
+	f->mem -= n;
+	/* Room for a reader waiting on memory. */
+	pthread_cond_broadcast(&pf->cv);
+}
+
 /*
- * Creates the fetch of @o (id @id) with its parts queued. mu held; the
- * fetch enters the table with one reference for it.
+ * Takes @f out of the table and gives back its memory; its buffers live
+ * on until the last reader's reference goes. mu held; no part of @f is
+ * running.
+ */
+static void fetch_leave(struct pf *pf, struct pf_fetch *f)
+{
+	if (f->stream) {
+		*(f->sprev ? &f->sprev->snext : &pf->streams) = f->snext;
+		if (f->snext)
+			f->snext->sprev = f->sprev;
+	}
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		queue_remove(p);
+		if (p->state == PART_QUEUED || p->state == PART_DELAYED)
+			p->state = PART_IDLE;
+	}
+	pf->by_id[f->id] = NULL;
+	f->in_table = false;
+	mem_sub(pf, f, f->mem);
+	fetch_put(pf, f);
+}
+
+/*
+ * Creates the fetch of @o (id @id), in the table with one reference for
+ * it. A whole fetch reserves the object's memory and queues every part; a
+ * stream queues nothing (readers ask for parts). mu held.
  */
 static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
-				     const struct pf_object *o, bool demand)
+				     const struct pf_object *o, bool demand,
+				     bool stream)
 {
 	uint64_t part = pf->cfg.part_size;
 	struct pf_fetch *f = calloc(1, sizeof(*f));
@@ -329,9 +428,8 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 	f->n_parts = (uint32_t)((o->size + part - 1) / part);
 	f->key = malloc(o->key_len + 1);
 	f->etag = strdup(o->etag);
-	f->buf = malloc(o->size ? o->size : 1);
 	f->parts = calloc(f->n_parts ? f->n_parts : 1, sizeof(*f->parts));
-	if (!f->key || !f->etag || !f->buf || !f->parts) {
+	if (!f->key || !f->etag || !f->parts) {
 		fetch_free(f);
 		return NULL;
 	}
@@ -344,28 +442,71 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 		p->f = f;
 		p->off = (uint64_t)i * part;
 		p->len = (size_t)(o->size - p->off < part ? o->size - p->off : part);
-		if (s3_xfer_create(pf->cfg.s3, f->key, f->key_len, f->etag, p->off,
-				   p->len, f->buf + p->off, p, &p->x)) {
-			fetch_free(f);
-			return NULL;
-		}
-		if (f->n_parts == 1)
-			s3_xfer_whole_object(p->x);
 	}
+	f->stream = stream;
 	f->demand = demand;
 	f->refs = 1;
+	f->in_table = true;
 	pf->by_id[id] = f;
-	pf->inflight_bytes += o->size;
-	if (demand) {
-		/* At the front, first part first: the reader waits. */
-		for (uint32_t i = f->n_parts; i-- > 0;)
-			queue_push(&pf->demand, &f->parts[i], true);
-	} else {
-		/* Behind the others: prefetches keep the hint's order. */
-		for (uint32_t i = 0; i < f->n_parts; i++)
-			queue_push(&pf->ahead, &f->parts[i], false);
+	if (stream) {
+		f->snext = pf->streams;
+		if (f->snext)
+			f->snext->sprev = f;
+		pf->streams = f;
+		return f;
+	}
+	mem_add(pf, f, o->size);
+	/* Readers move the parts they need to the front (fetch_ask); the
+	 * rest keep the object's order, behind other readers' parts. */
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		f->parts[i].state = PART_QUEUED;
+		queue_push(demand ? &pf->demand : &pf->ahead, &f->parts[i],
+			   false);
 	}
 	return f;
+}
+
+/*
+ * Drops a stream nobody uses any more (no reader, no transfer), or one
+ * that failed, once idle. mu held.
+ */
+static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f)
+{
+	if (!f->stream || !f->in_table || f->refs > 1 || f->running)
+		return;
+	if (pf->open_count[f->id] && !f->err)
+		return;
+	fetch_leave(pf, f);
+}
+
+/* Frees the buffer of done part @p of a stream. mu held; not pinned. */
+static void stream_release(struct pf *pf, struct pf_part *p)
+{
+	mem_sub(pf, p->f, p->len);
+	part_release_buf(p);
+	p->state = PART_IDLE;
+	p->attempts = 0;
+}
+
+/*
+ * Releases unpinned done parts of streams until @need bytes more fit in
+ * fetch_mem: first those behind their readers, then any. mu held.
+ */
+static void stream_reclaim(struct pf *pf, uint64_t need)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct pf_fetch *f = pf->streams; f; f = f->snext) {
+			for (uint32_t i = 0; i < f->n_parts; i++) {
+				struct pf_part *p = &f->parts[i];
+
+				if (pf->mem + need <= pf->cfg.fetch_mem)
+					return;
+				if (p->state == PART_DONE && !p->pins &&
+				    (pass || i < f->pos))
+					stream_release(pf, p);
+			}
+		}
+	}
 }
 
 /* ---- the engine thread ---------------------------------------------------- */
@@ -404,11 +545,42 @@ static void count_error(struct pf *pf, enum s3_err_kind kind)
 	}
 }
 
-/* A part's fetch failed for good: wake its readers. mu held. */
-static void part_fail(struct pf *pf, struct pf_part *p, int err,
-		      enum s3_err_kind kind, const struct s3_status *st)
+static void note_failure(struct pf *pf, uint32_t id, int err)
 {
-	struct pf_fetch *f = p->f;
+	struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
+
+	*fl = (struct pf_failure){ id, err, mono_ns() + PF_FAIL_HOLD_NS };
+}
+
+/* Queues the fetch of a whole object for the commit. mu held. */
+static void whole_complete(struct pf *pf, struct pf_fetch *f)
+{
+	if (pf->n_done == pf->cap_done) {
+		size_t cap = pf->cap_done ? pf->cap_done * 2 : 64;
+		struct pf_fetch **nd = realloc(pf->done, cap * sizeof(*nd));
+
+		if (nd) {
+			pf->done = nd;
+			pf->cap_done = cap;
+		}
+	}
+	if (pf->n_done < pf->cap_done) {
+		pf->done[pf->n_done++] = f;
+	} else {
+		/* No room to remember it: leave it uncached. */
+		pf->st.warm_failed += f->warm_refs;
+		fetch_leave(pf, f);
+	}
+}
+
+/*
+ * Fetch @f failed for good with @err: parts not yet running will not run.
+ * The first failure is logged (once per fetch). mu held.
+ */
+static void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
+		       enum s3_err_kind kind, int attempts,
+		       const struct s3_status *st)
+{
 	char why[512];
 
 	if (!f->err) {
@@ -416,10 +588,26 @@ static void part_fail(struct pf *pf, struct pf_part *p, int err,
 		f->kind = kind;
 		s3_status_describe(st, err, why, sizeof(why));
 		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
-			  p->attempts, why);
+			  attempts, why);
+		if (f->demand && f->stream)
+			note_failure(pf, f->id, err);
 	}
-	p->done = false;
-	f->parts_ended++;
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		if (p->state == PART_QUEUED || p->state == PART_DELAYED ||
+		    (f->stream && p->state == PART_IDLE)) {
+			queue_remove(p);
+			p->state = PART_FAILED;
+			f->parts_failed++;
+		}
+	}
+}
+
+/* The mount's one retry budget (common/retry.h). */
+static const struct retry_policy *pf_retry(const struct pf *pf)
+{
+	return s3_client_retry(pf->cfg.s3);
 }
 
 /* Handles the end of one attempt of @p. mu held. */
@@ -429,10 +617,14 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	struct pf_fetch *f = p->f;
 
 	pf->running--;
+	f->running--;
+	if (p->over) {
+		p->over = false;
+		pf->over--;
+	}
 	if (got == (ssize_t)p->len) {
-		p->done = true;
+		p->state = PART_DONE;
 		f->parts_done++;
-		f->parts_ended++;
 		pf->st.bytes += (uint64_t)got;
 		if (pf->limit < pf->cfg.max_inflight)
 			pf->limit += 1.0 / pf->limit;
@@ -440,52 +632,41 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		/* A body shorter than asked for is a truncated transfer. */
 		int err = got >= 0 ? -ECONNRESET : (int)got;
 		enum s3_err_kind kind = got >= 0 ? S3_ERR_NETWORK : st->kind;
-		const struct retry_policy *rp = s3_client_retry(pf->cfg.s3);
-		uint64_t now = mono_ns();
+		const struct retry_policy *rp = pf_retry(pf);
+		uint64_t now = mono_ns(), due;
+		unsigned int seed = (unsigned int)now;
 
 		count_error(pf, kind);
 		if (kind == S3_ERR_SLOWDOWN)
 			cut_limit(pf);
-		if ((got >= 0 || retryable) &&
+		due = now + 1000000ull * retry_delay_ms(rp, p->attempts, &seed);
+		/* Given up when the retry would start past the budget, not
+		 * only when this attempt ended past it. */
+		if ((got >= 0 || retryable) && !f->err &&
 		    !retry_give_up(rp, p->attempts,
-				   (now - p->first_ns) / 1000000u)) {
-			unsigned int seed = (unsigned int)now;
-
-			p->due_ns = now + 1000000ull *
-					      retry_delay_ms(rp, p->attempts, &seed);
-			p->next = pf->delayed;
-			pf->delayed = p;
+				   (due - p->first_ns) / 1000000u)) {
+			p->due_ns = due;
+			p->state = PART_DELAYED;
+			queue_push(&pf->delayed, p, false);
 			pf->st.retries++;
 			return;
 		}
-		part_fail(pf, p, err, kind, st);
-	}
-	if (f->parts_ended == f->n_parts) {
-		if (pf->n_done == pf->cap_done) {
-			size_t cap = pf->cap_done ? pf->cap_done * 2 : 64;
-			struct pf_fetch **nd = realloc(pf->done, cap * sizeof(*nd));
-
-			if (nd) {
-				pf->done = nd;
-				pf->cap_done = cap;
-			}
-		}
-		if (pf->n_done < pf->cap_done) {
-			pf->done[pf->n_done++] = f;
-		} else {
-			/* No room to remember it: leave it uncached. */
-			pf->st.warm_failed += f->warm_refs;
-			pf->by_id[f->id] = NULL;
-			pf->inflight_bytes -= f->size;
-			fetch_put(pf, f);
-		}
+		f->parts_failed++;
+		p->state = PART_FAILED;
+		fetch_fail(pf, f, f->err ? f->err : err, f->err ? f->kind : kind,
+			   p->attempts, st);
 	}
 	pthread_cond_broadcast(&pf->cv);
+	if (f->stream)
+		stream_maybe_drop(pf, f);
+	else if (f->parts_done + f->parts_failed == f->n_parts)
+		whole_complete(pf, f);
 }
 
 /*
- * Writes completed fetches into the cache and takes them out of the table.
- * Called by the engine thread without mu (the cache calls pf_next_use()).
+ * Writes completed whole fetches into the cache and takes them out of the
+ * table. Called by the engine thread without mu (the cache calls
+ * pf_next_use()).
  */
 static void commit_done(struct pf *pf)
 {
@@ -493,6 +674,7 @@ static void commit_done(struct pf *pf)
 		struct pf_fetch *f;
 		struct cache_put *put;
 		bool stale, ok = false;
+		int rc = 0;
 		uint64_t next;
 
 		pthread_mutex_lock(&pf->mu);
@@ -503,14 +685,17 @@ static void commit_done(struct pf *pf)
 		f = pf->done[--pf->n_done];
 		pthread_mutex_unlock(&pf->mu);
 
+		/* Parts are done and never written again: no lock needed. */
 		stale = f->kind == S3_ERR_STALE;
 		if (!f->err) {
 			next = pf_next_use(pf, f->id);
-			int rc = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
-						 f->etag, f->size, next, f->id,
-						 &put);
+			rc = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
+					     f->etag, f->size, next, f->id, &put);
 			if (!rc) {
-				rc = cache_put_write(put, 0, f->buf, f->size);
+				for (uint32_t i = 0; !rc && i < f->n_parts; i++)
+					rc = cache_put_write(put, f->parts[i].off,
+							     f->parts[i].buf,
+							     f->parts[i].len);
 				if (rc)
 					cache_put_abort(put);
 				else
@@ -525,30 +710,46 @@ static void commit_done(struct pf *pf)
 		if (f->err && f->demand) {
 			/* Only a verdict a reader waited for; a prefetch that
 			 * failed leaves the next reader a full budget. */
-			struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
-
-			*fl = (struct pf_failure){ f->id, f->err,
-						   mono_ns() + PF_FAIL_HOLD_NS };
+			note_failure(pf, f->id, f->err);
 		}
-		if (!f->err && !ok)
+		if (!f->err && !ok) {
 			pf->st.cache_put_fail++;
+			/* A write error or an entry the index refuses, not a
+			 * refusal by next use (-ENOSPC) or a lack of memory:
+			 * readers stream the object from now on rather than
+			 * fetch it whole again and again. */
+			if (rc == -EIO || rc == -EINVAL)
+				pf->nocache[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
+		}
 		if (ok)
 			pf->st.warm_done += f->warm_refs;
 		else
 			pf->st.warm_failed += f->warm_refs;
-		pf->by_id[f->id] = NULL;
-		pf->inflight_bytes -= f->size;
-		fetch_put(pf, f);
+		fetch_leave(pf, f);
 		pthread_mutex_unlock(&pf->mu);
 	}
 }
 
-/* Ids the prefetcher should look at next; filled under mu. */
-struct pf_candidates {
-	uint32_t ids[64];
-	bool warm[64];  /* from the warm list, not a hint */
-	size_t n;
-};
+static bool is_nocache(const struct pf *pf, uint32_t id)
+{
+	return pf->nocache[id / 8] & (1u << (id % 8));
+}
+
+/*
+ * Whether object @o (id @id) is fetched whole and cached, rather than
+ * streamed. Without mu (asks the cache).
+ */
+static bool fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o)
+{
+	bool nocache;
+
+	pthread_mutex_lock(&pf->mu);
+	nocache = is_nocache(pf, id);
+	pthread_mutex_unlock(&pf->mu);
+	return !nocache && o->size <= pf->cfg.max_object_mem &&
+	       cache_can_take(pf->cfg.cache, o->key_len, strlen(o->etag),
+			      o->size);
+}
 
 /* Whether the prefetcher passes over @id: its fetch is in flight. mu held. */
 static bool in_flight(void *arg, uint32_t id)
@@ -582,7 +783,7 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 		uint32_t id = pf->warm_ids[pf->warm_next++];
 		struct pf_fetch *f = pf->by_id[id];
 
-		if (f) {
+		if (f && !f->stream) {
 			f->warm_refs++;
 			continue;
 		}
@@ -596,55 +797,76 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 	}
 }
 
-/* Starts fetches for hinted, then warm-listed, objects that are neither
- * cached nor in flight. Called without mu: it looks objects up in the
- * cache. */
+/*
+ * Starts fetches for hinted, then warm-listed, objects that are neither
+ * cached nor in flight, while fetch memory lasts; a candidate that does
+ * not fit waits in pf->carry. Called without mu: it looks objects up in
+ * the cache.
+ */
 static void schedule_prefetch(struct pf *pf)
 {
-	struct pf_candidates c;
+	struct pf_candidates *c = &pf->carry;
 	char key[4096];
 
 	for (int round = 0; round < 64; round++) {
-		size_t room;
-
 		pthread_mutex_lock(&pf->mu);
-		room = pf->ahead.head || pf->inflight_bytes >= PF_INFLIGHT_BYTES_MAX
-			       ? 0 : (size_t)pf->limit;
-		if (room > 64)
-			room = 64;
-		c.n = 0;
-		pick_hinted(pf, &c, room);
-		pick_warm(pf, &c, room);
+		if (c->first < c->n &&
+		    (pf->room_waiters || pf->mem >= pf->cfg.fetch_mem)) {
+			pthread_mutex_unlock(&pf->mu);
+			return;
+		}
+		if (c->first == c->n) {
+			size_t room = pf->ahead.head || pf->room_waiters ||
+					      pf->mem >= pf->cfg.fetch_mem
+				      ? 0 : (size_t)pf->limit;
+
+			if (room > 64)
+				room = 64;
+			c->n = c->first = 0;
+			pick_hinted(pf, c, room);
+			pick_warm(pf, c, room);
+		}
 		pthread_mutex_unlock(&pf->mu);
-		if (!c.n)
+		if (c->first == c->n)
 			return;
 
-		for (size_t i = 0; i < c.n; i++) {
+		while (c->first < c->n) {
+			uint32_t id = c->ids[c->first];
+			bool warm = c->warm[c->first];
 			struct pf_object o;
 			struct pf_fetch *f;
 			int skip = 0; /* 1: nothing to fetch, 2: cannot be cached */
 
-			if (pf->cfg.describe(pf->cfg.arg, c.ids[i], key, sizeof(key), &o))
-				skip = 2;
-			else if (o.size > pf->cfg.max_object_mem)
+			if (pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
 				skip = 2;
 			else if (o.size == 0 ||
 				 cache_contains(pf->cfg.cache, o.key, o.key_len, o.etag,
 						 o.size))
 				skip = 1;
+			else if (!fetch_whole(pf, id, &o))
+				skip = 2;
 			pthread_mutex_lock(&pf->mu);
-			if (skip && c.warm[i]) {
+			if (!skip && !pf->by_id[id] &&
+			    (pf->room_waiters ||
+			     pf->mem + o.size > pf->cfg.fetch_mem)) {
+				/* Prefetch stops at the bound (and leaves room
+				 * to a reader waiting for it). */
+				pthread_mutex_unlock(&pf->mu);
+				return;
+			}
+			c->first++;
+			if (skip && warm) {
 				if (skip == 1)
 					pf->st.warm_done++;
 				else
 					pf->st.warm_failed++;
 			} else if (!skip) {
-				f = pf->by_id[c.ids[i]];
-				if (!f && (f = fetch_create(pf, c.ids[i], &o, false)))
+				f = pf->by_id[id];
+				if (!f && (f = fetch_create(pf, id, &o, false, false)))
 					pf->st.prefetched++;
-				if (!f && c.warm[i])
+				if ((!f || f->stream) && warm)
 					pf->st.warm_failed++;
-				else if (f && c.warm[i])
+				else if (f && warm)
 					f->warm_refs++;
 			}
 			pthread_mutex_unlock(&pf->mu);
@@ -681,40 +903,89 @@ out:
 }
 
 /*
- * Takes queued parts up to the limit, counted as running from now, and
- * returns them in order, chained by next, for arm_parts(). mu held.
+ * Whether queued part @p may start now. A whole fetch's parts have their
+ * memory; a stream part needs room in fetch_mem, which a part a reader
+ * waits on may make by releasing other streams' parts. mu held.
+ */
+static bool part_may_start(struct pf *pf, struct pf_part *p, bool demand)
+{
+	if (!p->f->stream || p->buf)
+		return true;
+	if (pf->mem + p->len <= pf->cfg.fetch_mem)
+		return true;
+	if (!demand || !p->pins)
+		return false;
+	stream_reclaim(pf, p->len);
+	if (pf->mem + p->len <= pf->cfg.fetch_mem)
+		return true;
+	/* Every byte is held by fetches that will finish or by readers:
+	 * one part at a time may pass the bound, so that they do. */
+	if (pf->over)
+		return false;
+	p->over = true;
+	pf->over++;
+	return true;
+}
+
+/* The first part of @q that may start, looking at PF_SCAN_MAX at most. */
+static struct pf_part *queue_pick(struct pf *pf, struct pf_queue *q,
+				  bool demand)
+{
+	int n = 0;
+
+	for (struct pf_part *p = q->head; p && n < PF_SCAN_MAX; p = p->next, n++)
+		if (part_may_start(pf, p, demand))
+			return p;
+	return NULL;
+}
+
+/*
+ * Takes @p out of its queue for an attempt, counted as running from now,
+ * with its buffer (a stream's counted in fetch_mem). mu held.
+ */
+static void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
+{
+	struct pf_fetch *f = p->f;
+
+	queue_remove(p);
+	if (!p->buf) {
+		p->buf = malloc(p->len);
+		if (p->buf && f->stream)
+			mem_add(pf, f, p->len);
+	}
+	if (!p->attempts++)
+		p->first_ns = now;
+	p->state = PART_RUNNING;
+	pf->running++;
+	f->running++;
+	pf->st.requests++;
+}
+
+/*
+ * Takes queued parts up to the limit, demand first, and returns them in
+ * order, chained by next, for arm_parts(). mu held.
  */
 static struct pf_part *take_parts(struct pf *pf)
 {
-	struct pf_part *list = NULL, **tail = &list;
+	struct pf_part *list = NULL, **tail = &list, *p, *next;
 	uint64_t now = mono_ns();
-	struct pf_part **pp = &pf->delayed;
 
 	/* Retries whose time has come go first: someone waited longest. */
-	while (*pp) {
-		struct pf_part *p = *pp;
-
+	for (p = pf->delayed.head; p; p = next) {
+		next = p->next;
 		if (p->due_ns <= now) {
-			*pp = p->next;
+			queue_remove(p);
+			p->state = PART_QUEUED;
 			queue_push(p->f->demand ? &pf->demand : &pf->ahead, p, true);
-		} else {
-			pp = &p->next;
 		}
 	}
-	while (pf->running < (uint32_t)pf->limit || pf->demand.head) {
-		struct pf_part *p = queue_pop(&pf->demand);
-
-		if (!p) {
-			if (pf->running >= (uint32_t)pf->limit)
-				break;
-			p = queue_pop(&pf->ahead);
-		}
+	while (pf->running < (uint32_t)pf->limit) {
+		p = queue_pick(pf, &pf->demand, true);
+		if (!p)
+			p = queue_pick(pf, &pf->ahead, false);
 		if (!p)
 			break;
-		if (!p->attempts++)
-			p->first_ns = now;
-		pf->st.requests++;
-		pf->running++;
+		part_take(pf, p, now);
 		*tail = p;
 		tail = &p->next;
 	}
@@ -722,26 +993,54 @@ static struct pf_part *take_parts(struct pf *pf)
 }
 
 /*
- * Signs the parts taken and hands them to curl. Engine thread, without
- * mu: signing (an HMAC chain per request) is the costliest step of a
- * start, and readers and hints must not wait behind it. A part taken is in
- * no queue, so nobody else touches it meanwhile.
+ * Signs the parts taken and hands them to curl, each attempt with a
+ * deadline: what is left of its part's budget. Engine thread, without mu:
+ * signing (an HMAC chain per request) is the costliest step of a start,
+ * and readers and hints must not wait behind it. A part taken is running:
+ * nobody else touches its transfer, and its fetch stays in the table.
  */
 static void arm_parts(struct pf *pf, struct pf_part *list)
 {
+	uint64_t budget_ns = 1000000ull * (uint64_t)pf_retry(pf)->max_time_ms;
+
 	while (list) {
 		struct pf_part *p = list;
+		struct pf_fetch *f = p->f;
+		uint64_t now = mono_ns();
+		long left_ms;
 		CURL *easy;
+		int rc = p->buf ? 0 : -ENOMEM;
 
 		list = p->next;
 		p->next = NULL;
+		if (!rc && !p->x) {
+			rc = s3_xfer_create(pf->cfg.s3, f->key, f->key_len,
+					    f->etag, p->off, p->len, p->buf, p,
+					    &p->x);
+			if (!rc && f->n_parts == 1)
+				s3_xfer_whole_object(p->x);
+		}
 		/* A retry keeps what the broken attempt received. */
-		if (s3_xfer_arm(p->x, p->attempts > 1, &easy) ||
-		    curl_multi_add_handle(pf->multi, easy) != CURLM_OK) {
+		if (!rc)
+			rc = s3_xfer_arm(p->x, p->attempts > 1, &easy);
+		if (!rc) {
+			/* The attempt ends with the budget, however slowly the
+			 * server sends: the stall timeout alone lets a trickle
+			 * (a byte a second) run for ever. */
+			left_ms = p->first_ns + budget_ns > now
+					  ? (long)((p->first_ns + budget_ns - now) /
+						   1000000u)
+					  : 0;
+			curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+					 left_ms > 0 ? left_ms : 1L);
+			if (curl_multi_add_handle(pf->multi, easy) != CURLM_OK)
+				rc = -ENOMEM;
+		}
+		if (rc) {
 			struct s3_status st = { .message = "cannot start a transfer" };
 
 			pthread_mutex_lock(&pf->mu);
-			part_ended(pf, p, -ENOMEM, false, &st);
+			part_ended(pf, p, rc, false, &st);
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
@@ -752,7 +1051,7 @@ static int poll_timeout_ms(struct pf *pf)
 {
 	uint64_t now = mono_ns(), best = 1000;
 
-	for (struct pf_part *p = pf->delayed; p; p = p->next) {
+	for (struct pf_part *p = pf->delayed.head; p; p = p->next) {
 		uint64_t ms = p->due_ns > now ? (p->due_ns - now) / 1000000u + 1 : 0;
 
 		if (ms < best)
@@ -815,36 +1114,127 @@ static void *engine_main(void *arg)
 
 /* ---- readers ---------------------------------------------------------------- */
 
-/* Whether every part of @f covering [off, off + len) has arrived. */
-static bool range_ready(const struct pf_fetch *f, uint64_t off, size_t len,
-			uint64_t part)
+/* The parts [*first, *last] of @f covering [off, off + len); len > 0. */
+static void part_span(const struct pf *pf, uint64_t off, size_t len,
+		      uint32_t *first, uint32_t *last)
 {
-	for (uint64_t i = off / part; i * part < off + len && i < f->n_parts; i++)
-		if (!f->parts[i].done)
+	*first = (uint32_t)(off / pf->cfg.part_size);
+	*last = (uint32_t)((off + len - 1) / pf->cfg.part_size);
+}
+
+/*
+ * A reader needs parts [a, b] of @f: pins them and puts those not yet
+ * running at the front of the demand queue, in order; a whole fetch's
+ * other parts follow behind other readers' parts, a stream gets its
+ * read-ahead and releases what lies behind. mu held.
+ */
+static void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
+{
+	if (!f->demand && !f->stream) {
+		/* A reader waits for it now: its parts leave the prefetch
+		 * queue for the demand queue, in order. */
+		for (uint32_t i = 0; i < f->n_parts; i++) {
+			struct pf_part *p = &f->parts[i];
+
+			if (p->q == &pf->ahead) {
+				queue_remove(p);
+				queue_push(&pf->demand, p, false);
+			}
+		}
+	}
+	f->demand = true;
+	f->pos = a;
+	for (uint32_t i = b + 1; i-- > a;) {
+		struct pf_part *p = &f->parts[i];
+
+		p->pins++;
+		if (p->state == PART_QUEUED || p->state == PART_IDLE) {
+			queue_remove(p);
+			p->state = PART_QUEUED;
+			queue_push(&pf->demand, p, true);
+		}
+	}
+	if (!f->stream)
+		return;
+	for (uint32_t i = b + 1; i <= b + PF_STREAM_AHEAD && i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		if (p->state == PART_IDLE) {
+			p->state = PART_QUEUED;
+			queue_push(&pf->ahead, p, false);
+		}
+	}
+	for (uint32_t i = 0; i + 1 < a; i++)
+		if (f->parts[i].state == PART_DONE && !f->parts[i].pins)
+			stream_release(pf, &f->parts[i]);
+}
+
+static void fetch_unpin(struct pf_fetch *f, uint32_t a, uint32_t b)
+{
+	for (uint32_t i = a; i <= b; i++)
+		f->parts[i].pins--;
+}
+
+/* Whether parts [a, b] of @f have arrived; *err gets a failure. */
+static bool parts_ready(const struct pf_fetch *f, uint32_t a, uint32_t b,
+			int *err)
+{
+	for (uint32_t i = a; i <= b; i++) {
+		if (f->parts[i].state == PART_FAILED) {
+			*err = f->err ? f->err : -EIO;
 			return false;
+		}
+		if (f->parts[i].state != PART_DONE)
+			return false;
+	}
 	return true;
 }
 
-/* Objects too large to hold: plain ranged GETs, as before the engine. */
-static ssize_t read_through(struct pf *pf, const struct pf_object *o, void *buf,
-			    size_t len, uint64_t off)
+/* Until @deadline_ns passes; false then. mu held. */
+static bool wait_until(struct pf *pf, uint64_t deadline_ns)
 {
-	struct s3_status st;
-	ssize_t got = s3_get_range(pf->cfg.s3, o->key, o->key_len, o->etag, off,
-				   len, buf, &st);
-	char why[512];
+	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000u),
+			       .tv_nsec = (long)(deadline_ns % 1000000000u) };
 
-	if (got == (ssize_t)len)
-		return got;
-	if (got >= 0) {
-		log_error("read '%.*s': the server sent %zd of %zu bytes",
-			  (int)o->key_len, o->key, got, len);
-		return -EIO;
+	if (mono_ns() >= deadline_ns)
+		return false;
+	pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+	return true;
+}
+
+/* A reader is done with @f. mu held. */
+static void reader_put(struct pf *pf, struct pf_fetch *f)
+{
+	if (--f->refs == 0) {
+		fetch_free(f);
+		return;
 	}
-	s3_status_describe(&st, (int)got, why, sizeof(why));
-	log_error("read '%.*s' at offset %llu: %s", (int)o->key_len, o->key,
-		  (unsigned long long)off, why);
-	return got;
+	stream_maybe_drop(pf, f);
+	/* Unpinned parts may make room for others waiting. */
+	if (pf->room_waiters)
+		pthread_cond_broadcast(&pf->cv);
+	if (pf->demand.head)
+		curl_multi_wakeup(pf->multi);
+}
+
+/* Gives up after the reader's deadline: one line. Unlocks mu. */
+static ssize_t read_timed_out(struct pf *pf, const struct pf_object *o,
+			      uint64_t off, uint64_t t0)
+{
+	pthread_mutex_unlock(&pf->mu);
+	rd_add(&pf->rd.failed_reads, 1);
+	log_error("read of '%.*s' at offset %llu: no data after %llu s",
+		  (int)o->key_len, o->key, (unsigned long long)off,
+		  (unsigned long long)((mono_ns() - t0) / 1000000000u));
+	return -ETIMEDOUT;
+}
+
+/* The read failed with @err. Unlocks mu. */
+static ssize_t read_failed(struct pf *pf, ssize_t err)
+{
+	pthread_mutex_unlock(&pf->mu);
+	rd_add(&pf->rd.failed_reads, 1);
+	return err;
 }
 
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
@@ -853,7 +1243,10 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 	struct cache_obj co;
 	struct pf_fetch *f;
 	char key[4096];
-	uint64_t t0 = 0;
+	uint64_t t0 = mono_ns(), deadline;
+	uint32_t a, b;
+	bool whole, waited = false;
+	int err = 0;
 	ssize_t n;
 
 	if (id >= pf->cfg.n_ids || pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
@@ -862,20 +1255,12 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 		return 0;
 	if (len > o.size - off)
 		len = (size_t)(o.size - off);
-
+	deadline = t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
+				      PF_WAIT_SLACK_MS);
+	whole = fetch_whole(pf, id, &o);
 	rd_add(&pf->rd.reads, 1);
 
-	if (o.size > pf->cfg.max_object_mem) {
-		t0 = mono_ns();
-		n = read_through(pf, &o, buf, len, off);
-		rd_add(&pf->rd.passthrough, 1);
-		rd_add(&pf->rd.stalls, 1);
-		rd_add(&pf->rd.stall_ns, mono_ns() - t0);
-		if (n < 0)
-			rd_add(&pf->rd.failed_reads, 1);
-		return n;
-	}
-
+again:
 	for (int tries = 0;; tries++) {
 		/* The cache first, without the engine's lock. */
 		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag,
@@ -889,7 +1274,7 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 		}
 		pthread_mutex_lock(&pf->mu);
 		f = pf->by_id[id];
-		if (f || tries > 0)
+		if (f || tries > 0 || !whole)
 			break;
 		/* No fetch: either none ran, or it committed since our miss
 		 * (fetches leave the table only after committing). Look again. */
@@ -897,58 +1282,82 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 	}
 
 	/* mu held. */
-	if (!f) {
+	if (pf->stop)
+		return read_failed(pf, -ECANCELED);
+	if (f) {
+		if (f->stream)
+			rd_add(&pf->rd.passthrough, 1);
+		else
+			pf->st.prefetch_joins++;
+	} else {
 		uint64_t now = mono_ns();
 
 		for (int i = 0; i < PF_FAILS; i++) {
-			if (pf->fails[i].id == id && pf->fails[i].until_ns > now) {
-				n = pf->fails[i].err;
-				rd_add(&pf->rd.failed_reads, 1);
-				pthread_mutex_unlock(&pf->mu);
-				return n;
+			if (pf->fails[i].id == id && pf->fails[i].until_ns > now)
+				return read_failed(pf, pf->fails[i].err);
+		}
+		if (whole && pf->mem + o.size > pf->cfg.fetch_mem)
+			stream_reclaim(pf, o.size);
+		if (whole && pf->mem + o.size > pf->cfg.fetch_mem) {
+			/* Demand waits for room rather than pass the bound:
+			 * fetches in the table finish and give theirs back.
+			 * Then look again from the cache: it may be there. */
+			pf->room_waiters++;
+			waited = true;
+			if (!wait_until(pf, deadline)) {
+				pf->room_waiters--;
+				return read_timed_out(pf, &o, off, t0);
 			}
-		}
-		f = fetch_create(pf, id, &o, true);
-		if (!f) {
-			rd_add(&pf->rd.failed_reads, 1);
+			pf->room_waiters--;
 			pthread_mutex_unlock(&pf->mu);
-			return -ENOMEM;
+			goto again;
 		}
-		pf->st.demand_fetches++;
-	} else {
-		pf->st.prefetch_joins++;
-		if (!f->demand) {
-			/* A reader waits for it now: its parts jump the queue. */
-			struct pf_queue mine = { 0 };
-
-			f->demand = true;
-			queue_take_fetch(&pf->ahead, f, &mine);
-			queue_prepend(&pf->demand, &mine);
-		}
+		f = fetch_create(pf, id, &o, true, !whole);
+		if (!f)
+			return read_failed(pf, -ENOMEM);
+		if (whole)
+			pf->st.demand_fetches++;
+		else
+			rd_add(&pf->rd.passthrough, 1);
 	}
 	f->refs++;
-	if (!range_ready(f, off, len, pf->cfg.part_size) && !f->err) {
-		t0 = mono_ns();
+	part_span(pf, off, len, &a, &b);
+	fetch_ask(pf, f, a, b);
+	if (!parts_ready(f, a, b, &err) && !err) {
+		waited = true;
 		curl_multi_wakeup(pf->multi);
-		while (!range_ready(f, off, len, pf->cfg.part_size) && !f->err)
-			pthread_cond_wait(&pf->cv, &pf->mu);
+		while (!parts_ready(f, a, b, &err) && !err && !pf->stop)
+			if (!wait_until(pf, deadline))
+				break;
+	}
+	if (waited) {
 		rd_add(&pf->rd.stalls, 1);
 		rd_add(&pf->rd.stall_ns, mono_ns() - t0);
 	}
-	if (f->err && !range_ready(f, off, len, pf->cfg.part_size)) {
-		n = f->err;
-		rd_add(&pf->rd.failed_reads, 1);
-		fetch_put(pf, f);
-		pthread_mutex_unlock(&pf->mu);
-		return n;
+	if (!parts_ready(f, a, b, &err)) {
+		fetch_unpin(f, a, b);
+		reader_put(pf, f);
+		if (err || pf->stop)
+			return read_failed(pf, err ? err : -ECANCELED);
+		return read_timed_out(pf, &o, off, t0);
 	}
 	pthread_mutex_unlock(&pf->mu);
 
-	/* The parts we need are done and never written again: copy freely. */
-	memcpy(buf, f->buf + off, len);
+	/* The parts we need are done, pinned and never written again: copy
+	 * freely. */
+	for (uint64_t at = off, end = off + len; at < end;) {
+		struct pf_part *p = &f->parts[at / pf->cfg.part_size];
+		size_t k = (size_t)(p->off + p->len - at < end - at
+					    ? p->off + p->len - at
+					    : end - at);
+
+		memcpy((char *)buf + (at - off), p->buf + (at - p->off), k);
+		at += k;
+	}
 
 	pthread_mutex_lock(&pf->mu);
-	fetch_put(pf, f);
+	fetch_unpin(f, a, b);
+	reader_put(pf, f);
 	pthread_mutex_unlock(&pf->mu);
 	return (ssize_t)len;
 }
@@ -961,6 +1370,9 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	*st = pf->st;
 	st->inflight = pf->running;
 	st->inflight_limit = (uint32_t)pf->limit;
+	st->fetch_mem = pf->mem;
+	st->fetch_mem_peak = pf->mem_peak;
+	st->fetch_mem_limit = pf->cfg.fetch_mem;
 	st->reads = atomic_load(&pf->rd.reads);
 	st->cache_hits = atomic_load(&pf->rd.cache_hits);
 	st->passthrough = atomic_load(&pf->rd.passthrough);
@@ -980,6 +1392,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 int pf_start(const struct pf_config *cfg, struct pf **out)
 {
 	struct pf *pf = calloc(1, sizeof(*pf));
+	pthread_condattr_t ca;
 	int rc;
 
 	if (!pf)
@@ -991,17 +1404,29 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->cfg.window_objects = PF_WINDOW_DEFAULT;
 	if (!pf->cfg.part_size)
 		pf->cfg.part_size = PF_PART_DEFAULT;
+	if (!pf->cfg.fetch_mem)
+		pf->cfg.fetch_mem = PF_FETCH_MEM_DEFAULT;
+	/* Room for a part a reader waits on and one of read-ahead. */
+	if (pf->cfg.fetch_mem < 2 * pf->cfg.part_size)
+		pf->cfg.fetch_mem = 2 * pf->cfg.part_size;
 	if (!pf->cfg.max_object_mem)
 		pf->cfg.max_object_mem = PF_OBJECT_MEM_DEFAULT;
+	/* Two whole objects fit at once: a larger one is streamed. */
+	if (pf->cfg.max_object_mem > pf->cfg.fetch_mem / 2)
+		pf->cfg.max_object_mem = pf->cfg.fetch_mem / 2;
 	pf->limit = pf->cfg.max_inflight;
 	pthread_mutex_init(&pf->mu, NULL);
-	pthread_cond_init(&pf->cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&pf->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	order_queue_init(&pf->hints);
 	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
 	pf->open_count = calloc(cfg->n_ids ? cfg->n_ids : 1,
 				sizeof(*pf->open_count));
+	pf->nocache = calloc(cfg->n_ids / 8 + 1, 1);
 	pf->multi = curl_multi_init();
-	if (!pf->by_id || !pf->open_count || !pf->multi) {
+	if (!pf->by_id || !pf->open_count || !pf->nocache || !pf->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1019,10 +1444,22 @@ fail:
 		curl_multi_cleanup(pf->multi);
 	free(pf->by_id);
 	free(pf->open_count);
+	free(pf->nocache);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);
 	free(pf);
 	return rc;
+}
+
+void pf_cancel(struct pf *pf)
+{
+	if (!pf)
+		return;
+	pthread_mutex_lock(&pf->mu);
+	pf->stop = true;
+	pthread_cond_broadcast(&pf->cv);
+	pthread_mutex_unlock(&pf->mu);
+	curl_multi_wakeup(pf->multi);
 }
 
 void pf_stop(struct pf *pf)
@@ -1030,10 +1467,7 @@ void pf_stop(struct pf *pf)
 	if (!pf)
 		return;
 	cache_set_next_use(pf->cfg.cache, NULL, NULL);
-	pthread_mutex_lock(&pf->mu);
-	pf->stop = true;
-	pthread_mutex_unlock(&pf->mu);
-	curl_multi_wakeup(pf->multi);
+	pf_cancel(pf);
 	pthread_join(pf->thread, NULL);
 
 	/* No reader is left (the session loop has ended): take down what is
@@ -1044,7 +1478,8 @@ void pf_stop(struct pf *pf)
 		if (!f)
 			continue;
 		for (uint32_t k = 0; k < f->n_parts; k++) {
-			CURL *easy = s3_xfer_easy(f->parts[k].x);
+			CURL *easy = f->parts[k].x ? s3_xfer_easy(f->parts[k].x)
+						   : NULL;
 
 			if (easy)
 				curl_multi_remove_handle(pf->multi, easy);
@@ -1055,6 +1490,7 @@ void pf_stop(struct pf *pf)
 	free(pf->done);
 	free(pf->warm_ids);
 	free(pf->open_count);
+	free(pf->nocache);
 	free(pf->by_id);
 	curl_multi_cleanup(pf->multi);
 	pthread_cond_destroy(&pf->cv);

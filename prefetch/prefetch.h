@@ -202,8 +202,12 @@ struct pf_config {
 					  oldest unread one; 0 = default */
 	uint64_t part_size;          /**< bytes per ranged GET of large
 					  objects; 0 = default (8 MiB) */
-	uint64_t max_object_mem;     /**< objects above this are read through,
-					  not fetched whole; 0 = default */
+	uint64_t max_object_mem;     /**< objects above this are streamed,
+					  not fetched whole; 0 = default
+					  (256 MiB, at most fetch_mem / 2) */
+	uint64_t fetch_mem;          /**< bytes of fetch buffers at most
+					  (-o fetch_mem); 0 = default
+					  (512 MiB); at least 2 parts */
 };
 
 struct pf;
@@ -214,7 +218,8 @@ struct pf_stats {
 	uint64_t cache_hits;     /**< reads served by the local cache */
 	uint64_t prefetch_joins; /**< reads that joined a prefetch in flight */
 	uint64_t demand_fetches; /**< reads that had to start a GET */
-	uint64_t passthrough;    /**< reads of objects too large to fetch whole */
+	uint64_t passthrough;    /**< reads of objects the cache cannot take,
+				      served by ranged GETs (streams) */
 	uint64_t stalls;         /**< reads that waited on the network */
 	uint64_t stall_ns;       /**< total time they waited */
 	uint64_t requests;       /**< GETs sent, retries included */
@@ -232,6 +237,9 @@ struct pf_stats {
 				      written to the cache */
 	uint32_t inflight;       /**< GETs in flight now */
 	uint32_t inflight_limit; /**< current limit (lowered on SlowDown) */
+	uint64_t fetch_mem;      /**< bytes of fetch buffers held now */
+	uint64_t fetch_mem_peak; /**< the most held at once since mount */
+	uint64_t fetch_mem_limit;/**< the bound (pf_config.fetch_mem) */
 	uint64_t hint_pos;       /**< oldest unread entry of the current hint */
 	uint64_t hint_len;       /**< its length; 0 with no hint */
 	int64_t hint_epoch;      /**< its epoch, -1 if unnamed */
@@ -245,14 +253,27 @@ struct pf_stats {
 /** Creates the engine and starts its thread. Returns 0 or -errno. */
 int pf_start(const struct pf_config *cfg, struct pf **out);
 
-/** Stops the thread and frees @pf; no call may be in progress. NULL ok. */
+/**
+ * Abandons every wait: readers waiting on the network return -EIO at once,
+ * so do later reads, and the engine thread stops starting transfers. For
+ * the daemon's stop, before the FUSE loop joins its workers. Any thread;
+ * NULL ok.
+ */
+void pf_cancel(struct pf *pf);
+
+/**
+ * Cancels (pf_cancel), stops the thread, takes down the transfers still
+ * running and frees @pf; no other call may be in progress. NULL ok.
+ */
 void pf_stop(struct pf *pf);
 
 /**
  * Reads up to @len bytes at @off of object @id into @buf: from the cache,
- * else by joining the fetch in flight, else by a fetch that jumps the
- * queue. Blocks until the bytes are there. Returns the bytes read (0 at or
- * past the end) or the -errno of the failure as the S3 client or the
+ * else by joining the fetch in flight, else by a fetch whose parts
+ * covering the read go first. Blocks until those parts are there: at most
+ * twice the retry budget plus 5 s (then -ETIMEDOUT and one log line),
+ * less after pf_cancel() (then -ECANCELED). Returns the bytes read (0 at
+ * or past the end) or the -errno of the failure as the S3 client or the
  * cache gave it (-ESTALE: changed since the listing; -EACCES; -ENOMEM;
  * -ECONNRESET, -ETIMEDOUT, -EIO ... after the retries): which errno the
  * kernel sees is fs's choice. Any thread.

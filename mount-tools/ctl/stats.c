@@ -112,9 +112,15 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		       N(3, u64(st, "requests.retries")),
 		       N(4, u64(st, "requests.prefetched_objects")),
 		       N(5, u64(st, "requests.not_cached")));
-		printf("  %-9s %s in flight of at most %s\n", "",
+		printf("  %-9s %s in flight of at most %s", "",
 		       N(0, u64(st, "requests.in_flight")),
 		       N(1, u64(st, "requests.in_flight_limit")));
+		if (json_get(st, "requests.fetch_mem_limit"))
+			printf("; fetch memory %s of %s (peak %s)",
+			       B(2, json_num(st, "requests.fetch_mem", 0)),
+			       B(3, json_num(st, "requests.fetch_mem_limit", 0)),
+			       B(4, json_num(st, "requests.fetch_mem_peak", 0)));
+		printf("\n");
 	}
 	if (json_get(st, "errors"))
 		printf("  %-9s %s slowdown, %s server, %s network, %s stale, "
@@ -246,6 +252,12 @@ static const struct metric {
 	  NULL, 0, "Most requests allowed in flight at once." },
 	{ "requests.not_cached", "hintfs_objects_not_cached_total", COUNTER, NULL,
 	  0, "Fetched objects that could not be stored in the cache." },
+	{ "requests.fetch_mem", "hintfs_fetch_memory_bytes", GAUGE, NULL, 0,
+	  "Memory held by objects in flight now." },
+	{ "requests.fetch_mem_peak", "hintfs_fetch_memory_peak_bytes", GAUGE,
+	  NULL, 0, "The most memory held by objects in flight at once." },
+	{ "requests.fetch_mem_limit", "hintfs_fetch_memory_limit_bytes", GAUGE,
+	  NULL, 0, "The bound on memory held by objects in flight." },
 	{ "errors.slowdown", "hintfs_s3_errors_total", COUNTER,
 	  "kind=\"slowdown\"", 0, "Errors from the S3 server, by kind." },
 	{ "errors.server", "hintfs_s3_errors_total", COUNTER, "kind=\"server\"",

@@ -58,6 +58,10 @@ static void test_good(void)
 	CHECK(o.list_workers == 8);
 	opts_fini(&o);
 
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "fetch_mem=1G") == 0);
+	CHECK(o.fetch_mem == 1ull << 30);
+	opts_fini(&o);
+
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
 	CHECK(!strcmp(o.prefix, "") && o.list_workers == 0);
 	CHECK(!o.foreground && !o.path_style && !o.no_sign && !o.insecure);
@@ -130,6 +134,8 @@ static void test_bad(void)
 		{ "s3://bkt", "/mnt", "-o", "max_threads=0", "max_threads=0" },
 		{ "s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x" },
 		{ "s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs" },
+		{ "s3://bkt", "/mnt", "-o", "fetch_mem=8M", "at least 16M" },
+		{ "s3://bkt", "/mnt", "-o", "fetch_mem=10%", "fetch_mem=10%" },
 		{ "s3://bkt", "/mnt", "-o", "list_workers=0",
 		  "-o list_workers=0: expected a number from 1 to 256" },
 		{ "s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257" },

@@ -1,0 +1,208 @@
+"""The engine's limits (issue 11, items 2-4): what a read may cost, in
+requests in flight, memory, bytes from the server and time, whatever the
+readers or the server do.
+
+- `max_inflight` is a hard cap: 16 readers of 16 different large objects
+  with max_inflight=4 never have more than 4 GETs in flight (counted from
+  the proxy's log), and the memory held by fetches stays under
+  `fetch_mem` (its peak, from the stats).
+- A 1-byte read of a 40 MiB object that does not fit the fetch memory
+  fetches the part holding that byte first, and a part of read-ahead at
+  most: not the whole object.
+- An object the cache cannot take (larger than the cache) is streamed:
+  one sequential read moves about its size from the server, not once per
+  read call.
+- A server that trickles (1 byte every 0.5 s, never silent long enough
+  for the stall timeout) cannot hold a read longer than the retry budget,
+  nor keep the daemon alive after unmount and SIGTERM.
+
+The proxy's log times only order requests; no assertion is a timing
+except the hang checks, whose bounds are several times what they wait for.
+"""
+
+import errno
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import workload
+from dataset import upload
+from proxy import Proxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
+import hintfs  # noqa: E402
+
+PART = 8 << 20
+
+
+def max_overlap(reqs):
+    """The most requests of @reqs the proxy was serving at once."""
+    events = []
+    for r in reqs:
+        events.append((r.start_ms, 1))
+        events.append((r.end_ms, -1))
+    # At equal times the end comes first: back-to-back is not overlap.
+    events.sort(key=lambda e: (e[0], e[1]))
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def read_in_thread(path, fn):
+    """Runs fn(path) in a daemon thread; returns (thread, result dict with
+    'value' or 'errno', and 'seconds')."""
+    res = {}
+
+    def run():
+        t0 = time.monotonic()
+        try:
+            res["value"] = fn(path)
+        except OSError as e:
+            res["errno"] = e.errno
+        res["seconds"] = time.monotonic() - t0
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, res
+
+
+# ------------------------------------------------------------- in flight
+
+
+def test_max_inflight_caps_demand_and_memory_stays_bounded(s3, bucket, mount,
+                                                          proxy):
+    n, size = 16, 16 << 20
+    rng = random.Random("inflight")
+    objects = {f"big/{i:02d}.bin": rng.randbytes(size) for i in range(n)}
+    upload(s3, bucket, objects)
+    px = proxy
+    m = mount(bucket, endpoint=px.endpoint,
+              options=("max_inflight=4", "fetch_mem=64M"))
+    res = workload.parallel_read(m.path, sorted(objects), objects, n, 240)
+    assert res.wrong == 0 and res.errors == {}, res.errors
+    gets = workload.gets_settled(px, bucket)
+    assert len(gets) >= n * size // PART
+    most = max_overlap(gets)
+    assert most <= 4, f"{most} GETs in flight at once with max_inflight=4"
+    st = hintfs.stats(m.path)
+    req = st["requests"]
+    assert req["fetch_mem_limit"] == 64 << 20
+    assert 0 < req["fetch_mem_peak"] <= req["fetch_mem_limit"], req
+    assert req["in_flight"] == 0 and req["fetch_mem"] == 0, req
+
+
+def test_one_byte_of_a_large_object_fetches_a_part_or_two(s3, bucket, mount,
+                                                          proxy):
+    size = 40 << 20
+    data = random.Random("one-byte").randbytes(size)
+    upload(s3, bucket, {"large.bin": data})
+    px = proxy
+    m = mount(bucket, endpoint=px.endpoint, options=("fetch_mem=16M",))
+    off = 20 << 20  # inside the third part
+    fd = os.open(m / "large.bin", os.O_RDONLY)
+    try:
+        got = os.pread(fd, 1, off)
+    finally:
+        os.close(fd)
+    assert got == data[off:off + 1]
+    gets = sorted(workload.gets_settled(px, bucket), key=lambda r: r.start_ms)
+    sent = sum(r.bytes for r in gets)
+    assert sent <= 2 * PART, (
+        f"{sent} bytes fetched for a 1-byte read of a {size}-byte object")
+    first = int(gets[0].range.split("=")[1].split("-")[0])
+    assert first <= off < first + PART, (
+        f"the first GET ({gets[0].range}) does not hold the byte read")
+
+
+# --------------------------------------------------- objects not cached
+
+
+def test_object_larger_than_the_cache_is_read_about_once(s3, bucket, mount,
+                                                         proxy):
+    size = 20 << 20
+    data = random.Random("uncached").randbytes(size)
+    upload(s3, bucket, {"big.bin": data})
+    px = proxy
+    m = mount(bucket, endpoint=px.endpoint, options=("cache_size=1M",))
+    got = bytearray()
+    fd = os.open(m / "big.bin", os.O_RDONLY)
+    try:
+        while True:
+            b = os.pread(fd, 128 << 10, len(got))
+            if not b:
+                break
+            got += b
+    finally:
+        os.close(fd)
+    assert bytes(got) == data
+    sent = sum(r.bytes for r in workload.gets_settled(px, bucket))
+    assert sent <= 1.2 * size, (
+        f"{sent} bytes from the server for one read of {size} bytes "
+        f"({sent / size:.1f}x)")
+    st = hintfs.stats(m.path)
+    assert st["reads"]["read_through"] > 0
+    assert st["requests"]["fetch_mem"] == 0
+
+
+# ------------------------------------------------------------- time
+
+
+@pytest.fixture
+def trickle_proxy(rgw):
+    """The proxy sending every object's body 1 byte every 0.5 s."""
+    with Proxy() as px:
+        px.start(rgw, trickle=100, trickle_ms=500)
+        yield px
+
+
+def test_a_trickling_server_fails_the_read_within_the_budget(s3, bucket,
+                                                             mount,
+                                                             trickle_proxy):
+    """One byte every 0.5 s never trips a 2 s stall timeout; the 5 s
+    budget must still end the read: EIO, one line naming the key."""
+    data = random.Random("trickle").randbytes(3000)
+    upload(s3, bucket, {"slow.bin": data})
+    px = trickle_proxy
+    m = mount(bucket, endpoint=px.endpoint,
+              options=("retry_time=5", "retries=2", "stall_timeout=2"),
+              allowed_errors=[r"slow\.bin"])
+    t, res = read_in_thread(m / "slow.bin", workload.read_file)
+    t.join(60)
+    assert not t.is_alive(), "the read still blocks after 60 s"
+    assert res.get("errno") == errno.EIO, res
+    # A hang check, not a timing: the budget is 5 s.
+    assert res["seconds"] < 30, f"EIO after {res['seconds']:.1f} s"
+    assert any("slow.bin" in l and "hintfs: error:" in l
+               for l in m.log_lines())
+
+
+def test_stop_during_a_trickle_ends_the_daemon(s3, bucket, mount,
+                                               trickle_proxy):
+    """Unmount and SIGTERM while a read waits on a trickling server (with
+    a budget of 10 minutes): the daemon exits within seconds, the read
+    gets an error instead of hanging."""
+    data = random.Random("trickle-stop").randbytes(3000)
+    upload(s3, bucket, {"slow.bin": data})
+    px = trickle_proxy
+    m = mount(bucket, endpoint=px.endpoint,
+              options=("retry_time=600", "stall_timeout=2"),
+              allowed_errors=[r"slow\.bin"])
+    t, res = read_in_thread(m / "slow.bin", workload.read_file)
+    time.sleep(2)
+    assert t.is_alive(), f"the read ended before the stop: {res}"
+    m.unmount(lazy=True)
+    m.signalled = True
+    m.proc.send_signal(signal.SIGTERM)
+    rc = m.wait_exit(15)
+    assert rc is not None, "the daemon still runs 15 s after SIGTERM"
+    t.join(15)
+    assert not t.is_alive(), "the read still blocks after the daemon exited"
+    assert "errno" in res, res
