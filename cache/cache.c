@@ -105,7 +105,7 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims,
 			e->seg->next = dead;
 			dead = e->seg;
 		}
-		cache_ent_retire(c, e);
+		free(e);
 	}
 	pthread_mutex_unlock(&c->lock);
 	for (; dead; dead = s) {
@@ -786,7 +786,7 @@ static int cache_load_rec(void *arg, const struct idx_rec *r)
 	if (tab_find(&c->tab, r->key, r->key_len, r->etag, r->etag_len))
 		return 1;
 	e = cache_ent_new(r->key, r->key_len, r->etag, r->etag_len);
-	if (!e || tab_reserve(&c->tab)) {
+	if (!e || tab_reserve(&c->tab, 1)) {
 		free(e);
 		return -ENOMEM;
 	}
@@ -933,16 +933,10 @@ static int cache_check_source(struct cache *c, const char *source, char *err,
 /* Frees @c, open or half-open. */
 static void cache_free(struct cache *c)
 {
-	struct cache_ent *e, *next;
-
 	blob_close_all(c);
 	idx_close(c->ix);
 	tab_fini(&c->tab);
-	free(c->evq);
-	for (e = c->graveyard; e; e = next) {
-		next = e->hnext;
-		free(e);
-	}
+	free(c->ev_cand);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	if (c->dir_fd >= 0)

@@ -168,6 +168,15 @@ int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
  */
 int cache_put_commit(struct cache_put *p);
 
+/**
+ * Commits the @n puts @ps as cache_put_commit() does each, in one index
+ * transaction (one LMDB commit for the batch, not one per object), and
+ * frees them all. @rcs[i] gets what cache_put_commit() would have
+ * returned for @ps[i]. Returns 0, or the -errno of the transaction, in
+ * which case no put of the batch is committed. Any thread.
+ */
+int cache_put_commit_many(struct cache_put **ps, size_t n, int *rcs);
+
 /** Drops a write that will not complete. Frees @p. Accepts NULL. */
 void cache_put_abort(struct cache_put *p);
 

@@ -51,17 +51,12 @@
 
 struct idx;
 
-/* An entry as an eviction scan saw it (evict.c). */
-struct evict_cand {
-	struct cache_ent *e;       /* during the scan only: its name, oid */
-	uint64_t id;               /* to find it again under the lock */
-	uint64_t tick;             /* LRU order among equal next uses */
-	uint64_t next_use;         /* what the callback said then */
-};
+/* An entry as an eviction sample saw it (evict.c). */
+struct evict_cand;
 
 /*
  * One committed object in memory. Immutable after insertion except where
- * noted; freed only through cache_ent_retire().
+ * noted.
  */
 struct cache_ent {
 	struct cache_ent *hnext; /* hash chain; once removed, the list of
@@ -129,10 +124,8 @@ struct cache {
 	pthread_mutex_t lock;
 
 	/* under evict_lock */
-	struct evict_cand *evq;     /* last scan's entries, best victim first */
-	size_t evq_n;               /* entries in evq */
-	size_t evq_pos;             /* next candidate to consider */
-	uint64_t evq_budget;        /* bytes it may still evict: then rescan */
+	struct evict_cand *ev_cand; /* the current sample's entries */
+	uint64_t ev_rng;            /* where samples are drawn */
 
 	/* under seg_lock */
 	struct blob_seg *active;    /* segment taking small extents, or NULL */
@@ -145,9 +138,6 @@ struct cache {
 	uint64_t reserved;          /* bytes of puts in progress */
 	uint64_t capacity;          /* effective: lowered when the disk fills */
 	uint64_t tick;              /* LRU clock */
-	bool scanning;              /* an eviction scan reads entry names
-				       without the lock: retire to graveyard */
-	struct cache_ent *graveyard;/* entries retired during a scan */
 	bool disk_full;             /* ENOSPC seen; its warning logged */
 	bool io_warned;             /* other write error seen and logged */
 	uint64_t hits, misses, evictions, corrupt, write_errors; /* stats */
@@ -190,7 +180,7 @@ struct cache_ent *tab_find(const struct tab *t, const char *key,
 struct cache_ent *tab_first_version(const struct tab *t, const char *key,
 				    size_t key_len);
 struct cache_ent *tab_by_id(const struct tab *t, uint64_t id);
-int tab_reserve(struct tab *t);
+int tab_reserve(struct tab *t, size_t n);
 void tab_insert(struct tab *t, struct cache_ent *e);
 void tab_remove(struct tab *t, struct cache_ent *e);
 
@@ -236,6 +226,9 @@ size_t idx_key(const char *key, size_t key_len, const char *etag,
 int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped);
 int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
 	      const struct cache_ent *dels);
+int idx_apply_many(struct idx *ix, const struct idx_rec *puts,
+		   const void *const *datas, size_t n,
+		   const struct cache_ent *dels);
 int idx_clear(struct idx *ix);
 int idx_read_inline(struct idx *ix, const unsigned char *k, size_t k_len,
 		    idx_inline_cb cb, void *arg);
@@ -260,6 +253,5 @@ void blob_rings_release(void);
 /* ---- evict.c ---- */
 int evict_reserve(struct cache *c, uint64_t size, uint64_t next_use);
 void evict_unreserve(struct cache *c, uint64_t size);
-void cache_ent_retire(struct cache *c, struct cache_ent *e);
 
 #endif /* HINTFS_CACHE_INTERNAL_H */

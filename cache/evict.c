@@ -1,31 +1,35 @@
 /*
  * cache/evict.c - making room: admission, and the choice of victims.
  *
- * Owns c->reserved (bytes promised to puts in progress) and the victim
- * queue. When an insert would pass the capacity, the entries whose next
- * use (as the caller's callback tells) is furthest go first (Belady),
- * the least recently used first among those no hint mentions.
+ * Owns c->reserved (bytes promised to puts in progress). When an insert
+ * would pass the capacity, the entries whose next use (as the caller's
+ * callback tells) is furthest go first (Belady), the least recently used
+ * first among those no hint mentions.
  *
  * Asking the callback about every entry is O(n) (and the engine takes a
- * lock per call), too much for every insert of a cache holding millions
- * of objects. So a scan sorts all entries once into a victim queue, and
- * later inserts take their victims from its head. The order ages as the
- * reads move on, so the queue is used for at most CACHE_EVQ_PCT of the
- * capacity before a new scan, and each victim's next use is asked again,
- * fresh, just before it goes: the rule below always holds on current
- * values. Nothing is evicted ahead of need: an early eviction would
- * throw out an object the hint still wants for one it wants later.
+ * lock per call): a cache of a million objects cannot be sorted for an
+ * insert, nor every few percent of one (such a scan stalled the writer
+ * for tens of milliseconds). So each step of an eviction asks about a
+ * random sample of CACHE_EVICT_SAMPLE entries and takes the best victim
+ * among them: the cost of a step does not depend on the cache's size. A
+ * cache of up to CACHE_EVICT_SAMPLE entries is examined whole, so there
+ * the choice is exact; in a larger one it is the furthest of a sample,
+ * which the victims of a steady state (objects read in this epoch, needed
+ * only in the next) dominate. Next uses are asked fresh, just before an
+ * entry goes. Nothing is evicted ahead of need: victims are chosen until
+ * they free enough, then dropped together.
  *
  * Invariants:
  * - An entry whose current next use is sooner than the incoming object's
- *   is never evicted for it. If the rest is not enough, nothing is
- *   evicted and the object is not admitted (-ENOSPC); such a refusal is
- *   always decided on a fresh scan.
+ *   is never evicted for it. If the victims found are not enough, nothing
+ *   is evicted and the object is not admitted (-ENOSPC); in a cache
+ *   examined whole that refusal is exact, in a larger one it is decided
+ *   on CACHE_EVICT_TRIES samples.
  * - used + reserved <= capacity after each reservation, except when the
  *   capacity was lowered under it (disk full): the next one evicts.
  * - Callbacks run with only evict_lock held, which nothing a reader does
- *   needs. During a scan the names they are given stay valid because
- *   entries dropped meanwhile are parked on c->graveyard.
+ *   needs; names are copied under the lock, so an entry dropped
+ *   meanwhile is only a candidate that is gone when asked to leave.
  */
 #include "cache/cache_internal.h"
 #include "common/log.h"
@@ -34,24 +38,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The queue of one scan serves evictions of up to 5% of the capacity:
- * a scan per 5% written keeps its O(n) cost small next to the writes,
- * and its order only a little behind the reads. */
-#define CACHE_EVQ_PCT 5
-/* A scan more within one insert means the queue misled us; a third
- * could not know more than the second. */
-#define CACHE_EVICT_SCANS_MAX 2
+/* 32 entries asked per step: 32 callbacks (about 3 us each, a lock of
+ * the engine) whatever the cache holds; enough that the furthest of them
+ * is among the furthest 10% with probability 1 - 0.9^32 = 97%. */
+#define CACHE_EVICT_SAMPLE 32
+/* Samples without a victim before an insert is refused in a cache too
+ * large to examine whole. */
+#define CACHE_EVICT_TRIES 4
+/* Slots probed per sample entry before a sparse table gives up. */
+#define CACHE_EVICT_PROBES 8
 
-/* Under c->lock: frees a dropped entry, or parks it during a scan. */
-void cache_ent_retire(struct cache *c, struct cache_ent *e)
-{
-	if (c->scanning) {
-		e->hnext = c->graveyard;
-		c->graveyard = e;
-	} else {
-		free(e);
-	}
-}
+/* An entry as a sample saw it; the key copied under the lock. */
+struct evict_cand {
+	uint64_t id;        /* to find it again under the lock */
+	uint64_t tick;      /* LRU order among equal next uses */
+	uint64_t size;
+	uint64_t next_use;  /* asked outside the lock */
+	uint32_t oid;       /* the caller's id, or CACHE_NO_ID */
+	uint16_t key_len;
+	char key[CACHE_KEY_MAX];
+};
 
 /* Under c->lock: reserves @size if it fits. -EAGAIN: it needs room. */
 static int evict_fit_locked(struct cache *c, uint64_t size)
@@ -64,116 +70,96 @@ static int evict_fit_locked(struct cache *c, uint64_t size)
 	return 0;
 }
 
-/* Furthest next use first; then least recently used; then oldest id. */
-static int evict_cmp(const void *a, const void *b)
+/* xorshift64: the sample's slots. Under evict_lock. */
+static uint64_t evict_rand(struct cache *c)
 {
-	const struct evict_cand *x = a, *y = b;
+	uint64_t x = c->ev_rng ? c->ev_rng : 0x9e3779b97f4a7c15ull;
 
-	if (x->next_use != y->next_use)
-		return x->next_use > y->next_use ? -1 : 1;
-	if (x->tick != y->tick)
-		return x->tick < y->tick ? -1 : 1;
-	return (x->id > y->id) - (x->id < y->id);
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return c->ev_rng = x;
 }
 
-/* Under evict_lock: replaces the victim queue with a fresh, sorted one. */
-static int evict_scan(struct cache *c)
+static bool evict_chosen(const uint64_t *ids, size_t n, uint64_t id)
 {
-	struct cache_ent *grave, *next;
-	struct evict_cand *cand;
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* Under c->lock: copies @e into @cand. */
+static void evict_take(struct evict_cand *cand, const struct cache_ent *e)
+{
+	cand->id = e->id;
+	cand->tick = e->tick;
+	cand->size = e->size;
+	cand->oid = atomic_load_explicit(&e->oid, memory_order_relaxed);
+	cand->key_len = e->key_len;
+	memcpy(cand->key, e->name, e->key_len);
+}
+
+/*
+ * Under evict_lock: fills c->ev_cand with up to CACHE_EVICT_SAMPLE
+ * entries not in @skip (@n_skip ids), with their current next uses.
+ * *@whole says whether they are every entry of the cache. Returns how
+ * many.
+ */
+static size_t evict_sample(struct cache *c, const uint64_t *skip,
+			   size_t n_skip, bool *whole)
+{
+	struct evict_cand *cand = c->ev_cand;
 	cache_next_use_cb nu;
 	void *nu_arg;
 	size_t n = 0;
 
-	free(c->evq);
-	c->evq = NULL;
-	c->evq_n = c->evq_pos = 0;
-
 	pthread_mutex_lock(&c->lock);
-	cand = malloc((c->tab.n_ents + 1) * sizeof(*cand));
-	if (!cand) {
-		pthread_mutex_unlock(&c->lock);
-		return -ENOMEM;
-	}
-	for (uint32_t s = 0; s < c->tab.n_slots; s++) {
-		struct cache_ent *e = c->tab.slots[s];
+	*whole = c->tab.n_ents <= CACHE_EVICT_SAMPLE;
+	if (*whole) {
+		for (uint32_t s = 0; s < c->tab.n_slots; s++) {
+			const struct cache_ent *e = c->tab.slots[s];
 
-		if (!e)
-			continue;
-		cand[n].e = e;
-		cand[n].id = e->id;
-		cand[n].tick = e->tick;
-		n++;
+			if (e && !evict_chosen(skip, n_skip, e->id))
+				evict_take(&cand[n++], e);
+		}
+	} else {
+		for (size_t probes = 0; n < CACHE_EVICT_SAMPLE &&
+		     probes < CACHE_EVICT_SAMPLE * CACHE_EVICT_PROBES; probes++) {
+			const struct cache_ent *e =
+				c->tab.slots[evict_rand(c) % c->tab.n_slots];
+			bool dup = false;
+
+			if (!e || evict_chosen(skip, n_skip, e->id))
+				continue;
+			for (size_t k = 0; k < n && !dup; k++)
+				dup = cand[k].id == e->id;
+			if (!dup)
+				evict_take(&cand[n++], e);
+		}
 	}
-	c->scanning = true;
-	c->evq_budget = c->capacity / 100 * CACHE_EVQ_PCT;
 	nu = c->next_use;
 	nu_arg = c->next_use_arg;
 	pthread_mutex_unlock(&c->lock);
 
-	/* An entry's caller id, once resolved from its key, is kept: the
-	 * next scan asks by id. Entries retired meanwhile wait in the
-	 * graveyard, so cand[].e stays valid until the scan ends. */
 	for (size_t i = 0; i < n; i++) {
-		struct cache_ent *e = cand[i].e;
-		uint32_t oid = atomic_load_explicit(&e->oid,
-						    memory_order_relaxed);
-		uint32_t was = oid;
+		uint32_t was = cand[i].oid;
 
-		cand[i].next_use = nu ? nu(nu_arg, &oid, e->name, e->key_len)
+		cand[i].next_use = nu ? nu(nu_arg, &cand[i].oid, cand[i].key,
+					   cand[i].key_len)
 				      : CACHE_NEVER;
-		if (oid != was)
-			atomic_store_explicit(&e->oid, oid,
+		if (cand[i].oid == was)
+			continue;
+		/* Resolved from its key: the next sample asks by id. */
+		pthread_mutex_lock(&c->lock);
+		struct cache_ent *e = tab_by_id(&c->tab, cand[i].id);
+
+		if (e)
+			atomic_store_explicit(&e->oid, cand[i].oid,
 					      memory_order_relaxed);
+		pthread_mutex_unlock(&c->lock);
 	}
-
-	pthread_mutex_lock(&c->lock);
-	c->scanning = false;
-	grave = c->graveyard;
-	c->graveyard = NULL;
-	pthread_mutex_unlock(&c->lock);
-	for (; grave; grave = next) {
-		next = grave->hnext;
-		free(grave);
-	}
-	/* From here on cand[].e may dangle; only ids are used. */
-	qsort(cand, n, sizeof(*cand), evict_cmp);
-	c->evq = cand;
-	c->evq_n = n;
-	return 0;
-}
-
-/*
- * The current next use and size of entry @id; false when it is gone.
- * The key is copied under the lock, the callback runs outside it.
- */
-static bool evict_ask(struct cache *c, uint64_t id, uint64_t *next_use,
-		      uint64_t *size)
-{
-	char key[CACHE_KEY_MAX];
-	struct cache_ent *e;
-	cache_next_use_cb nu;
-	void *nu_arg;
-	size_t key_len;
-	uint32_t oid;
-
-	pthread_mutex_lock(&c->lock);
-	e = tab_by_id(&c->tab, id);
-	if (e) {
-		key_len = e->key_len;
-		memcpy(key, e->name, key_len);
-		*size = e->size;
-		oid = atomic_load_explicit(&e->oid, memory_order_relaxed);
-	}
-	nu = c->next_use;
-	nu_arg = c->next_use_arg;
-	pthread_mutex_unlock(&c->lock);
-	if (!e)
-		return false;
-	/* The scan resolved the ids of entries it saw; one put since is
-	 * asked by key, and not remembered (e may be gone by now). */
-	*next_use = nu ? nu(nu_arg, &oid, key, key_len) : CACHE_NEVER;
-	return true;
+	return n;
 }
 
 /*
@@ -214,13 +200,20 @@ static int evict_drop(struct cache *c, const uint64_t *ids, size_t n,
 /* Under evict_lock: evicts until @size fits, or refuses it. */
 static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 {
-	uint64_t *ids = NULL;
-	size_t cap_ids = 0;
-	int scans = 0, ret;
+	uint64_t *ids = NULL, freed = 0;
+	size_t n_ids = 0, cap_ids = 0;
+	int tries = 0, ret;
 
+	if (!c->ev_cand) {
+		c->ev_cand = malloc(CACHE_EVICT_SAMPLE * sizeof(*c->ev_cand));
+		if (!c->ev_cand)
+			return -ENOMEM;
+	}
 	for (;;) {
-		uint64_t need, freed = 0, nu, sz;
-		size_t n_ids = 0, start;
+		struct evict_cand *cand = c->ev_cand, *best = NULL;
+		uint64_t need;
+		size_t n;
+		bool whole;
 
 		pthread_mutex_lock(&c->lock);
 		ret = evict_fit_locked(c, size);
@@ -228,52 +221,46 @@ static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 		pthread_mutex_unlock(&c->lock);
 		if (ret != -EAGAIN)
 			break;
-		if (c->evq_pos >= c->evq_n || !c->evq_budget) {
-			ret = scans < CACHE_EVICT_SCANS_MAX ? evict_scan(c)
-							    : -ENOSPC;
-			if (ret)
+		if (freed >= need) {
+			ret = evict_drop(c, ids, n_ids, size);
+			if (ret != -EAGAIN)
 				break;
-			scans++;
+			/* Others took the room meanwhile: choose again. */
+			n_ids = 0;
+			freed = 0;
+			continue;
 		}
 
-		start = c->evq_pos;
-		while (freed < need && c->evq_pos < c->evq_n) {
-			uint64_t id = c->evq[c->evq_pos].id;
-
-			if (!evict_ask(c, id, &nu, &sz)) {
-				c->evq_pos++; /* gone since the scan */
-				continue;
-			}
-			if (nu < next_use)
-				break; /* needed sooner: so is the rest */
-			if (n_ids == cap_ids) {
-				size_t cap = cap_ids ? cap_ids * 2 : 16;
-				void *p = realloc(ids, cap * sizeof(*ids));
-
-				if (!p)
-					break;
-				ids = p;
-				cap_ids = cap;
-			}
-			ids[n_ids++] = id;
-			freed += sz;
-			c->evq_pos++;
+		n = evict_sample(c, ids, n_ids, &whole);
+		for (size_t i = 0; i < n; i++) {
+			if (cand[i].next_use < next_use)
+				continue; /* needed sooner: never for this one */
+			if (!best || cand[i].next_use > best->next_use ||
+			    (cand[i].next_use == best->next_use &&
+			     cand[i].tick < best->tick))
+				best = &cand[i];
 		}
-		if (freed < need) {
-			/* Keep these for an object needed sooner. */
-			c->evq_pos = start;
-			if (scans) {
+		if (!best) {
+			if (whole || ++tries >= CACHE_EVICT_TRIES) {
+				/* Keep them all for objects needed sooner. */
 				ret = -ENOSPC;
 				break;
 			}
-			c->evq_budget = 0; /* decide on a fresh scan */
 			continue;
 		}
-		c->evq_budget = c->evq_budget > freed ? c->evq_budget - freed
-						      : 0;
-		ret = evict_drop(c, ids, n_ids, size);
-		if (ret != -EAGAIN)
-			break;
+		if (n_ids == cap_ids) {
+			size_t cap = cap_ids ? cap_ids * 2 : 16;
+			void *p = realloc(ids, cap * sizeof(*ids));
+
+			if (!p) {
+				ret = -ENOMEM;
+				break;
+			}
+			ids = p;
+			cap_ids = cap;
+		}
+		ids[n_ids++] = best->id;
+		freed += best->size;
 	}
 	free(ids);
 	return ret;

@@ -508,6 +508,18 @@ int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped)
 int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
 	      const struct cache_ent *dels)
 {
+	return idx_apply_many(ix, put, &data, put ? 1 : 0, dels);
+}
+
+/*
+ * Deletes @dels and puts the @n records @puts (inline bytes in @datas[i])
+ * in one write transaction: a batch of objects costs one commit, and is
+ * all or nothing.
+ */
+int idx_apply_many(struct idx *ix, const struct idx_rec *puts,
+		   const void *const *datas, size_t n,
+		   const struct cache_ent *dels)
+{
 	unsigned char kb[IDX_KEY_MAX];
 	MDB_txn *txn;
 	MDB_val k, v;
@@ -523,7 +535,8 @@ int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
 				    dels->etag_len, kb);
 		rc = idx_del_key(ix, txn, &k);
 	}
-	if (put && !rc) {
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct idx_rec *put = &puts[i];
 		unsigned char rec[IDX_REC_BYTES + CACHE_KEY_MAX];
 		bool long_key = idx_key_is_long(put->key_len, put->etag_len,
 						put->key);
@@ -535,7 +548,7 @@ int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
 		v.mv_size = idx_encode(put, long_key, rec);
 		rc = mdb_put(txn, ix->objects, &k, &v, 0);
 		if (!rc && put->is_inline) {
-			v.mv_data = (void *)data;
+			v.mv_data = (void *)datas[i];
 			v.mv_size = put->size;
 			rc = mdb_put(txn, ix->inl, &k, &v, 0);
 		}

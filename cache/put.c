@@ -184,113 +184,189 @@ static void put_free(struct cache_put *p)
 }
 
 /*
- * Under wlock: makes @e (the committed form of @p) visible in the index
- * and in memory. Other versions of the key leave memory onto *@victims
- * (the caller finishes dropping them), since a key has one current
- * version and old ones would only hold space. Returns 1 when the same
- * object was committed by another put meanwhile.
+ * Readies the committed form of @p (checksum, entry) into *@e. Returns 0,
+ * or the put's failure: a write error (counted when it happened), -EINVAL
+ * (not all written: a caller bug), -ENOMEM.
  */
-static int put_publish(struct cache_put *p, struct cache_ent *e,
-		       struct cache_ent **victims)
+static int put_prepare(struct cache_put *p, struct cache_ent **e)
 {
-	struct cache *c = p->c;
-	struct cache_ent *old;
-	struct idx_rec rec = {
-		.key = p->name,
-		.key_len = p->key_len,
-		.etag = p->name + p->key_len + 1,
-		.etag_len = p->etag_len,
-		.is_inline = p->buf != NULL,
-		.seg = p->seg ? p->seg->id : 0,
-		.size = p->size,
-		.off = p->off,
-		.sum = e->sum,
-		.time_s = (uint64_t)time(NULL),
-	};
 	int ret;
 
-	pthread_mutex_lock(&c->lock);
-	if (tab_find(&c->tab, rec.key, rec.key_len, rec.etag, rec.etag_len)) {
-		pthread_mutex_unlock(&c->lock);
-		return 1;
-	}
-	ret = tab_reserve(&c->tab);
-	while (!ret && (old = tab_first_version(&c->tab, rec.key,
-						rec.key_len)))
-		cache_unlink_locked(c, old, victims);
-	pthread_mutex_unlock(&c->lock);
-	if (ret)
-		return ret;
-
-	ret = idx_apply(c->ix, &rec, p->buf, *victims);
-	if (!ret) {
-		pthread_mutex_lock(&c->lock);
-		c->reserved -= p->size;
-		c->used += p->size;
-		e->tick = ++c->tick;
-		tab_insert(&c->tab, e);
-		pthread_mutex_unlock(&c->lock);
-	}
-	return ret;
-}
-
-int cache_put_commit(struct cache_put *p)
-{
-	struct cache *c = p->c;
-	struct cache_ent *e = NULL, *victims = NULL;
-	uint64_t sum = 0;
-	int ret;
-
+	*e = NULL;
 	pthread_mutex_lock(&p->lock);
 	ret = p->err;
 	pthread_mutex_unlock(&p->lock);
 	if (ret)
-		goto fail; /* counted when it happened */
-	if (p->written != p->size) {
-		ret = -EINVAL; /* a caller bug, not a cache failure */
-		goto fail;
+		return ret;
+	if (p->written != p->size)
+		return -EINVAL;
+	*e = cache_ent_new(p->name, p->key_len, p->name + p->key_len + 1,
+			   p->etag_len);
+	if (!*e) {
+		cache_note_write_error(p->c, -ENOMEM);
+		return -ENOMEM;
 	}
-	sum = put_checksum(p);
-	e = cache_ent_new(p->name, p->key_len, p->name + p->key_len + 1,
-			  p->etag_len);
-	if (!e) {
-		ret = -ENOMEM;
-		cache_note_write_error(c, ret);
-		goto fail;
-	}
-	e->seg = p->seg;
-	e->size = p->size;
-	e->off = p->off;
-	e->sum = sum;
-	atomic_init(&e->oid, p->oid);
+	(*e)->seg = p->seg;
+	(*e)->size = p->size;
+	(*e)->off = p->off;
+	(*e)->sum = put_checksum(p);
+	atomic_init(&(*e)->oid, p->oid);
 	/* Hashed from the bytes as they went to the page cache: nothing to
 	 * check again this session. */
-	e->verified = true;
+	(*e)->verified = true;
+	return 0;
+}
+
+static bool put_same_name(const struct cache_put *a, const struct cache_put *b)
+{
+	return a->key_len == b->key_len && a->etag_len == b->etag_len &&
+	       !memcmp(a->name, b->name, a->key_len + 1u + a->etag_len);
+}
+
+/*
+ * Under wlock: makes the entries @es of the puts @ps (NULL: nothing to
+ * publish) visible, in the index in one LMDB write transaction and then
+ * in memory. Other versions of their keys leave memory onto *@victims
+ * (the caller finishes dropping them), since a key has one current
+ * version and old ones would only hold space. A put whose object is
+ * cached already (by another put, or earlier in @ps) gets 1 in @pub[i];
+ * one published gets 2. Returns 0, or the -errno of the transaction (then
+ * none is published).
+ */
+static int put_publish(struct cache_put **ps, struct cache_ent **es, size_t n,
+		       int *pub, struct cache_ent **victims)
+{
+	struct cache *c = ps[0]->c;
+	struct idx_rec *recs = calloc(n, sizeof(*recs));
+	const void **datas = calloc(n, sizeof(*datas));
+	uint64_t now = (uint64_t)time(NULL);
+	struct cache_ent *old;
+	size_t m = 0;
+	int ret;
+
+	if (!recs || !datas) {
+		free(recs);
+		free(datas);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&c->lock);
+	ret = tab_reserve(&c->tab, n);
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct cache_put *p = ps[i];
+		bool dup = false;
+
+		pub[i] = 0;
+		if (!es[i])
+			continue;
+		for (size_t k = 0; k < i && !dup; k++)
+			dup = pub[k] && put_same_name(ps[k], p);
+		if (dup || tab_find(&c->tab, p->name, p->key_len,
+				    p->name + p->key_len + 1, p->etag_len)) {
+			pub[i] = 1;
+			continue;
+		}
+		while ((old = tab_first_version(&c->tab, p->name, p->key_len)))
+			cache_unlink_locked(c, old, victims);
+		recs[m] = (struct idx_rec){
+			.key = p->name,
+			.key_len = p->key_len,
+			.etag = p->name + p->key_len + 1,
+			.etag_len = p->etag_len,
+			.is_inline = p->buf != NULL,
+			.seg = p->seg ? p->seg->id : 0,
+			.size = p->size,
+			.off = p->off,
+			.sum = es[i]->sum,
+			.time_s = now,
+		};
+		datas[m++] = p->buf;
+		pub[i] = 2;
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	if (!ret && (m || *victims))
+		ret = idx_apply_many(c->ix, recs, datas, m, *victims);
+	if (!ret) {
+		pthread_mutex_lock(&c->lock);
+		for (size_t i = 0; i < n; i++) {
+			if (pub[i] != 2)
+				continue;
+			c->reserved -= ps[i]->size;
+			c->used += ps[i]->size;
+			es[i]->tick = ++c->tick;
+			tab_insert(&c->tab, es[i]);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	free(recs);
+	free(datas);
+	return ret;
+}
+
+/* A put that is not kept: gives back what it holds and frees it. */
+static void put_drop(struct cache_put *p)
+{
+	put_release(p);
+	put_free(p);
+}
+
+int cache_put_commit_many(struct cache_put **ps, size_t n, int *rcs)
+{
+	struct cache_ent **es, *victims = NULL;
+	struct cache *c;
+	int *pub, ret;
+
+	if (!n)
+		return 0;
+	c = ps[0]->c;
+	es = calloc(n, sizeof(*es));
+	pub = calloc(n, sizeof(*pub));
+	if (!es || !pub) {
+		free(es);
+		free(pub);
+		for (size_t i = 0; i < n; i++) {
+			rcs[i] = -ENOMEM;
+			put_drop(ps[i]);
+		}
+		cache_note_write_error(c, -ENOMEM);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		rcs[i] = put_prepare(ps[i], &es[i]);
 
 	pthread_mutex_lock(&c->wlock);
-	ret = put_publish(p, e, &victims);
+	ret = put_publish(ps, es, n, pub, &victims);
 	pthread_mutex_unlock(&c->wlock);
 	/* Old versions left memory either way; their blocks stay while the
 	 * index may still refer to them. */
 	if (victims)
 		cache_finish_drop(c, victims, ret == 0);
-	if (ret == 1) {
-		ret = 0; /* already cached: lookups find it */
-		goto fail;
-	}
 	if (ret) {
 		ret = ret == -ENOSPC ? -ENOSPC : -EIO;
 		cache_note_write_error(c, ret);
-		goto fail;
 	}
-	put_free(p);
-	return 0;
-
-fail:
-	free(e);
-	put_release(p);
-	put_free(p);
+	for (size_t i = 0; i < n; i++) {
+		if (!rcs[i] && ret)
+			rcs[i] = ret;
+		if (!rcs[i] && pub[i] == 2) {
+			put_free(ps[i]);
+			continue;
+		}
+		/* Not kept: failed, or cached already (lookups find it). */
+		free(es[i]);
+		put_drop(ps[i]);
+	}
+	free(es);
+	free(pub);
 	return ret;
+}
+
+int cache_put_commit(struct cache_put *p)
+{
+	int rc;
+
+	cache_put_commit_many(&p, 1, &rc);
+	return rc;
 }
 
 void cache_put_abort(struct cache_put *p)

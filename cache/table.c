@@ -131,19 +131,22 @@ static void tab_grow_buckets(struct tab *t)
 }
 
 /*
- * Makes sure the next tab_insert() finds a slot without allocating, so
- * that an insert after an LMDB commit cannot fail. 0 or -ENOMEM.
+ * Makes sure the next @n tab_insert() calls find slots without
+ * allocating, so that inserts after an LMDB commit cannot fail. 0 or
+ * -ENOMEM.
  */
-int tab_reserve(struct tab *t)
+int tab_reserve(struct tab *t, size_t n)
 {
 	uint32_t cap;
 	void *p;
 
-	if (t->n_free || t->n_slots < t->cap_slots)
+	if (t->n_free + (size_t)(t->cap_slots - t->n_slots) >= n)
 		return 0;
-	if (t->cap_slots >= UINT32_MAX / 2)
+	if (t->cap_slots >= UINT32_MAX / 2 || n >= UINT32_MAX / 4)
 		return -ENOMEM;
 	cap = t->cap_slots ? t->cap_slots * 2 : 1024;
+	while (cap - t->n_slots + (size_t)t->n_free < n)
+		cap *= 2;
 	p = realloc(t->slots, cap * sizeof(*t->slots));
 	if (!p)
 		return -ENOMEM;
@@ -175,7 +178,7 @@ void tab_insert(struct tab *t, struct cache_ent *e)
 		tab_grow_buckets(t);
 }
 
-/* Unlinks @e; its memory stays with the caller (see cache_ent_retire()). */
+/* Unlinks @e; its memory stays with the caller. */
 void tab_remove(struct tab *t, struct cache_ent *e)
 {
 	struct cache_ent **pp = &t->buckets[e->khash & (t->n_buckets - 1)];

@@ -592,6 +592,13 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
 		ps.inflight, ps.inflight_limit, U(ps.cache_put_fail),
 		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit));
+	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
+		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "
+		"\"commit_batches\": %llu, \"commit_objects\": %llu},\n",
+		(double)ps.engine_busy_ns / 1e9,
+		(double)ps.engine_busy_max_ns / 1e6,
+		(double)ps.commit_ns / 1e9, U(ps.commit_batches),
+		U(ps.commit_objects));
 	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
 		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
 		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),

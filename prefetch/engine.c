@@ -6,8 +6,9 @@
  * ranged GETs (*parts*), each with its own buffer, allocated when the part
  * starts. There are two kinds:
  * - a *whole* fetch (the object fits the cache) gets every part; once all
- *   have arrived the engine writes the object into the cache and drops the
- *   fetch. Readers that miss the cache join it (never a second GET), or
+ *   have arrived the cache writer thread writes the object into the cache
+ *   (many objects per index transaction) and drops the fetch: the network
+ *   thread does no disk work. Readers that miss the cache join it (never a second GET), or
  *   start one whose parts covering their read go first, and wait only for
  *   those parts.
  * - a *stream* (the cache cannot take the object: larger than the cache or
@@ -93,6 +94,10 @@
 /* A reader gives up after twice the budget plus 5 s: its part may queue
  * behind others for up to a budget before its own starts. */
 #define PF_WAIT_SLACK_MS 5000
+/* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
+ * (one commit per object cost more than a 110 KB object's write). */
+#define PF_COMMIT_BATCH 64
+#define PF_COMMIT_BYTES (64ull << 20)
 /* Queued parts looked at per start for one that may start (a stream part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
@@ -179,13 +184,17 @@ struct pf_candidates {
 
 struct pf {
 	struct pf_config cfg;
-	pthread_t thread;
+	pthread_t thread;          /* the network thread (engine_main) */
+	pthread_t writer;          /* the cache writer (writer_main) */
+	bool writer_started;
 	CURLM *multi;
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;         /* a part ended, memory was given back or
 				      the engine stops: waiters recheck
 				      (CLOCK_MONOTONIC) */
+	pthread_cond_t wcv;        /* a fetch completed, or the engine stops:
+				      the writer looks */
 	bool stop;
 	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
 	struct pf_fetch *streams;  /* the streams in by_id */
@@ -201,7 +210,8 @@ struct pf {
 	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
 	struct order_queue hints;  /* current first, then the queue */
 	struct pf_candidates carry;/* picked, not yet started (no room) */
-	struct pf_fetch **done;    /* fetches the engine must commit */
+	struct pf_fetch **done;    /* completed fetches for the writer, oldest
+				      first */
 	size_t n_done, cap_done;
 	uint32_t *open_count;      /* n_ids: readers with the object open */
 	uint8_t *nocache;          /* n_ids bits: the cache refused it for
@@ -566,6 +576,7 @@ static void whole_complete(struct pf *pf, struct pf_fetch *f)
 	}
 	if (pf->n_done < pf->cap_done) {
 		pf->done[pf->n_done++] = f;
+		pthread_cond_signal(&pf->wcv);
 	} else {
 		/* No room to remember it: leave it uncached. */
 		pf->st.warm_failed += f->warm_refs;
@@ -664,49 +675,49 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 }
 
 /*
- * Writes completed whole fetches into the cache and takes them out of the
- * table. Called by the engine thread without mu (the cache calls
- * pf_next_use()).
+ * Writes the completed whole fetches @fs into the cache, their index
+ * entries in one transaction, and takes them out of the table. Writer
+ * thread, without mu (the cache calls pf_next_use()).
  */
-static void commit_done(struct pf *pf)
+static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 {
-	for (;;) {
-		struct pf_fetch *f;
+	struct cache_put *puts[PF_COMMIT_BATCH];
+	int rc[PF_COMMIT_BATCH], rcs[PF_COMMIT_BATCH];
+	size_t which[PF_COMMIT_BATCH], m = 0;
+	uint64_t t0 = mono_ns();
+
+	/* Parts are done and never written again: no lock needed. */
+	for (size_t i = 0; i < n; i++) {
+		struct pf_fetch *f = fs[i];
 		struct cache_put *put;
-		bool stale, ok = false;
-		int rc = 0;
-		uint64_t next;
 
-		pthread_mutex_lock(&pf->mu);
-		if (!pf->n_done) {
-			pthread_mutex_unlock(&pf->mu);
-			return;
-		}
-		f = pf->done[--pf->n_done];
-		pthread_mutex_unlock(&pf->mu);
-
-		/* Parts are done and never written again: no lock needed. */
-		stale = f->kind == S3_ERR_STALE;
-		if (!f->err) {
-			next = pf_next_use(pf, f->id);
-			rc = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
-					     f->etag, f->size, next, f->id, &put);
-			if (!rc) {
-				for (uint32_t i = 0; !rc && i < f->n_parts; i++)
-					rc = cache_put_write(put, f->parts[i].off,
-							     f->parts[i].buf,
-							     f->parts[i].len);
-				if (rc)
-					cache_put_abort(put);
-				else
-					rc = cache_put_commit(put);
-			}
-			ok = !rc || rc == -EEXIST;
-		}
-		if (stale)
+		rc[i] = 0;
+		if (f->kind == S3_ERR_STALE)
 			cache_invalidate(pf->cfg.cache, f->key, f->key_len, NULL);
+		if (f->err)
+			continue;
+		rc[i] = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
+					f->etag, f->size, pf_next_use(pf, f->id),
+					f->id, &put);
+		for (uint32_t k = 0; !rc[i] && k < f->n_parts; k++)
+			rc[i] = cache_put_write(put, f->parts[k].off,
+						f->parts[k].buf, f->parts[k].len);
+		if (rc[i] && put)
+			cache_put_abort(put);
+		else if (!rc[i]) {
+			puts[m] = put;
+			which[m++] = i;
+		}
+	}
+	cache_put_commit_many(puts, m, rcs);
+	for (size_t k = 0; k < m; k++)
+		rc[which[k]] = rcs[k];
 
-		pthread_mutex_lock(&pf->mu);
+	pthread_mutex_lock(&pf->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct pf_fetch *f = fs[i];
+		bool ok = !f->err && (!rc[i] || rc[i] == -EEXIST);
+
 		if (f->err && f->demand) {
 			/* Only a verdict a reader waited for; a prefetch that
 			 * failed leaves the next reader a full budget. */
@@ -718,16 +729,58 @@ static void commit_done(struct pf *pf)
 			 * refusal by next use (-ENOSPC) or a lack of memory:
 			 * readers stream the object from now on rather than
 			 * fetch it whole again and again. */
-			if (rc == -EIO || rc == -EINVAL)
+			if (rc[i] == -EIO || rc[i] == -EINVAL)
 				pf->nocache[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
 		}
 		if (ok)
 			pf->st.warm_done += f->warm_refs;
 		else
 			pf->st.warm_failed += f->warm_refs;
+		/* Committed (or not to be): readers find it in the cache
+		 * from now on, so it may leave the table. */
 		fetch_leave(pf, f);
-		pthread_mutex_unlock(&pf->mu);
 	}
+	pf->st.commit_ns += mono_ns() - t0;
+	pf->st.commit_batches += m ? 1 : 0;
+	pf->st.commit_objects += m;
+	pthread_mutex_unlock(&pf->mu);
+}
+
+/*
+ * The cache writer: takes completed fetches off the network thread, in
+ * batches of up to PF_COMMIT_BATCH objects or PF_COMMIT_BYTES, oldest
+ * first. A batch is what completed while the last one was written, so
+ * under load one index commit serves many objects, and idle it costs no
+ * wait.
+ */
+static void *writer_main(void *arg)
+{
+	struct pf *pf = arg;
+	struct pf_fetch *batch[PF_COMMIT_BATCH];
+
+	pthread_mutex_lock(&pf->mu);
+	for (;;) {
+		uint64_t bytes = 0;
+		size_t n = 0;
+
+		while (!pf->stop && !pf->n_done)
+			pthread_cond_wait(&pf->wcv, &pf->mu);
+		if (pf->stop)
+			break;
+		while (n < pf->n_done && n < PF_COMMIT_BATCH &&
+		       (!n || bytes + pf->done[n]->size <= PF_COMMIT_BYTES)) {
+			bytes += pf->done[n]->size;
+			batch[n] = pf->done[n];
+			n++;
+		}
+		pf->n_done -= n;
+		memmove(pf->done, pf->done + n, pf->n_done * sizeof(*pf->done));
+		pthread_mutex_unlock(&pf->mu);
+		commit_batch(pf, batch, n);
+		pthread_mutex_lock(&pf->mu);
+	}
+	pthread_mutex_unlock(&pf->mu);
+	return NULL;
 }
 
 static bool is_nocache(const struct pf *pf, uint32_t id)
@@ -1065,12 +1118,12 @@ static void *engine_main(void *arg)
 	struct pf *pf = arg;
 
 	for (;;) {
+		uint64_t busy0 = mono_ns(), busy;
 		struct pf_part *taken;
 		CURLMsg *msg;
 		int still, left, timeout;
 		bool ended;
 
-		commit_done(pf);
 		schedule_prefetch(pf);
 
 		pthread_mutex_lock(&pf->mu);
@@ -1105,8 +1158,15 @@ static void *engine_main(void *arg)
 			pthread_mutex_unlock(&pf->mu);
 			ended = true;
 		}
-		/* Something ended: commit it and start the next at once rather
-		 * than after the poll's timeout. */
+		/* How long transfers waited on this thread's other work. */
+		busy = mono_ns() - busy0;
+		pthread_mutex_lock(&pf->mu);
+		pf->st.engine_busy_ns += busy;
+		if (busy > pf->st.engine_busy_max_ns)
+			pf->st.engine_busy_max_ns = busy;
+		pthread_mutex_unlock(&pf->mu);
+		/* Something ended: start the next at once rather than after the
+		 * poll's timeout. */
 		curl_multi_poll(pf->multi, NULL, 0, ended ? 0 : timeout, NULL);
 	}
 	return NULL;
@@ -1419,6 +1479,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&pf->cv, &ca);
+	pthread_cond_init(&pf->wcv, NULL);
 	pthread_condattr_destroy(&ca);
 	order_queue_init(&pf->hints);
 	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
@@ -1433,6 +1494,10 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	/* Keep one connection per transfer alive between requests. */
 	curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
 			  (long)pf->cfg.max_inflight + 16);
+	rc = -pthread_create(&pf->writer, NULL, writer_main, pf);
+	if (rc)
+		goto fail;
+	pf->writer_started = true;
 	rc = -pthread_create(&pf->thread, NULL, engine_main, pf);
 	if (rc)
 		goto fail;
@@ -1440,11 +1505,17 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	*out = pf;
 	return 0;
 fail:
+	if (pf->writer_started) {
+		pf_cancel(pf);
+		pthread_join(pf->writer, NULL);
+	}
+	order_queue_fini(&pf->hints);
 	if (pf->multi)
 		curl_multi_cleanup(pf->multi);
 	free(pf->by_id);
 	free(pf->open_count);
 	free(pf->nocache);
+	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);
 	free(pf);
@@ -1458,8 +1529,10 @@ void pf_cancel(struct pf *pf)
 	pthread_mutex_lock(&pf->mu);
 	pf->stop = true;
 	pthread_cond_broadcast(&pf->cv);
+	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
-	curl_multi_wakeup(pf->multi);
+	if (pf->multi)
+		curl_multi_wakeup(pf->multi);
 }
 
 void pf_stop(struct pf *pf)
@@ -1469,6 +1542,8 @@ void pf_stop(struct pf *pf)
 	cache_set_next_use(pf->cfg.cache, NULL, NULL);
 	pf_cancel(pf);
 	pthread_join(pf->thread, NULL);
+	/* The writer ends its batch (a disk write, never the network). */
+	pthread_join(pf->writer, NULL);
 
 	/* No reader is left (the session loop has ended): take down what is
 	 * still in flight and free every fetch. */
@@ -1493,6 +1568,7 @@ void pf_stop(struct pf *pf)
 	free(pf->nocache);
 	free(pf->by_id);
 	curl_multi_cleanup(pf->multi);
+	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);
 	free(pf);

@@ -240,6 +240,13 @@ struct pf_stats {
 	uint64_t fetch_mem;      /**< bytes of fetch buffers held now */
 	uint64_t fetch_mem_peak; /**< the most held at once since mount */
 	uint64_t fetch_mem_limit;/**< the bound (pf_config.fetch_mem) */
+	uint64_t commit_ns;      /**< time spent writing fetched objects into
+				      the cache (blobs, index, eviction) */
+	uint64_t commit_batches; /**< index transactions for them */
+	uint64_t commit_objects; /**< objects in those transactions */
+	uint64_t engine_busy_ns; /**< the network thread's time between two
+				      polls: what transfers wait behind */
+	uint64_t engine_busy_max_ns; /**< its longest single stretch */
 	uint64_t hint_pos;       /**< oldest unread entry of the current hint */
 	uint64_t hint_len;       /**< its length; 0 with no hint */
 	int64_t hint_epoch;      /**< its epoch, -1 if unnamed */
