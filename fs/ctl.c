@@ -222,6 +222,10 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 	}
 	rc = pf_hint(atomic_load(&fs->pf), ids, n, rep.epoch, rep.replace);
 	free(ids);
+	if (rc == -EBUSY)
+		log_error("hint from %s: refused, 16 hints are queued already "
+			  "(wait for an epoch to finish, or replace the queue)",
+			  from);
 
 	pthread_mutex_lock(&fs->hint_mu);
 	fs->last_hint = rep;
@@ -230,7 +234,8 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 	pthread_mutex_unlock(&fs->hint_mu);
 
 	if (rc) {
-		log_error("hint from %s: %s", from, strerror(-rc));
+		if (rc != -EBUSY)
+			log_error("hint from %s: %s", from, strerror(-rc));
 		return rc;
 	}
 	uint64_t bad = rep.unknown + rep.too_long + rep.bad_utf8 + rep.dotdot +
@@ -301,7 +306,11 @@ static int apply_warm(struct fs *fs, const char *text, size_t len)
 	rc = hint_foreach(text, len, fs->mountpoint, gather_cb, &l, &rep);
 	if (!rc)
 		rc = pf_warm(atomic_load(&fs->pf), l.ids, l.n);
-	if (rc)
+	if (rc == -EBUSY)
+		log_error("warm: refused, %zu objects would pass the limit of "
+			  "pending ones (4 per listed object): wait for the warm "
+			  "in progress", l.n);
+	else if (rc)
 		log_error("warm: %s", strerror(-rc));
 	else
 		log_list("warm", &rep, l.n);
@@ -605,16 +614,18 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(ps.err_stale), U(ps.err_other));
 	fprintf(f, "  \"hint\": {\"position\": %llu, \"length\": %llu, "
 		"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
-		"\"rejected\": %llu, \"last\": {\"entries\": %llu, "
+		"\"rejected\": %llu, \"refused_queue_full\": %llu, "
+		"\"last\": {\"entries\": %llu, "
 		"\"unknown\": %llu, \"too_long\": %llu, \"bad_utf8\": %llu, "
 		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld}},\n",
 		U(ps.hint_pos), U(ps.hint_len), (long long)ps.hint_epoch,
-		ps.hints_queued, U(ps.hints_total), U(rejected), U(hr.entries),
+		ps.hints_queued, U(ps.hints_total), U(rejected),
+		U(ps.hints_refused), U(hr.entries),
 		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
 		U(hr.outside), (long long)hr.epoch);
 	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
-		"\"failed\": %llu},\n", U(ps.warm_queued), U(ps.warm_done),
-		U(ps.warm_failed));
+		"\"failed\": %llu, \"refused\": %llu},\n", U(ps.warm_queued),
+		U(ps.warm_done), U(ps.warm_failed), U(ps.warm_refused));
 	fs_creds_json(f, s3_client_creds(fs->s3));
 	fprintf(f, "}\n");
 #undef U

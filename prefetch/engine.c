@@ -94,6 +94,14 @@
 /* A reader gives up after twice the budget plus 5 s: its part may queue
  * behind others for up to a budget before its own starts. */
 #define PF_WAIT_SLACK_MS 5000
+/* Hints queued behind the current one: an epoch's hint is written once
+ * per epoch, so 16 is room for a trainer far ahead of its reads; each
+ * holds about 9 bytes per entry. */
+#define PF_HINTS_QUEUED_MAX 16
+/* Warm-list entries pending: every object four times over (a few "warm
+ * ." in a row), at least 64 Ki; 4 bytes each. */
+#define PF_WARM_PER_OBJECT 4
+#define PF_WARM_MIN 65536
 /* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
  * (one commit per object cost more than a 110 KB object's write). */
 #define PF_COMMIT_BATCH 64
@@ -303,10 +311,21 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
 	struct order *old;
 
+	struct order_queue_stats os;
+
 	if (!h)
 		return -ENOMEM;
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
+	order_queue_stats(&pf->hints, &os);
+	if (!replace && os.len && os.queued >= PF_HINTS_QUEUED_MAX) {
+		/* Each queued hint holds its entries: a writer that never
+		 * waits for an epoch to pass must not fill the memory. */
+		pf->st.hints_refused++;
+		pthread_mutex_unlock(&pf->mu);
+		order_destroy(h);
+		return -EBUSY;
+	}
 	if (!n && !replace) {
 		/* Nothing to follow: queueing it would only stall the next. */
 		pthread_mutex_unlock(&pf->mu);
@@ -929,9 +948,24 @@ static void schedule_prefetch(struct pf *pf)
 
 int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
 {
+	uint64_t max = (uint64_t)pf->cfg.n_ids * PF_WARM_PER_OBJECT;
 	int rc = 0;
 
+	if (max < PF_WARM_MIN)
+		max = PF_WARM_MIN;
 	pthread_mutex_lock(&pf->mu);
+	if (pf->warm_n - pf->warm_next + n > max) {
+		pf->st.warm_refused += n;
+		rc = -EBUSY;
+		goto out;
+	}
+	/* Entries already looked at go: the list holds what is pending. */
+	if (pf->warm_next) {
+		pf->warm_n -= pf->warm_next;
+		memmove(pf->warm_ids, pf->warm_ids + pf->warm_next,
+			pf->warm_n * sizeof(*pf->warm_ids));
+		pf->warm_next = 0;
+	}
 	if (pf->warm_n + n > pf->warm_cap) {
 		size_t cap = pf->warm_cap ? pf->warm_cap : 1024;
 		uint32_t *nw;

@@ -4,9 +4,16 @@
  * per hint, the oldest unconsumed entry, the newest consumed one and the
  * prefetcher's cursor; and the queue of hints those move through.
  *
+ * Memory is proportional to the hint, not to the listing: the objects a
+ * hint names are found through an open-addressing hash of their ids, built
+ * from the hint's own entries (a one-line hint costs a few dozen bytes,
+ * not three arrays of the 1.3 million listed objects). About 9 bytes per
+ * entry plus 32 per distinct object.
+ *
  * Invariants, per order:
- * - The occurrences of id i are pos[start[i] .. start[i+1]), ascending;
- *   the first consumed[i] of them are read, the rest are not.
+ * - The occurrences of id i (slot s of the hash) are
+ *   pos[slots[s].first .. slots[s].first + slots[s].count), ascending; the
+ *   first slots[s].consumed of them are read, the rest are not.
  * - oldest is the first entry with read[] unset; newest is one past the
  *   newest read entry; next_pf >= oldest.
  * Opens consume in position order per object, so a reader that opens an
@@ -18,14 +25,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An id's entry in the hash: its occurrences and how many are read. */
+struct order_slot {
+	uint32_t id;            /* ORDER_EMPTY: a free slot */
+	uint32_t first;         /* its first occurrence's index in pos */
+	uint32_t count;         /* its occurrences */
+	uint32_t consumed;      /* of those, opened */
+};
+
+#define ORDER_EMPTY UINT32_MAX
+
 struct order {
 	uint32_t *ids;          /* n entries, in reading order */
 	size_t n;
 	int64_t epoch;
 	uint32_t n_ids;         /* ids are below this */
-	uint32_t *start;        /* n_ids + 1: positions of id i are */
-	uint32_t *pos;          /*   pos[start[i] .. start[i+1]) */
-	uint32_t *consumed;     /* n_ids: occurrences of id i opened */
+	struct order_slot *slots; /* mask + 1 of them, at most half used */
+	uint32_t mask;
+	uint32_t *pos;          /* n: positions, grouped by id (see top) */
 	uint8_t *read;          /* n: entry opened */
 	size_t oldest;          /* first unopened entry */
 	size_t newest;          /* one past the newest opened entry */
@@ -40,47 +57,73 @@ void order_destroy(struct order *o)
 		struct order *next = o->next;
 
 		free(o->ids);
-		free(o->start);
+		free(o->slots);
 		free(o->pos);
-		free(o->consumed);
 		free(o->read);
 		free(o);
 		o = next;
 	}
 }
 
-/* Builds the position index: a counting sort by id. */
+/* The slot of @id in @o: its own, or the free one where it would go. */
+static struct order_slot *order_slot(const struct order *o, uint32_t id)
+{
+	/* Fibonacci hashing: listing ids are dense, and neighbours must not
+	 * pile up in neighbouring slots. */
+	uint32_t i = (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & o->mask;
+
+	while (o->slots[i].id != ORDER_EMPTY && o->slots[i].id != id)
+		i = (i + 1) & o->mask;
+	return &o->slots[i];
+}
+
+/* Builds the position index: a counting sort by id, through the hash. */
 struct order *order_create(const uint32_t *ids, size_t n, int64_t epoch,
 			   uint32_t n_ids)
 {
 	struct order *o = calloc(1, sizeof(*o));
-	uint32_t *fill = NULL;
+	uint32_t next = 0;
+	size_t cap = 16;
 
-	if (!o || n > UINT32_MAX)
+	if (!o || n > UINT32_MAX / 4)
 		goto fail;
+	/* At most half full: probes stay short. */
+	while (cap < 2 * n)
+		cap *= 2;
 	o->n = n;
 	o->epoch = epoch;
 	o->n_ids = n_ids;
+	o->mask = (uint32_t)(cap - 1);
 	o->ids = malloc((n ? n : 1) * sizeof(*o->ids));
 	o->pos = malloc((n ? n : 1) * sizeof(*o->pos));
 	o->read = calloc(n ? n : 1, 1);
-	o->start = calloc((size_t)n_ids + 1, sizeof(*o->start));
-	o->consumed = calloc(n_ids ? n_ids : 1, sizeof(*o->consumed));
-	fill = calloc(n_ids ? n_ids : 1, sizeof(*fill));
-	if (!o->ids || !o->pos || !o->read || !o->start || !o->consumed || !fill)
+	o->slots = malloc(cap * sizeof(*o->slots));
+	if (!o->ids || !o->pos || !o->read || !o->slots)
 		goto fail;
+	for (size_t i = 0; i < cap; i++)
+		o->slots[i] = (struct order_slot){ .id = ORDER_EMPTY };
 	if (n)
 		memcpy(o->ids, ids, n * sizeof(*ids));
-	for (size_t i = 0; i < n; i++)
-		o->start[ids[i] + 1]++;
-	for (uint32_t i = 0; i < n_ids; i++)
-		o->start[i + 1] += o->start[i];
-	for (size_t i = 0; i < n; i++)
-		o->pos[o->start[ids[i]] + fill[ids[i]]++] = (uint32_t)i;
-	free(fill);
+	for (size_t i = 0; i < n; i++) {
+		struct order_slot *sl = order_slot(o, ids[i]);
+
+		sl->id = ids[i];
+		sl->count++;
+	}
+	for (size_t i = 0; i < cap; i++) {
+		o->slots[i].first = next;
+		next += o->slots[i].count;
+	}
+	/* consumed counts the occurrences placed, then starts again at 0. */
+	for (size_t i = 0; i < n; i++) {
+		struct order_slot *sl = order_slot(o, ids[i]);
+
+		o->pos[sl->first + sl->consumed++] = (uint32_t)i;
+	}
+	for (size_t i = 0; i < cap; i++)
+		o->slots[i].consumed = 0;
 	return o;
 fail:
-	free(fill);
 	order_destroy(o);
 	return NULL;
 }
@@ -102,16 +145,15 @@ size_t order_oldest(const struct order *o)
 
 bool order_consume(struct order *o, uint32_t id)
 {
-	uint32_t k, cnt, p;
+	struct order_slot *sl;
+	uint32_t p;
 
-	if (id >= o->n_ids)
+	if (id >= o->n_ids || id == ORDER_EMPTY)
 		return false;
-	k = o->consumed[id];
-	cnt = o->start[id + 1] - o->start[id];
-	if (k >= cnt)
+	sl = order_slot(o, id);
+	if (sl->id != id || sl->consumed >= sl->count)
 		return false;
-	p = o->pos[o->start[id] + k];
-	o->consumed[id] = k + 1;
+	p = o->pos[sl->first + sl->consumed++];
 	o->read[p] = 1;
 	if (p + 1 > o->newest)
 		o->newest = p + 1;
@@ -132,13 +174,14 @@ size_t order_base(const struct order *o, size_t window)
 
 uint64_t order_next_pos(const struct order *o, uint32_t id)
 {
-	uint32_t k, cnt;
+	const struct order_slot *sl;
 
-	if (id >= o->n_ids)
+	if (id >= o->n_ids || id == ORDER_EMPTY)
 		return ORDER_NONE;
-	k = o->consumed[id];
-	cnt = o->start[id + 1] - o->start[id];
-	return k < cnt ? o->pos[o->start[id] + k] : ORDER_NONE;
+	sl = order_slot(o, id);
+	return sl->id == id && sl->consumed < sl->count
+		       ? o->pos[sl->first + sl->consumed]
+		       : ORDER_NONE;
 }
 
 /* ---- the queue ------------------------------------------------------------ */

@@ -255,6 +255,8 @@ struct pf_stats {
 	uint64_t warm_queued;    /**< objects asked for by pf_warm() */
 	uint64_t warm_done;      /**< of those, now cached */
 	uint64_t warm_failed;    /**< of those, not fetched or not cached */
+	uint64_t warm_refused;   /**< objects pf_warm() refused: list full */
+	uint64_t hints_refused;  /**< hints pf_hint() refused: queue full */
 };
 
 /** Creates the engine and starts its thread. Returns 0 or -errno. */
@@ -302,15 +304,20 @@ void pf_note_close(struct pf *pf, uint32_t id);
 /**
  * Installs a hint: @n ids (copied) in the order of reading, queued behind
  * the hint in progress, or replacing the current and queued ones when
- * @replace. @epoch is -1 when unnamed. Returns 0 or -ENOMEM. Any thread.
+ * @replace. @epoch is -1 when unnamed. Its memory is about 9 bytes per
+ * entry and 32 per distinct object, whatever the listing's size. Returns
+ * 0, -EBUSY when 16 hints are queued already (counted in
+ * pf_stats.hints_refused; a replace is always taken), or -ENOMEM. Any
+ * thread.
  */
 int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	    bool replace);
 
 /**
  * Queues @n objects (ids, copied) to be fetched into the cache whatever the
- * hint window (hintfs-ctl warm); progress in pf_stats.warm_*. Returns 0 or
- * -ENOMEM. Any thread.
+ * hint window (hintfs-ctl warm); progress in pf_stats.warm_*. Returns 0,
+ * -EBUSY when the entries pending would pass 4 per listed object (at
+ * least 64 Ki; counted in pf_stats.warm_refused), or -ENOMEM. Any thread.
  */
 int pf_warm(struct pf *pf, const uint32_t *ids, size_t n);
 

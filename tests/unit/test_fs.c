@@ -256,6 +256,62 @@ static void test_hint(void)
 	fs_destroy(fs);
 }
 
+/* Writes @text to control file @ino; returns what the close (flush) says. */
+static int ctl_write(struct fs *fs, uint64_t ino, const char *text, size_t len)
+{
+	struct fs_file *fh = NULL;
+	bool direct;
+	int rc;
+
+	if (fs_open(fs, ino, O_WRONLY, &fh, &direct))
+		return -EBADF;
+	CHECK(fs_write(fs, ino, fh, text, len, 0) == (ssize_t)len);
+	rc = fs_flush(fs, ino, fh);
+	fs_release(fs, ino, fh);
+	return rc;
+}
+
+/* Queued hints and pending warm entries have caps: past them the writer
+ * gets EBUSY (and the stats count it), a replace is always taken. */
+static void test_queue_caps(void)
+{
+	static const char one[] = "h/3\n";
+	static const char replace[] = "#hintfs v1 replace\nh/3\n";
+	enum { WARM = 70000 };
+	char *warm = malloc(WARM * 4 + 1);
+	struct fs *fs;
+
+	fake_s3_reset();
+	for (int i = 0; i < 4; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "ds/h/%d", i);
+		put(key, 5000);
+	}
+	fs = mount_fs(0);
+	if (!fs || !warm) {
+		free(warm);
+		return;
+	}
+	/* Nobody reads h/3: the current hint stays, 16 queue behind it. */
+	for (int i = 0; i < 17; i++)
+		CHECK(ctl_write(fs, FS_INO_CTL_HINT, one, strlen(one)) == 0);
+	CHECK(stat_of(fs, "hint", "queued") == 16);
+	CHECK(ctl_write(fs, FS_INO_CTL_HINT, one, strlen(one)) == -EBUSY);
+	CHECK(stat_of(fs, "hint", "refused_queue_full") == 1);
+	CHECK(ctl_write(fs, FS_INO_CTL_HINT, replace, strlen(replace)) == 0);
+	CHECK(stat_of(fs, "hint", "queued") == 0);
+
+	/* 70,000 pending entries on a listing of 4: over the cap. */
+	for (int i = 0; i < WARM; i++)
+		memcpy(warm + 4 * i, "h/0\n", 4);
+	CHECK(ctl_write(fs, FS_INO_CTL_WARM, warm, WARM * 4) == -EBUSY);
+	CHECK(stat_of(fs, "warm", "refused") == WARM);
+	CHECK(ctl_write(fs, FS_INO_CTL_WARM, ".\n", 2) == 0);
+	free(warm);
+	fs_destroy(fs);
+}
+
 int main(void)
 {
 	char cmd[128];
@@ -272,6 +328,9 @@ int main(void)
 	if (system(cmd))
 		fprintf(stderr, "cannot empty %s\n", cache_dir);
 	test_hint();
+	if (system(cmd))
+		fprintf(stderr, "cannot empty %s\n", cache_dir);
+	test_queue_caps();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", cache_dir);
