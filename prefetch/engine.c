@@ -56,6 +56,7 @@
  * into it.
  */
 #include "prefetch/prefetch.h"
+#include "prefetch/engine_internal.h"
 #include "prefetch/order.h"
 #include "prefetch/s3_xfer.h"
 #include "cache/cache.h"
@@ -102,149 +103,11 @@
  * ." in a row), at least 64 Ki; 4 bytes each. */
 #define PF_WARM_PER_OBJECT 4
 #define PF_WARM_MIN 65536
-/* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
- * (one commit per object cost more than a 110 KB object's write). */
-#define PF_COMMIT_BATCH 64
-#define PF_COMMIT_BYTES (64ull << 20)
 /* Queued parts looked at per start for one that may start (a stream part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
 
-struct pf_fetch;
-struct pf_queue;
-
-enum pf_part_state {
-	PART_IDLE,    /* not asked for yet (streams), or released */
-	PART_QUEUED,  /* in pf->demand or pf->ahead */
-	PART_RUNNING, /* in the multi handle */
-	PART_DELAYED, /* in pf->delayed, waiting for its retry's due time */
-	PART_DONE,    /* buf holds its bytes */
-	PART_FAILED,  /* ended for good without them */
-};
-
-/* One ranged GET of a fetch. */
-struct pf_part {
-	struct pf_fetch *f;
-	uint64_t off;
-	size_t len;
-	char *buf;              /* len bytes, from its first start on */
-	struct s3_xfer *x;      /* created with buf */
-	enum pf_part_state state;
-	int attempts;
-	uint32_t pins;          /* readers waiting on or copying from buf */
-	bool over;              /* started past fetch_mem (see the top) */
-	uint64_t first_ns;      /* when the first attempt started */
-	uint64_t due_ns;        /* when a retry may start */
-	struct pf_queue *q;     /* the queue it is in, or NULL */
-	struct pf_part *prev, *next;
-};
-
-struct pf_fetch {
-	uint32_t id;
-	char *key;
-	size_t key_len;
-	char *etag;
-	uint64_t size;
-	struct pf_part *parts;  /* n_parts of them */
-	uint32_t n_parts;
-	uint32_t parts_done;
-	uint32_t parts_failed;
-	uint32_t running;       /* parts in the multi handle */
-	uint64_t mem;           /* bytes of pf->mem this fetch holds */
-	int err;                /* first fatal error, 0 if none */
-	enum s3_err_kind kind;  /* ... and its kind */
-	bool stream;            /* not cached: parts as asked (see the top) */
-	bool demand;            /* a reader waits: parts go first */
-	bool in_table;          /* still in pf->by_id */
-	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
-	int refs;               /* readers holding it, + 1 for the table */
-	uint32_t pos;           /* stream: first part of the latest read */
-	struct pf_fetch *snext, *sprev; /* stream: in pf->streams */
-};
-
-/* A fetch that failed for good, remembered for a moment (see pf_read). */
-struct pf_failure {
-	uint32_t id;
-	int err;
-	uint64_t until_ns;
-};
-
-/* NOTE(fuse): after a read fails, the kernel's page cache reads the same
- * page again (the readahead attempt, then the read itself): a failure
- * answers every read of its object for one second instead of spending a
- * second retry budget on the same verdict. */
-#define PF_FAILS 64
-#define PF_FAIL_HOLD_NS 1000000000ull
-
-/* A doubly linked FIFO of parts: O(1) to take a part out of the middle. */
-struct pf_queue {
-	struct pf_part *head;
-	struct pf_part *tail;
-};
-
-/* Ids the prefetcher should look at next; filled under mu. */
-struct pf_candidates {
-	uint32_t ids[64];
-	bool warm[64];  /* from the warm list, not a hint */
-	size_t n;
-	size_t first;   /* the next one to look at */
-};
-
-struct pf {
-	struct pf_config cfg;
-	pthread_t thread;          /* the network thread (engine_main) */
-	pthread_t writer;          /* the cache writer (writer_main) */
-	bool writer_started;
-	CURLM *multi;
-
-	pthread_mutex_t mu;
-	pthread_cond_t cv;         /* a part ended, memory was given back or
-				      the engine stops: waiters recheck
-				      (CLOCK_MONOTONIC) */
-	pthread_cond_t wcv;        /* a fetch completed, or the engine stops:
-				      the writer looks */
-	bool stop;
-	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
-	struct pf_fetch *streams;  /* the streams in by_id */
-	struct pf_queue demand;    /* parts of fetches readers wait on */
-	struct pf_queue ahead;     /* parts of prefetches, read-ahead */
-	struct pf_queue delayed;   /* retries waiting for their due time */
-	uint32_t running;          /* parts in the multi handle */
-	uint64_t mem;              /* bytes of fetch buffers reserved */
-	uint64_t mem_peak;
-	uint32_t room_waiters;     /* readers waiting for memory */
-	uint32_t over;             /* running parts started past the bound */
-	double limit;              /* current in-flight limit (AIMD) */
-	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
-	struct order_queue hints;  /* current first, then the queue */
-	struct pf_candidates carry;/* picked, not yet started (no room) */
-	struct pf_fetch **done;    /* completed fetches for the writer, oldest
-				      first */
-	size_t n_done, cap_done;
-	uint32_t *open_count;      /* n_ids: readers with the object open */
-	uint8_t *nocache;          /* n_ids bits: the cache refused it for
-				      good (write error, bad ETag): stream */
-	struct pf_failure fails[PF_FAILS];  /* recent definitive failures */
-	unsigned int fail_next;    /* the slot the next failure takes */
-	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
-	size_t warm_n, warm_cap;
-	size_t warm_next;          /* next entry to look at */
-	struct pf_stats st;        /* counters under mu, but for: */
-	/* The read path's counters, atomic (relaxed) so that a cache hit
-	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
-	struct {
-		_Atomic uint64_t reads, cache_hits, passthrough, stalls,
-		    stall_ns, failed_reads;
-	} rd;
-};
-
 static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
-
-/* Adds @n to a read-path counter; any thread, with or without mu. */
-static inline void rd_add(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-}
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 {
@@ -413,12 +276,8 @@ static void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 	pthread_cond_broadcast(&pf->cv);
 }
 
-/*
- * Takes @f out of the table and gives back its memory; its buffers live
- * on until the last reader's reference goes. mu held; no part of @f is
- * running.
- */
-static void fetch_leave(struct pf *pf, struct pf_fetch *f)
+/* See engine_internal.h. */
+void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
 {
 	if (f->stream) {
 		*(f->sprev ? &f->sprev->snext : &pf->streams) = f->snext;
@@ -505,7 +364,7 @@ static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f)
 		return;
 	if (pf->open_count[f->id] && !f->err)
 		return;
-	fetch_leave(pf, f);
+	pf_fetch_leave(pf, f);
 }
 
 /* Frees the buffer of done part @p of a stream. mu held; not pinned. */
@@ -574,7 +433,8 @@ static void count_error(struct pf *pf, enum s3_err_kind kind)
 	}
 }
 
-static void note_failure(struct pf *pf, uint32_t id, int err)
+/* See engine_internal.h. */
+void pf_note_failure(struct pf *pf, uint32_t id, int err)
 {
 	struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
 
@@ -599,7 +459,7 @@ static void whole_complete(struct pf *pf, struct pf_fetch *f)
 	} else {
 		/* No room to remember it: leave it uncached. */
 		pf->st.warm_failed += f->warm_refs;
-		fetch_leave(pf, f);
+		pf_fetch_leave(pf, f);
 	}
 }
 
@@ -620,7 +480,7 @@ static void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
 		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
 			  attempts, why);
 		if (f->demand && f->stream)
-			note_failure(pf, f->id, err);
+			pf_note_failure(pf, f->id, err);
 	}
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
@@ -691,115 +551,6 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		stream_maybe_drop(pf, f);
 	else if (f->parts_done + f->parts_failed == f->n_parts)
 		whole_complete(pf, f);
-}
-
-/*
- * Writes the completed whole fetches @fs into the cache, their index
- * entries in one transaction, and takes them out of the table. Writer
- * thread, without mu (the cache calls pf_next_use()).
- */
-static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
-{
-	struct cache_put *puts[PF_COMMIT_BATCH];
-	int rc[PF_COMMIT_BATCH], rcs[PF_COMMIT_BATCH];
-	size_t which[PF_COMMIT_BATCH], m = 0;
-	uint64_t t0 = mono_ns();
-
-	/* Parts are done and never written again: no lock needed. */
-	for (size_t i = 0; i < n; i++) {
-		struct pf_fetch *f = fs[i];
-		struct cache_put *put;
-
-		rc[i] = 0;
-		if (f->kind == S3_ERR_STALE)
-			cache_invalidate(pf->cfg.cache, f->key, f->key_len, NULL);
-		if (f->err)
-			continue;
-		rc[i] = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
-					f->etag, f->size, pf_next_use(pf, f->id),
-					f->id, &put);
-		for (uint32_t k = 0; !rc[i] && k < f->n_parts; k++)
-			rc[i] = cache_put_write(put, f->parts[k].off,
-						f->parts[k].buf, f->parts[k].len);
-		if (rc[i] && put)
-			cache_put_abort(put);
-		else if (!rc[i]) {
-			puts[m] = put;
-			which[m++] = i;
-		}
-	}
-	cache_put_commit_many(puts, m, rcs);
-	for (size_t k = 0; k < m; k++)
-		rc[which[k]] = rcs[k];
-
-	pthread_mutex_lock(&pf->mu);
-	for (size_t i = 0; i < n; i++) {
-		struct pf_fetch *f = fs[i];
-		bool ok = !f->err && (!rc[i] || rc[i] == -EEXIST);
-
-		if (f->err && f->demand) {
-			/* Only a verdict a reader waited for; a prefetch that
-			 * failed leaves the next reader a full budget. */
-			note_failure(pf, f->id, f->err);
-		}
-		if (!f->err && !ok) {
-			pf->st.cache_put_fail++;
-			/* A write error or an entry the index refuses, not a
-			 * refusal by next use (-ENOSPC) or a lack of memory:
-			 * readers stream the object from now on rather than
-			 * fetch it whole again and again. */
-			if (rc[i] == -EIO || rc[i] == -EINVAL)
-				pf->nocache[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
-		}
-		if (ok)
-			pf->st.warm_done += f->warm_refs;
-		else
-			pf->st.warm_failed += f->warm_refs;
-		/* Committed (or not to be): readers find it in the cache
-		 * from now on, so it may leave the table. */
-		fetch_leave(pf, f);
-	}
-	pf->st.commit_ns += mono_ns() - t0;
-	pf->st.commit_batches += m ? 1 : 0;
-	pf->st.commit_objects += m;
-	pthread_mutex_unlock(&pf->mu);
-}
-
-/*
- * The cache writer: takes completed fetches off the network thread, in
- * batches of up to PF_COMMIT_BATCH objects or PF_COMMIT_BYTES, oldest
- * first. A batch is what completed while the last one was written, so
- * under load one index commit serves many objects, and idle it costs no
- * wait.
- */
-static void *writer_main(void *arg)
-{
-	struct pf *pf = arg;
-	struct pf_fetch *batch[PF_COMMIT_BATCH];
-
-	pthread_mutex_lock(&pf->mu);
-	for (;;) {
-		uint64_t bytes = 0;
-		size_t n = 0;
-
-		while (!pf->stop && !pf->n_done)
-			pthread_cond_wait(&pf->wcv, &pf->mu);
-		if (pf->stop)
-			break;
-		while (n < pf->n_done && n < PF_COMMIT_BATCH &&
-		       (!n || bytes + pf->done[n]->size <= PF_COMMIT_BYTES)) {
-			bytes += pf->done[n]->size;
-			batch[n] = pf->done[n];
-			n++;
-		}
-		pf->n_done -= n;
-		memmove(pf->done, pf->done + n, pf->n_done * sizeof(*pf->done));
-		pthread_mutex_unlock(&pf->mu);
-		commit_batch(pf, batch, n);
-		pthread_mutex_lock(&pf->mu);
-	}
-	pthread_mutex_unlock(&pf->mu);
-	return NULL;
 }
 
 static bool is_nocache(const struct pf *pf, uint32_t id)
@@ -1528,7 +1279,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	/* Keep one connection per transfer alive between requests. */
 	curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
 			  (long)pf->cfg.max_inflight + 16);
-	rc = -pthread_create(&pf->writer, NULL, writer_main, pf);
+	rc = -pthread_create(&pf->writer, NULL, pf_writer_main, pf);
 	if (rc)
 		goto fail;
 	pf->writer_started = true;

@@ -1,0 +1,127 @@
+/*
+ * prefetch/writer.c - the cache writer: the thread that writes completed
+ * whole fetches into the cache, so that the network thread never waits on
+ * the disk (blob writes, index commits, hole punching, eviction).
+ *
+ * Invariant: a fetch leaves the table only after its object is committed
+ * (or will not be), so a reader that finds no fetch and misses the cache
+ * knows no GET is under way; until then readers are served from the
+ * fetch's buffers. Blob bytes are written before the index transaction
+ * that points to them (cache_put_commit_many()), as kill -9 requires.
+ */
+#include "prefetch/engine_internal.h"
+#include "cache/cache.h"
+#include "common/clock.h"
+
+#include <errno.h>
+#include <string.h>
+
+/*
+ * Writes the completed whole fetches @fs into the cache, their index
+ * entries in one transaction, and takes them out of the table. Writer
+ * thread, without mu (the cache calls pf_next_use()).
+ */
+static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
+{
+	struct cache_put *puts[PF_COMMIT_BATCH];
+	int rc[PF_COMMIT_BATCH], rcs[PF_COMMIT_BATCH];
+	size_t which[PF_COMMIT_BATCH], m = 0;
+	uint64_t t0 = mono_ns();
+
+	/* Parts are done and never written again: no lock needed. */
+	for (size_t i = 0; i < n; i++) {
+		struct pf_fetch *f = fs[i];
+		struct cache_put *put;
+
+		rc[i] = 0;
+		if (f->kind == S3_ERR_STALE)
+			cache_invalidate(pf->cfg.cache, f->key, f->key_len, NULL);
+		if (f->err)
+			continue;
+		rc[i] = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
+					f->etag, f->size, pf_next_use(pf, f->id),
+					f->id, &put);
+		for (uint32_t k = 0; !rc[i] && k < f->n_parts; k++)
+			rc[i] = cache_put_write(put, f->parts[k].off,
+						f->parts[k].buf, f->parts[k].len);
+		if (rc[i] && put)
+			cache_put_abort(put);
+		else if (!rc[i]) {
+			puts[m] = put;
+			which[m++] = i;
+		}
+	}
+	cache_put_commit_many(puts, m, rcs);
+	for (size_t k = 0; k < m; k++)
+		rc[which[k]] = rcs[k];
+
+	pthread_mutex_lock(&pf->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct pf_fetch *f = fs[i];
+		bool ok = !f->err && (!rc[i] || rc[i] == -EEXIST);
+
+		if (f->err && f->demand) {
+			/* Only a verdict a reader waited for; a prefetch that
+			 * failed leaves the next reader a full budget. */
+			pf_note_failure(pf, f->id, f->err);
+		}
+		if (!f->err && !ok) {
+			pf->st.cache_put_fail++;
+			/* A write error or an entry the index refuses, not a
+			 * refusal by next use (-ENOSPC) or a lack of memory:
+			 * readers stream the object from now on rather than
+			 * fetch it whole again and again. */
+			if (rc[i] == -EIO || rc[i] == -EINVAL)
+				pf->nocache[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
+		}
+		if (ok)
+			pf->st.warm_done += f->warm_refs;
+		else
+			pf->st.warm_failed += f->warm_refs;
+		/* Committed (or not to be): readers find it in the cache
+		 * from now on, so it may leave the table. */
+		pf_fetch_leave(pf, f);
+	}
+	pf->st.commit_ns += mono_ns() - t0;
+	pf->st.commit_batches += m ? 1 : 0;
+	pf->st.commit_objects += m;
+	pthread_mutex_unlock(&pf->mu);
+}
+
+/*
+ * The cache writer: takes completed fetches off the network thread, in
+ * batches of up to PF_COMMIT_BATCH objects or PF_COMMIT_BYTES, oldest
+ * first. A batch is what completed while the last one was written, so
+ * under load one index commit serves many objects, and idle it costs no
+ * wait.
+ */
+void *pf_writer_main(void *arg)
+{
+	struct pf *pf = arg;
+	struct pf_fetch *batch[PF_COMMIT_BATCH];
+
+	pthread_mutex_lock(&pf->mu);
+	for (;;) {
+		uint64_t bytes = 0;
+		size_t n = 0;
+
+		while (!pf->stop && !pf->n_done)
+			pthread_cond_wait(&pf->wcv, &pf->mu);
+		if (pf->stop)
+			break;
+		while (n < pf->n_done && n < PF_COMMIT_BATCH &&
+		       (!n || bytes + pf->done[n]->size <= PF_COMMIT_BYTES)) {
+			bytes += pf->done[n]->size;
+			batch[n] = pf->done[n];
+			n++;
+		}
+		pf->n_done -= n;
+		memmove(pf->done, pf->done + n, pf->n_done * sizeof(*pf->done));
+		pthread_mutex_unlock(&pf->mu);
+		commit_batch(pf, batch, n);
+		pthread_mutex_lock(&pf->mu);
+	}
+	pthread_mutex_unlock(&pf->mu);
+	return NULL;
+}
+
