@@ -21,8 +21,12 @@
  * Eviction: when an insert would pass the capacity, the cache evicts the
  * entries whose next use is furthest away, as told by the caller's
  * next-use callback (Belady), then the least recently used among those no
- * hint mentions. An object whose own next use is further than everything
- * cached is not admitted (cache_put_begin returns -ENOSPC).
+ * hint mentions. Each step of an eviction weighs a random sample of 32
+ * entries (all of them in a cache of up to 32), so its cost does not grow
+ * with the cache. An object whose own next use is further than everything
+ * weighed is not admitted (cache_put_begin returns -ENOSPC).
+ *
+ * cache_put_commit_many() commits many puts in one index transaction.
  *
  * Threads: every function may be called from any thread, except where
  * noted. Errors are 0 or -errno; a miss is -ENODATA.
