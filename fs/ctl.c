@@ -596,10 +596,12 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
 		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
 		"\"in_flight\": %u, \"in_flight_limit\": %u, "
+		"\"in_flight_peak\": %u, "
 		"\"not_cached\": %llu, \"fetch_mem\": %llu, "
 		"\"fetch_mem_peak\": %llu, \"fetch_mem_limit\": %llu},\n",
 		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
-		ps.inflight, ps.inflight_limit, U(ps.cache_put_fail),
+		ps.inflight, ps.inflight_limit, ps.inflight_peak,
+		U(ps.cache_put_fail),
 		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit));
 	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
 		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "

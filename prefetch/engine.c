@@ -794,7 +794,8 @@ static void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 	if (!p->attempts++)
 		p->first_ns = now;
 	p->state = PART_RUNNING;
-	pf->running++;
+	if (++pf->running > pf->st.inflight_peak)
+		pf->st.inflight_peak = pf->running;
 	f->running++;
 	pf->st.requests++;
 }

@@ -237,6 +237,7 @@ struct pf_stats {
 				      written to the cache */
 	uint32_t inflight;       /**< GETs in flight now */
 	uint32_t inflight_limit; /**< current limit (lowered on SlowDown) */
+	uint32_t inflight_peak;  /**< the most GETs in flight at once */
 	uint64_t fetch_mem;      /**< bytes of fetch buffers held now */
 	uint64_t fetch_mem_peak; /**< the most held at once since mount */
 	uint64_t fetch_mem_limit;/**< the bound (pf_config.fetch_mem) */
