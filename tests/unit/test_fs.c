@@ -219,6 +219,19 @@ static void test_errors(void)
 }
 
 /* A hint written to .hintfs/hint is fetched ahead of any read. */
+/* A mount of four objects ds/h/0..3 of 5,000 bytes, or NULL. */
+static struct fs *mount_h(void)
+{
+	fake_s3_reset();
+	for (int i = 0; i < 4; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "ds/h/%d", i);
+		put(key, 5000);
+	}
+	return mount_fs(0);
+}
+
 static void test_hint(void)
 {
 	static const char hint[] = "#hintfs v1 epoch=3\nh/2\nh/0\n/mnt/ds/h/1\n";
@@ -227,14 +240,7 @@ static void test_hint(void)
 	struct fs *fs;
 	int waited = 0;
 
-	fake_s3_reset();
-	for (int i = 0; i < 4; i++) {
-		char key[32];
-
-		snprintf(key, sizeof(key), "ds/h/%d", i);
-		put(key, 5000);
-	}
-	fs = mount_fs(0);
+	fs = mount_h();
 	if (!fs)
 		return;
 	CHECK(fs_open(fs, FS_INO_CTL_HINT, O_WRONLY, 0, &fh, &direct) == 0);
@@ -281,14 +287,7 @@ static void test_queue_caps(void)
 	char *warm = malloc(WARM * 4 + 1);
 	struct fs *fs;
 
-	fake_s3_reset();
-	for (int i = 0; i < 4; i++) {
-		char key[32];
-
-		snprintf(key, sizeof(key), "ds/h/%d", i);
-		put(key, 5000);
-	}
-	fs = mount_fs(0);
+	fs = mount_h();
 	if (!fs || !warm) {
 		free(warm);
 		return;
