@@ -269,7 +269,7 @@ static int ctl_write(struct fs *fs, uint64_t ino, const char *text, size_t len)
 	bool direct;
 	int rc;
 
-	if (fs_open(fs, ino, O_WRONLY, &fh, &direct))
+	if (fs_open(fs, ino, O_WRONLY, 0, &fh, &direct))
 		return -EBADF;
 	CHECK(fs_write(fs, ino, fh, text, len, 0) == (ssize_t)len);
 	rc = fs_flush(fs, ino, fh);
