@@ -80,13 +80,19 @@ if [ ! -f "$builddir/build.ninja" ]; then
 	CC=clang meson setup "$builddir" -Dfuzz=true -Dgpu=disabled \
 		-Dtestdata="$testdata" >/dev/null
 fi
-ninja -C "$builddir" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+# Quiet when it builds; the whole output when it does not.
+if ! out=$(ninja -C "$builddir" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") 2>&1); then
+	printf '%s\n' "$out" >&2
+	echo "fuzz.sh: the fuzz targets do not build (above)" >&2
+	exit 1
+fi
 
 seeds_of() {
 	case "$1" in
 	hint) echo tests/fuzz/corpus/hint ;;
 	s3_xml) echo tests/fuzz/corpus/s3_xml "$testdata/s3xml" ;;
 	sigv4) echo tests/fuzz/corpus/sigv4 "$testdata/sigv4" ;;
+	creds) echo tests/fuzz/corpus/creds ;;
 	esac
 }
 
