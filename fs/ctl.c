@@ -579,9 +579,11 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(cs.read_errors));
 	fprintf(f, "  \"reads\": {\"total\": %llu, \"cache_hits\": %llu, "
 		"\"prefetch_joins\": %llu, \"demand_fetches\": %llu, "
-		"\"read_through\": %llu, \"failed\": %llu},\n",
+		"\"read_through\": %llu, \"failed\": %llu, "
+		"\"zero_copy\": %llu},\n",
 		U(ps.reads), U(ps.cache_hits), U(ps.prefetch_joins),
-		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads));
+		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads),
+		U(ps.reads_zero_copy));
 	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
 		U(ps.stalls), (double)ps.stall_ns / 1e9);
 	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "

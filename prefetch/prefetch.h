@@ -17,6 +17,7 @@
 #ifndef HINTFS_PREFETCH_PREFETCH_H
 #define HINTFS_PREFETCH_PREFETCH_H
 
+#include "cache/cache.h"
 #include "prefetch/creds.h"
 
 #include <stdbool.h>
@@ -212,6 +213,8 @@ struct pf;
 struct pf_stats {
 	uint64_t reads;          /**< pf_read calls */
 	uint64_t cache_hits;     /**< reads served by the local cache */
+	uint64_t reads_zero_copy; /**< of those, replied by reference
+				       (pf_read_ref), not copied */
 	uint64_t prefetch_joins; /**< reads that joined a prefetch in flight */
 	uint64_t demand_fetches; /**< reads that had to start a GET */
 	uint64_t passthrough;    /**< reads of objects too large to fetch whole */
@@ -258,6 +261,17 @@ void pf_stop(struct pf *pf);
  * kernel sees is fs's choice. Any thread.
  */
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off);
+
+/**
+ * Serves a read of object @id from the cache without copying: hands up to
+ * @len bytes at @off to @cb (cache.h's cache_ref_cb) while they are pinned,
+ * and returns its result. -ENODATA when the object is not cached (or is
+ * read through, or @off is at or past its end): the caller then calls
+ * pf_read(), which fetches it. Counted in pf_stats.reads, cache_hits and
+ * reads_zero_copy only when @cb was called. Any thread.
+ */
+ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
+		    cache_ref_cb cb, void *arg);
 
 /**
  * Tells the engine a reader opened object @id, so the hint's window moves

@@ -52,18 +52,25 @@ def test_epoch_two_and_remount_make_no_request(s3, bucket, mount, proxy,
                                                tmp_path):
     objects = objects_of(50, 30000)
     objects["big/large.bin"] = os.urandom(20 << 20)  # parts of 8 MiB
+    small = objects_of(3, 5000, tag="inline/s")  # inline in the index
+    objects.update(small)
     upload(s3, bucket, objects)
     cache = tmp_path / "cache"
     opts = (f"cache_dir={cache}",)
     m = mount(bucket, endpoint=proxy.endpoint, options=opts)
     read_all(m, objects)
-    first = len(gets_settled(proxy, bucket, 53))
-    assert first == 50 + 3  # the large object as three ranged GETs
+    first = len(gets_settled(proxy, bucket, 56))
+    assert first == 50 + 3 + 3  # the large object as three ranged GETs
     assert len(listings(proxy, bucket)) == 1
 
     drop_page_cache()
+    zc = hintfs.stats(m.path)["reads"]["zero_copy"]
     read_all(m, objects)  # epoch 2: from the local cache
     assert len(gets_settled(proxy, bucket)) == first
+    # Every hit went out by reference (spliced from a segment, or from
+    # LMDB's map for the small ones), none through a copy.
+    st = hintfs.stats(m.path)
+    assert st["reads"]["zero_copy"] - zc >= len(objects)
     m.unmount()
     assert m.wait_exit() == 0
 
@@ -76,6 +83,7 @@ def test_epoch_two_and_remount_make_no_request(s3, bucket, mount, proxy,
     assert st["listing"]["from_cache"] is True
     assert st["listing"]["files"] == len(objects)
     assert st["reads"]["cache_hits"] > 0 and st["requests"]["get"] == 0
+    assert st["reads"]["zero_copy"] == st["reads"]["cache_hits"]
 
 
 def test_relist_sees_a_changed_object_never_the_stale_one(s3, bucket, mount,
@@ -127,6 +135,9 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
     assert len(gets_settled(proxy, bucket, before + 1)) == before + 1
     st = hintfs.stats(m2.path)
     assert st["cache"]["corrupt"] == 1
+    # The intact ones went out by reference, verified first: that path
+    # never served the corrupted one either (read_all compared bytes).
+    assert st["reads"]["zero_copy"] >= len(objects) - 1
 
 
 @pytest.mark.parametrize("fault", ["5", "1:11"], ids=["eio", "eagain"])
