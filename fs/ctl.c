@@ -589,9 +589,10 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
 		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
 		"\"in_flight\": %u, \"in_flight_limit\": %u, "
-		"\"not_cached\": %llu},\n",
+		"\"not_cached\": %llu, \"connects\": %llu},\n",
 		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
-		ps.inflight, ps.inflight_limit, U(ps.cache_put_fail));
+		ps.inflight, ps.inflight_limit, U(ps.cache_put_fail),
+		U(s3_client_connects(fs->s3)));
 	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
 		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
 		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),

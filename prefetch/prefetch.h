@@ -146,6 +146,13 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets);
 struct creds *s3_client_creds(struct s3_client *c);
 
 /**
+ * Connections opened so far (a request on a kept-alive connection opens
+ * none): with s3_client_counts(), how well connections are reused. Any
+ * thread.
+ */
+uint64_t s3_client_connects(struct s3_client *c);
+
+/**
  * Writes a one-line description of a failed request into @buf: the S3
  * code and message, or the connection problem, with a hint at the usual
  * cause ("check AWS_SECRET_ACCESS_KEY"). Never includes credentials.
