@@ -49,8 +49,8 @@ struct fs {
 	pthread_t watcher;
 	bool watcher_started;
 	pthread_mutex_t watch_mu;
-	pthread_cond_t watch_cv;
 	bool watch_stop;
+	int watch_efd;           /* eventfd that wakes the watcher to stop */
 };
 
 /** Walks @path (@len bytes, relative, '/'-separated) from the root;

@@ -248,7 +248,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->relist_mu, NULL);
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_mutex_init(&fs->ctl_mu, NULL);
-	pthread_cond_init(&fs->watch_cv, NULL);
+	fs->watch_efd = -1;
 	fs->last_hint.epoch = -1;
 	fs->uid = cfg->uid;
 	fs->gid = cfg->gid;
@@ -350,7 +350,6 @@ void fs_destroy(struct fs *fs)
 	pthread_mutex_destroy(&fs->watch_mu);
 	fs_ctl_release_all(fs);
 	pthread_mutex_destroy(&fs->ctl_mu);
-	pthread_cond_destroy(&fs->watch_cv);
 	free(fs->prefix);
 	free(fs->source);
 	free(fs->mountpoint);
