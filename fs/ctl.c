@@ -10,6 +10,7 @@
  * consistent snapshot.
  */
 #include "fs/fs_internal.h"
+#include "fs/store.h"
 #include "common/fileio.h"
 #include "common/log.h"
 
@@ -632,6 +633,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	struct cache_stats cs;
 	struct pf_stats ps;
 	uint64_t files, bytes, rejected, lists, gets;
+	uint64_t st_objects, st_bytes, st_failed;
 	const struct tree_skips *sk = tree_skips(fs->tree);
 	char *out = NULL;
 	FILE *f;
@@ -677,6 +679,10 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(ps.reads_zero_copy));
 	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
 		U(ps.stalls), (double)ps.stall_ns / 1e9);
+	fs_store_stats(fs, &st_objects, &st_bytes, &st_failed);
+	fprintf(f, "  \"store_ahead\": {\"objects\": %llu, \"bytes\": %llu, "
+		"\"refused\": %llu},\n",
+		U(st_objects), U(st_bytes), U(st_failed));
 	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
 		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
 		"\"in_flight\": %u, \"in_flight_limit\": %u, "

@@ -9,6 +9,7 @@
  */
 #include "fs/fs_ops.h"
 #include "fs/fs.h"
+#include "fs/store.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -37,7 +38,7 @@ static uid_t req_uid(fuse_req_t req)
 	return fuse_req_ctx(req)->uid;
 }
 
-static void reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
+static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 {
 	struct fuse_entry_param e = {
 		.ino = ino,
@@ -48,7 +49,7 @@ static void reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 
 	if (st)
 		e.attr = *st;
-	fuse_reply_entry(req, &e);
+	return fuse_reply_entry(req, &e);
 }
 
 /*
@@ -64,27 +65,33 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct fs *fs = req_fs(req);
 	struct stat st;
 	uint64_t ino;
-	int rc = fs_lookup(req_fs(req), parent, name, &ino, &st);
+	int rc = fs_lookup(fs, parent, name, &ino, &st);
 
 	if (rc == -ENOENT)
 		reply_entry(req, 0, NULL); /* a cached negative entry */
 	else if (rc)
 		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, ino, &st);
+	else if (reply_entry(req, ino, &st) == 0)
+		fs_store_note_lookup(fs, ino, 1); /* not req: replied */
 }
 
-/* Inodes live as long as the mount: lookup counts need no bookkeeping. */
+/* Inodes live as long as the mount; the counts say only which inodes the
+ * kernel holds, for filling its page cache (store.c). */
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	fs_store_note_forget(req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
+	for (size_t i = 0; i < count; i++)
+		fs_store_note_forget(req_fs(req), forgets[i].ino,
+				     forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -107,6 +114,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 /* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */
 struct dir_buf {
 	fuse_req_t req;
+	struct fs *fs;
 	char *buf;
 	size_t size;
 	size_t used;
@@ -147,13 +155,20 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 	if (need > db->size - db->used)
 		return 1;
 	db->used += need;
+	/* NOTE(fuse): the kernel takes a lookup of every readdirplus entry
+	 * with an inode. Counted before the reply is sent: one that fails
+	 * leaves a count too high, which store.c corrects when the kernel
+	 * refuses a store to that inode. */
+	if (db->plus && e->ino && strcmp(name, ".") && strcmp(name, ".."))
+		fs_store_note_lookup(db->fs, e->ino, 1);
 	return 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       bool plus)
 {
-	struct dir_buf db = { .req = req, .size = size, .plus = plus };
+	struct dir_buf db = { .req = req, .fs = req_fs(req), .size = size,
+			      .plus = plus };
 	int rc;
 
 	db.buf = malloc(size);

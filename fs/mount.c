@@ -205,6 +205,18 @@ static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
 	return 0;
 }
 
+ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg)
+{
+	char key[FS_KEY_MAX];
+	struct pf_object o;
+
+	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
+	    describe_cb(fs, (uint32_t)(ino - 1), key, sizeof(key), &o))
+		return -ENODATA;
+	return cache_read_ref(fs->cache, o.key, o.key_len, o.etag,
+			      (size_t)o.size, 0, cb, arg);
+}
+
 static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
 {
 	struct fs *fs = arg;

@@ -984,6 +984,18 @@ ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
 	return n;
 }
 
+size_t pf_hint_ahead(struct pf *pf, size_t skip, uint32_t *ids, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&pf->mu);
+	n = pf->hints.head ? order_ahead(pf->hints.head, pf->cfg.window_objects,
+					 skip, ids, max)
+			   : 0;
+	pthread_mutex_unlock(&pf->mu);
+	return n;
+}
+
 void pf_get_stats(struct pf *pf, struct pf_stats *st)
 {
 	struct order_queue_stats os;

@@ -316,6 +316,15 @@ int pf_warm(struct pf *pf, const uint32_t *ids, size_t n);
  */
 uint64_t pf_next_use(struct pf *pf, uint32_t id);
 
+/**
+ * Copies into @ids up to @max ids of the current hint that no reader has
+ * opened yet, in hint order, starting with the @skip-th of them after the
+ * oldest unread entry and staying inside the prefetch window. Returns how
+ * many: what fills the kernel's page cache ahead of the readers. Any
+ * thread.
+ */
+size_t pf_hint_ahead(struct pf *pf, size_t skip, uint32_t *ids, size_t max);
+
 /** Fills @st with a snapshot of the counters. Any thread. */
 void pf_get_stats(struct pf *pf, struct pf_stats *st);
 

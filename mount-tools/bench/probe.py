@@ -93,10 +93,12 @@ def perf_stop(p, path, top):
     return "\n".join(out)
 
 
-def phase(name, sysobj, root, order, threads, args, work):
+def phase(name, sysobj, root, order, threads, args, work, prep=None):
     pid = sysobj.pid
     st0 = sysobj.stats() or {}
     c0 = thread_cpu(pid)
+    if prep:
+        prep()
     perf = perf_start(pid, work / f"perf-{name}.data") if args.perf else None
     if perf:
         time.sleep(0.5)
@@ -114,8 +116,11 @@ def phase(name, sysobj, root, order, threads, args, work):
             st0.get("requests", {}).get("get", 0))
     reads = (st1.get("reads", {}).get("total", 0) -
              st0.get("reads", {}).get("total", 0))
+    stored = (st1.get("store_ahead", {}).get("objects", 0) -
+              st0.get("store_ahead", {}).get("objects", 0))
     print(f"\n== {name}: {n} files, {got / 1e6:.0f} MB in {wall:.1f} s "
-          f"({n / wall:.0f} files/s), GETs {gets}, FUSE reads {reads}, load "
+          f"({n / wall:.0f} files/s), GETs {gets}, FUSE reads {reads}, "
+          f"stored ahead {stored}, load "
           f"{os.getloadavg()[0]:.1f}")
     print(f"daemon CPU {total * 1e3:.0f} ms = {total * 1e3 / n:.3f} ms per "
           "file")
@@ -139,6 +144,9 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--hintfs-opts", default="")
     ap.add_argument("--warm-rounds", type=int, default=2)
+    ap.add_argument("--scan", type=float, default=0,
+                    help="before each warm round, stat every file and "
+                    "write the hint again, then wait this many seconds")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     bargs = run.parse_args(["--images", str(a.images), "--rtt", str(a.rtt),
@@ -171,8 +179,18 @@ def main():
                                          a.threads, a, run_dir))
                     for i in range(a.warm_rounds):
                         common.drop_page_cache()
+                        def scan():
+                            # As ImageFolder's scan and HintedSampler do
+                            # before an epoch: every file looked up, then
+                            # the epoch's hint. Counted in the phase's CPU.
+                            for p in order:
+                                os.stat(root / p)
+                            (root / ".hintfs" / "hint").write_text(
+                                "".join(f"{p}\n" for p in order))
+                            time.sleep(a.scan)
                         results.append(phase(f"warm{i + 1}", sysobj, root,
-                                             order, a.threads, a, run_dir))
+                                             order, a.threads, a, run_dir,
+                                             scan if a.scan else None))
                 else:
                     # A new mount: the first read of each blob verifies it.
                     results.append(phase("restart", sysobj, root, order,

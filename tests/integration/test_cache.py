@@ -302,3 +302,40 @@ def test_eviction_drops_what_the_hint_needs_furthest(s3, bucket, mount, proxy,
     assert Path(m / c).read_bytes() == objects[c]  # evicted: fetched again
     assert sorted(r.key for r in gets_settled(proxy, bucket, 5)) == \
         [a, b, c, c, d]
+
+
+def test_store_ahead_puts_hinted_files_in_the_page_cache(s3, bucket, mount,
+                                                         proxy, tmp_path):
+    """-o store_ahead: the next hinted files that are cached reach the
+    kernel's page cache before they are opened, so reading them never
+    reaches the daemon; a corrupted blob is caught first, never pushed."""
+    objects = objects_of(12, 50000)
+    objects.update(objects_of(3, 5000, tag="inline/s"))
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    cache = tmp_path / "cache"
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=(f"cache_dir={cache}",))
+    read_all(m, objects)
+    m.unmount()
+    assert m.wait_exit() == 0
+    assert corrupt_first_blob(cache)
+
+    m2 = mount(bucket, endpoint=proxy.endpoint,
+               options=(f"cache_dir={cache}", "store_ahead=16M"),
+               allowed_errors=[r"checksum"])
+    drop_page_cache()
+    for k in keys:  # as ImageFolder's scan: the kernel learns the inodes
+        os.stat(m2 / k)
+    write_hint(m2.path, keys)
+    # All but the corrupted one: checked before it was pushed, dropped, and
+    # fetched again when it is read.
+    st = wait_stats(m2, lambda s: s["store_ahead"]["objects"] >= len(keys) - 1)
+    assert st["store_ahead"]["objects"] == len(keys) - 1, st["store_ahead"]
+    assert st["cache"]["corrupt"] == 1
+    before = st["reads"]["total"]
+    read_all(m2, objects)
+    st = hintfs.stats(m2.path)
+    # Only the corrupted one's read reached the daemon (one request, or
+    # two when the kernel splits it).
+    assert 1 <= st["reads"]["total"] - before <= 2

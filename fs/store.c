@@ -1,0 +1,248 @@
+/*
+ * fs/store.c - the kernel's page cache filled ahead of opens (-o
+ * store_ahead=BYTES).
+ *
+ * A warm read costs the daemon a FUSE round trip: the request, the lookup
+ * in the cache, the reply. When the hint says which files come next and
+ * they are in the local cache already, their bytes can be in the kernel's
+ * page cache before the reader opens them (fuse_lowlevel_notify_store),
+ * so the read never reaches the daemon. The kernel keeps the pages across
+ * opens (keep_cache), and takes a store only for an inode it holds: so
+ * this file counts the lookups the kernel holds (lookup, readdirplus,
+ * forget) and pushes only to inodes it knows.
+ *
+ * Invariants: only bytes that a read would serve are pushed (they come
+ * through cache_read_ref(), which verifies a blob before its first use), and
+ * the bytes pushed for entries nobody has opened yet stay under the
+ * budget: the thread walks the hint from the oldest unread entry and stops
+ * at the budget, counting what it pushed earlier.
+ *
+ * This is the FUSE side (like fs_ops.c): the fs core knows nothing of it.
+ */
+#include "fs/fs_internal.h"
+#include "fs/store.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The hint is looked at 100 times a second: a reader at 2,000 files/s
+ * moves 20 files between two looks, far inside any useful budget. */
+#define STORE_TICK_MS 10
+/* Objects above 8 MiB are left to the reader: one of them would take the
+ * whole default budget, and a large file's reads are few anyway. */
+#define STORE_OBJECT_MAX (8ull << 20)
+/* Ids asked of the engine at once. */
+#define STORE_BATCH 256
+
+struct fs_store {
+	struct fs *fs;
+	struct fuse_session *se;
+	uint64_t budget;           /* bytes pushed ahead of the readers */
+	uint32_t n;                /* inodes 1 .. n are counted */
+	_Atomic uint64_t *nlookup; /* the kernel's lookup count per inode */
+	_Atomic uint8_t *pushed;   /* pushed since the kernel learned it */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;
+	_Atomic uint64_t objects, bytes; /* pushed, for stats */
+	_Atomic uint64_t failed;         /* stores the kernel refused */
+};
+
+/* The inode's slot, or -1 when it is not one counted. */
+static int64_t slot(const struct fs_store *s, uint64_t ino)
+{
+	return ino >= 1 && ino <= s->n ? (int64_t)(ino - 1) : -1;
+}
+
+void fs_store_note_lookup(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct fs_store *s = atomic_load(&fs->store);
+	int64_t i = s ? slot(s, ino) : -1;
+
+	if (i >= 0)
+		atomic_fetch_add(&s->nlookup[i], n);
+}
+
+void fs_store_note_forget(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct fs_store *s = atomic_load(&fs->store);
+	int64_t i = s ? slot(s, ino) : -1;
+	uint64_t old;
+
+	if (i < 0)
+		return;
+	old = atomic_load(&s->nlookup[i]);
+	do {
+		/* A lookup counted before the store started is not ours. */
+		if (!old)
+			return;
+	} while (!atomic_compare_exchange_weak(&s->nlookup[i], &old,
+					       old > n ? old - n : 0));
+	/* The inode is gone, and its pages with it: push again next time. */
+	if (old <= n)
+		atomic_store(&s->pushed[i], 0);
+}
+
+struct push {
+	struct fs_store *s;
+	uint64_t ino;
+	int rc;
+};
+
+/* Hands the cached bytes (by reference: spliced or from the map) to the
+ * kernel's page cache of the inode. */
+static ssize_t push_cb(void *arg, const struct cache_ref *ref)
+{
+	struct push *p = arg;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(ref->len);
+
+	if (ref->mem) {
+		bv.buf[0].mem = (void *)ref->mem;
+	} else {
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = ref->fd;
+		bv.buf[0].pos = (off_t)ref->fd_off;
+	}
+	p->rc = fuse_lowlevel_notify_store(p->s->se, p->ino, 0, &bv, 0);
+	return (ssize_t)ref->len;
+}
+
+/* One look: pushes what the budget allows. */
+static void store_tick(struct fs_store *s)
+{
+	struct pf *pf = atomic_load(&s->fs->pf);
+	uint32_t ids[STORE_BATCH];
+	uint64_t ahead = 0;
+	size_t skip = 0, n;
+
+	if (!pf)
+		return;
+	while (ahead < s->budget &&
+	       (n = pf_hint_ahead(pf, skip, ids, STORE_BATCH)) > 0) {
+		skip += n;
+		for (size_t k = 0; k < n && ahead < s->budget; k++) {
+			uint64_t ino = (uint64_t)ids[k] + 1;
+			int64_t i = slot(s, ino);
+			struct push p = { s, ino, 0 };
+			struct stat st;
+			ssize_t got;
+
+			if (i < 0 || fs_getattr(s->fs, ino, &st) ||
+			    !S_ISREG(st.st_mode) || !st.st_size ||
+			    (uint64_t)st.st_size > STORE_OBJECT_MAX)
+				continue;
+			if (atomic_load(&s->pushed[i])) {
+				ahead += (uint64_t)st.st_size;
+				continue;
+			}
+			if (!atomic_load(&s->nlookup[i]))
+				continue;
+			got = fs_cached_ref(s->fs, ino, push_cb, &p);
+			if (got < 0)
+				continue; /* not cached yet: the engine's turn */
+			if (p.rc) {
+				/* -ENOENT: the kernel does not hold the inode
+				 * (forgotten just now, or a readdirplus reply
+				 * that never arrived was counted): forget it
+				 * until it is looked up again. */
+				atomic_fetch_add(&s->failed, 1);
+				if (p.rc == -ENOENT)
+					atomic_store(&s->nlookup[i], 0);
+				continue;
+			}
+			atomic_store(&s->pushed[i], 1);
+			atomic_fetch_add(&s->objects, 1);
+			atomic_fetch_add(&s->bytes, (uint64_t)got);
+			ahead += (uint64_t)st.st_size;
+		}
+	}
+}
+
+static void *store_main(void *arg)
+{
+	struct fs_store *s = arg;
+
+	pthread_setname_np(pthread_self(), "hintfs-store");
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct timespec until;
+
+		pthread_mutex_unlock(&s->mu);
+		store_tick(s);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += STORE_TICK_MS * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		pthread_mutex_lock(&s->mu);
+		if (!s->stop)
+			pthread_cond_timedwait(&s->cv, &s->mu, &until);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+int fs_store_start(struct fs *fs, struct fuse_session *se, uint64_t budget)
+{
+	uint32_t n_inodes = tree_count(fs->tree);
+	struct fs_store *s;
+	int rc;
+
+	if (!budget)
+		return 0;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->fs = fs;
+	s->se = se;
+	s->budget = budget;
+	s->n = n_inodes;
+	s->nlookup = calloc(n_inodes ? n_inodes : 1, sizeof(*s->nlookup));
+	s->pushed = calloc(n_inodes ? n_inodes : 1, sizeof(*s->pushed));
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	rc = s->nlookup && s->pushed ? 0 : -ENOMEM;
+	if (!rc)
+		rc = -pthread_create(&s->thread, NULL, store_main, s);
+	if (rc) {
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
+		free(s->nlookup);
+		free(s->pushed);
+		free(s);
+		return rc;
+	}
+	atomic_store(&fs->store, s);
+	return 0;
+}
+
+void fs_store_stop(struct fs *fs)
+{
+	struct fs_store *s = atomic_exchange(&fs->store, NULL);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s->nlookup);
+	free(s->pushed);
+	free(s);
+}
+
+void fs_store_stats(struct fs *fs, uint64_t *objects, uint64_t *bytes,
+		    uint64_t *failed)
+{
+	struct fs_store *s = atomic_load(&fs->store);
+
+	*objects = s ? atomic_load(&s->objects) : 0;
+	*bytes = s ? atomic_load(&s->bytes) : 0;
+	*failed = s ? atomic_load(&s->failed) : 0;
+}
