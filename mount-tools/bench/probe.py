@@ -79,6 +79,38 @@ def perf_start(pid, path):
                             stderr=subprocess.DEVNULL)
 
 
+SYSCALLS = ("raw_syscalls:sys_enter", "syscalls:sys_enter_recvfrom",
+            "syscalls:sys_enter_sendto", "syscalls:sys_enter_poll",
+            "syscalls:sys_enter_read", "syscalls:sys_enter_writev",
+            "syscalls:sys_enter_splice", "syscalls:sys_enter_io_uring_enter")
+
+
+def stat_start(pid, path):
+    """perf stat of the daemon: exact CPU time (task-clock), context
+    switches and system calls, which the machine's load does not change."""
+    ev = ",".join(("task-clock", "context-switches") + SYSCALLS)
+    return subprocess.Popen(["/usr/bin/perf", "stat", "-x", ",", "-e", ev,
+                             "-p", str(pid), "-o", str(path)],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def stat_stop(p, path, n):
+    p.send_signal(2)
+    p.wait(timeout=60)
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        f = line.split(",")
+        if len(f) >= 3 and f[0].replace(".", "", 1).isdigit():
+            out[f[2].split(":")[-1]] = float(f[0])
+    lines = [f"  perf stat per file: task-clock "
+             f"{out.get('task-clock', 0) / n:.3f} ms"]
+    for k, v in out.items():
+        if k != "task-clock":
+            lines.append(f"    {k:<28} {v / n:8.2f}")
+    return "\n".join(lines), out
+
+
 def perf_stop(p, path, top):
     p.send_signal(2)
     p.wait(timeout=60)
@@ -100,13 +132,17 @@ def phase(name, sysobj, root, order, threads, args, work, prep=None):
     if prep:
         prep()
     perf = perf_start(pid, work / f"perf-{name}.data") if args.perf else None
-    if perf:
+    pstat = stat_start(pid, work / f"stat-{name}.txt") \
+        if args.syscalls else None
+    if perf or pstat:
         time.sleep(0.5)
     t0 = time.monotonic()
     got = read_all(root, order, threads)
     wall = time.monotonic() - t0
     prof = perf_stop(perf, work / f"perf-{name}.data", args.top) \
         if perf else ""
+    stat_text, stat = stat_stop(pstat, work / f"stat-{name}.txt",
+                                len(order)) if pstat else ("", {})
     c1 = thread_cpu(pid)
     st1 = sysobj.stats() or {}
     by = cpu_by_role(c0, c1)
@@ -126,12 +162,14 @@ def phase(name, sysobj, root, order, threads, args, work, prep=None):
           "file")
     for k, v in sorted(by.items(), key=lambda kv: -kv[1]):
         print(f"  {k:<16} {v * 1e3:8.0f} ms  {v * 1e3 / n:.3f} ms/file")
+    if stat_text:
+        print(stat_text)
     if prof:
         print(prof)
     return {"phase": name, "files": n, "wall_s": wall, "gets": gets, "reads": reads,
             "cpu_ms": total * 1e3, "by_thread_ms": {k: v * 1e3 for k, v in
                                                    by.items()},
-            "stats_after": st1}
+            "perf_stat": stat, "stats_after": st1}
 
 
 def main():
@@ -141,6 +179,8 @@ def main():
     ap.add_argument("--rtt", type=int, default=20)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--perf", action="store_true")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="perf stat: exact CPU time and system calls")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--hintfs-opts", default="")
     ap.add_argument("--warm-rounds", type=int, default=2)
