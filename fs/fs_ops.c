@@ -203,15 +203,17 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct fs *fs = req_fs(req);
 	struct fs_file *fh;
 	bool direct;
-	int rc = fs_open(req_fs(req), ino, fi->flags, req_uid(req), &fh,
-		     &direct);
+	int rc = fs_open(fs, ino, fi->flags, req_uid(req), &fh, &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if (!fh)
+		fs_store_note_open(fs, ino); /* before any read can come */
 	fi->fh = (uintptr_t)fh;
 	if (direct) {
 		/* NOTE(fuse): the control files have no size in advance;
@@ -224,7 +226,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: nobody will release this. */
-		fs_release(req_fs(req), ino, fh);
+		fs_release(fs, ino, fh);
+		if (!fh)
+			fs_store_note_close(fs, ino);
 	}
 }
 
@@ -292,6 +296,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_release(req_fs(req), ino, file_of(fi));
+	if (!file_of(fi))
+		fs_store_note_close(req_fs(req), ino);
 	fuse_reply_err(req, 0);
 }
 

@@ -11,6 +11,14 @@
  * this file counts the lookups the kernel holds (lookup, readdirplus,
  * forget) and pushes only to inodes it knows.
  *
+ * NOTE(fuse): a store waits on the page lock of every page it fills, and a
+ * page being read is locked until the daemon answers the READ. A store
+ * that met a read could wait on a worker, and at shutdown, when the
+ * workers are gone, forever (seen: a daemon stuck in D state). So a file
+ * is pushed only while nobody has it open, and an open waits for a push
+ * of its file to end: reads need an open file, and the kernel releases a
+ * file only after its last read (readahead included) has been answered.
+ *
  * Invariants: only bytes that a read would serve are pushed (they come
  * through cache_read_ref(), which verifies a blob before its first use), and
  * the bytes pushed for entries nobody has opened yet stay under the
@@ -36,6 +44,8 @@
 #define STORE_OBJECT_MAX (8ull << 20)
 /* Ids asked of the engine at once. */
 #define STORE_BATCH 256
+/* In use[]: the file is being pushed (the rest of the word counts opens). */
+#define STORE_PUSHING (1u << 31)
 
 struct fs_store {
 	struct fs *fs;
@@ -44,9 +54,11 @@ struct fs_store {
 	uint32_t n;                /* inodes 1 .. n are counted */
 	_Atomic uint64_t *nlookup; /* the kernel's lookup count per inode */
 	_Atomic uint8_t *pushed;   /* pushed since the kernel learned it */
+	_Atomic uint32_t *use;     /* opens, | STORE_PUSHING while pushed */
 	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv;         /* wakes the thread to stop */
+	pthread_cond_t pushed_cv;  /* a push ended: opens waiting go on */
 	bool stop;
 	_Atomic uint64_t objects, bytes; /* pushed, for stats */
 	_Atomic uint64_t failed;         /* stores the kernel refused */
@@ -85,6 +97,46 @@ void fs_store_note_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	/* The inode is gone, and its pages with it: push again next time. */
 	if (old <= n)
 		atomic_store(&s->pushed[i], 0);
+}
+
+void fs_store_note_open(struct fs *fs, uint64_t ino)
+{
+	struct fs_store *s = atomic_load(&fs->store);
+	int64_t i = s ? slot(s, ino) : -1;
+	uint32_t old;
+
+	if (i < 0)
+		return;
+	old = atomic_load(&s->use[i]);
+	for (;;) {
+		if (old & STORE_PUSHING) {
+			/* A push of this file is under way: a few tens of
+			 * microseconds, that depend on no FUSE worker. */
+			pthread_mutex_lock(&s->mu);
+			while (atomic_load(&s->use[i]) & STORE_PUSHING)
+				pthread_cond_wait(&s->pushed_cv, &s->mu);
+			pthread_mutex_unlock(&s->mu);
+			old = atomic_load(&s->use[i]);
+		} else if (atomic_compare_exchange_weak(&s->use[i], &old,
+							 old + 1)) {
+			return;
+		}
+	}
+}
+
+void fs_store_note_close(struct fs *fs, uint64_t ino)
+{
+	struct fs_store *s = atomic_load(&fs->store);
+	int64_t i = s ? slot(s, ino) : -1;
+	uint32_t old;
+
+	if (i < 0)
+		return;
+	old = atomic_load(&s->use[i]);
+	/* An open counted before the store started is not ours. */
+	while ((old & ~STORE_PUSHING) &&
+	       !atomic_compare_exchange_weak(&s->use[i], &old, old - 1))
+		;
 }
 
 struct push {
@@ -141,7 +193,16 @@ static void store_tick(struct fs_store *s)
 			}
 			if (!atomic_load(&s->nlookup[i]))
 				continue;
+			/* Only a file nobody has open (see the top). */
+			if (!atomic_compare_exchange_strong(&s->use[i],
+							    &(uint32_t){ 0 },
+							    STORE_PUSHING))
+				continue;
 			got = fs_cached_ref(s->fs, ino, push_cb, &p);
+			atomic_fetch_and(&s->use[i], ~STORE_PUSHING);
+			pthread_mutex_lock(&s->mu);
+			pthread_cond_broadcast(&s->pushed_cv);
+			pthread_mutex_unlock(&s->mu);
 			if (got < 0)
 				continue; /* not cached yet: the engine's turn */
 			if (p.rc) {
@@ -202,16 +263,20 @@ int fs_store_start(struct fs *fs, struct fuse_session *se, uint64_t budget)
 	s->n = n_inodes;
 	s->nlookup = calloc(n_inodes ? n_inodes : 1, sizeof(*s->nlookup));
 	s->pushed = calloc(n_inodes ? n_inodes : 1, sizeof(*s->pushed));
+	s->use = calloc(n_inodes ? n_inodes : 1, sizeof(*s->use));
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	rc = s->nlookup && s->pushed ? 0 : -ENOMEM;
+	pthread_cond_init(&s->pushed_cv, NULL);
+	rc = s->nlookup && s->pushed && s->use ? 0 : -ENOMEM;
 	if (!rc)
 		rc = -pthread_create(&s->thread, NULL, store_main, s);
 	if (rc) {
+		pthread_cond_destroy(&s->pushed_cv);
 		pthread_cond_destroy(&s->cv);
 		pthread_mutex_destroy(&s->mu);
 		free(s->nlookup);
 		free(s->pushed);
+		free(s->use);
 		free(s);
 		return rc;
 	}
@@ -230,10 +295,12 @@ void fs_store_stop(struct fs *fs)
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->pushed_cv);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s->nlookup);
 	free(s->pushed);
+	free(s->use);
 	free(s);
 }
 

@@ -30,6 +30,14 @@ void fs_store_note_lookup(struct fs *fs, uint64_t ino, uint64_t n);
 /** The kernel forgot @n lookups of @ino. Any FUSE thread. */
 void fs_store_note_forget(struct fs *fs, uint64_t ino, uint64_t n);
 
+/** A file of @ino is being opened: waits for a push of it to end, and
+ *  keeps it from being pushed until fs_store_note_close(). Any FUSE
+ *  thread, before the open is answered. */
+void fs_store_note_open(struct fs *fs, uint64_t ino);
+
+/** A file of @ino was released (its last read answered). */
+void fs_store_note_close(struct fs *fs, uint64_t ino);
+
 /** Objects and bytes pushed so far, and stores the kernel refused. */
 void fs_store_stats(struct fs *fs, uint64_t *objects, uint64_t *bytes,
 		    uint64_t *failed);
