@@ -358,6 +358,30 @@ static void cache_fault_init(struct cache *c)
 		 every == 1 ? "" : "th", strerror(e));
 }
 
+/*
+ * What a read of entry @id that failed with @rc returns: always a miss
+ * (-ENODATA), for the server still has the object. Wrong or missing bytes
+ * drop the entry as corrupt; other errors are counted, and an I/O error
+ * drops it too (fetched again, to another place), while a busy index or a
+ * lack of memory passes.
+ */
+static ssize_t read_failed(struct cache *c, uint64_t id, int rc)
+{
+	if (rc == -EBADMSG || rc == -ENODATA) {
+		cache_drop(c, id,
+			   rc == -EBADMSG ? "checksum mismatch"
+					  : "blob missing or short",
+			   true);
+		return -ENODATA;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->read_errors++;
+	pthread_mutex_unlock(&c->lock);
+	if (rc != -EAGAIN && rc != -ENOMEM)
+		cache_drop(c, id, strerror(-rc), false);
+	return -ENODATA;
+}
+
 int cache_lookup(struct cache *c, const char *key, size_t key_len,
 		 const char *etag, uint64_t size, struct cache_obj *out)
 {
@@ -420,25 +444,7 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 		ret = pin_read(c, &p, buf, n, off, !p.verified);
 	if (!pin_put(c, &p, !ret && n))
 		return -ENODATA; /* dropped under us: the copy may be wrong */
-	if (ret == -EBADMSG || ret == -ENODATA) {
-		cache_drop(c, p.id,
-			   ret == -EBADMSG ? "checksum mismatch"
-					   : "blob missing or short",
-			   true);
-		return -ENODATA;
-	}
-	if (ret) {
-		/* The server still has the object: never fail the read. */
-		pthread_mutex_lock(&c->lock);
-		c->read_errors++;
-		pthread_mutex_unlock(&c->lock);
-		/* Busy (no reader slot) or out of memory passes; an I/O
-		 * error would stay: fetch it again, to another place. */
-		if (ret != -EAGAIN && ret != -ENOMEM)
-			cache_drop(c, p.id, strerror(-ret), false);
-		return -ENODATA;
-	}
-	return (ssize_t)n;
+	return ret ? read_failed(c, p.id, ret) : (ssize_t)n;
 }
 
 /* A reference handed out of inline data, inside LMDB's read transaction. */
@@ -522,16 +528,7 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 	}
 	pthread_rwlock_unlock(&c->punch_lock);
 	pin_put(c, &p, false);
-	if (rc == -EBADMSG || rc == -ENODATA) {
-		cache_drop(c, p.id,
-			   rc == -EBADMSG ? "checksum mismatch"
-					  : "blob missing or short",
-			   true);
-		return -ENODATA;
-	}
-	if (rc)
-		return rc == -ENOMEM ? rc : -EIO;
-	return ret;
+	return rc ? read_failed(c, p.id, rc) : ret;
 }
 
 /* ---- invalidate, clear, meta, stats, verify ---- */

@@ -237,17 +237,23 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * segment file's pages into /dev/fuse (no copy into our memory, no
  * buffer), and a small object goes out straight from LMDB's map.
  */
+void fs_ref_bufvec(const struct cache_ref *ref, struct fuse_bufvec *bv)
+{
+	*bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(ref->len);
+	if (ref->mem) {
+		bv->buf[0].mem = (void *)ref->mem;
+	} else {
+		bv->buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv->buf[0].fd = ref->fd;
+		bv->buf[0].pos = (off_t)ref->fd_off;
+	}
+}
+
 static ssize_t reply_ref(void *arg, const struct cache_ref *ref)
 {
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(ref->len);
+	struct fuse_bufvec bv;
 
-	if (ref->mem) {
-		bv.buf[0].mem = (void *)ref->mem;
-	} else {
-		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		bv.buf[0].fd = ref->fd;
-		bv.buf[0].pos = (off_t)ref->fd_off;
-	}
+	fs_ref_bufvec(ref, &bv);
 	/* NOTE(fuse): fuse_reply_data answers the request whatever it
 	 * returns (an error it meets becomes the reply), so the read is done
 	 * either way. */

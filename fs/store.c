@@ -28,6 +28,7 @@
  * This is the FUSE side (like fs_ops.c): the fs core knows nothing of it.
  */
 #include "fs/fs_internal.h"
+#include "fs/fs_ops.h"
 #include "fs/store.h"
 #include "common/log.h"
 
@@ -70,22 +71,32 @@ static int64_t slot(const struct fs_store *s, uint64_t ino)
 	return ino >= 1 && ino <= s->n ? (int64_t)(ino - 1) : -1;
 }
 
-void fs_store_note_lookup(struct fs *fs, uint64_t ino, uint64_t n)
+/* The store and the slot of @ino in *@i, or NULL when there is no store
+ * or the inode is not one it counts. */
+static struct fs_store *store_of(struct fs *fs, uint64_t ino, int64_t *i)
 {
 	struct fs_store *s = atomic_load(&fs->store);
-	int64_t i = s ? slot(s, ino) : -1;
 
-	if (i >= 0)
+	*i = s ? slot(s, ino) : -1;
+	return *i < 0 ? NULL : s;
+}
+
+void fs_store_note_lookup(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	int64_t i;
+	struct fs_store *s = store_of(fs, ino, &i);
+
+	if (s)
 		atomic_fetch_add(&s->nlookup[i], n);
 }
 
 void fs_store_note_forget(struct fs *fs, uint64_t ino, uint64_t n)
 {
-	struct fs_store *s = atomic_load(&fs->store);
-	int64_t i = s ? slot(s, ino) : -1;
+	int64_t i;
+	struct fs_store *s = store_of(fs, ino, &i);
 	uint64_t old;
 
-	if (i < 0)
+	if (!s)
 		return;
 	old = atomic_load(&s->nlookup[i]);
 	do {
@@ -101,11 +112,11 @@ void fs_store_note_forget(struct fs *fs, uint64_t ino, uint64_t n)
 
 void fs_store_note_open(struct fs *fs, uint64_t ino)
 {
-	struct fs_store *s = atomic_load(&fs->store);
-	int64_t i = s ? slot(s, ino) : -1;
+	int64_t i;
+	struct fs_store *s = store_of(fs, ino, &i);
 	uint32_t old;
 
-	if (i < 0)
+	if (!s)
 		return;
 	old = atomic_load(&s->use[i]);
 	for (;;) {
@@ -126,11 +137,11 @@ void fs_store_note_open(struct fs *fs, uint64_t ino)
 
 void fs_store_note_close(struct fs *fs, uint64_t ino)
 {
-	struct fs_store *s = atomic_load(&fs->store);
-	int64_t i = s ? slot(s, ino) : -1;
+	int64_t i;
+	struct fs_store *s = store_of(fs, ino, &i);
 	uint32_t old;
 
-	if (i < 0)
+	if (!s)
 		return;
 	old = atomic_load(&s->use[i]);
 	/* An open counted before the store started is not ours. */
@@ -150,15 +161,9 @@ struct push {
 static ssize_t push_cb(void *arg, const struct cache_ref *ref)
 {
 	struct push *p = arg;
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(ref->len);
+	struct fuse_bufvec bv;
 
-	if (ref->mem) {
-		bv.buf[0].mem = (void *)ref->mem;
-	} else {
-		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		bv.buf[0].fd = ref->fd;
-		bv.buf[0].pos = (off_t)ref->fd_off;
-	}
+	fs_ref_bufvec(ref, &bv);
 	p->rc = fuse_lowlevel_notify_store(p->s->se, p->ino, 0, &bv, 0);
 	return (ssize_t)ref->len;
 }
