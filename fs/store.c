@@ -37,9 +37,19 @@
 #include <string.h>
 #include <time.h>
 
-/* The hint is looked at 100 times a second: a reader at 2,000 files/s
- * moves 20 files between two looks, far inside any useful budget. */
+/* The hint is looked at 100 times a second while there is something to
+ * push (a reader at 2,000 files/s moves 20 files between two looks, far
+ * inside any useful budget), backing off to 6 times a second while there
+ * is not (inodes the kernel does not hold, files not fetched yet). */
 #define STORE_TICK_MS 10
+#define STORE_IDLE_MS 160
+/* Entries looked at per tick, at most: a walk costs a lookup each, and a
+ * window of 4,096 entries walked 100 times a second would cost more than
+ * the pushes it finds. */
+#define STORE_SCAN_MAX 1024
+/* Files not in the cache met per tick before it stops: as many as the
+ * engine fetches at once by default, which complete out of order. */
+#define STORE_UNCACHED_MAX 64
 /* Objects above 8 MiB are left to the reader: one of them would take the
  * whole default budget, and a large file's reads are few anyway. */
 #define STORE_OBJECT_MAX (8ull << 20)
@@ -168,20 +178,23 @@ static ssize_t push_cb(void *arg, const struct cache_ref *ref)
 	return (ssize_t)ref->len;
 }
 
-/* One look: pushes what the budget allows. */
-static void store_tick(struct fs_store *s)
+/* One look: pushes what the budget allows. Returns whether there is work
+ * at this pace: something pushed, or the budget full (readers free it). */
+static bool store_tick(struct fs_store *s)
 {
 	struct pf *pf = atomic_load(&s->fs->pf);
 	uint32_t ids[STORE_BATCH];
 	uint64_t ahead = 0;
 	size_t skip = 0, n;
+	unsigned pushed = 0, uncached = 0;
+	bool more = true;
 
 	if (!pf)
-		return;
-	while (ahead < s->budget &&
+		return false;
+	while (more && ahead < s->budget && skip < STORE_SCAN_MAX &&
 	       (n = pf_hint_ahead(pf, skip, ids, STORE_BATCH)) > 0) {
 		skip += n;
-		for (size_t k = 0; k < n && ahead < s->budget; k++) {
+		for (size_t k = 0; k < n && more && ahead < s->budget; k++) {
 			uint64_t ino = (uint64_t)ids[k] + 1;
 			int64_t i = slot(s, ino);
 			struct push p = { s, ino, 0 };
@@ -208,8 +221,13 @@ static void store_tick(struct fs_store *s)
 			pthread_mutex_lock(&s->mu);
 			pthread_cond_broadcast(&s->pushed_cv);
 			pthread_mutex_unlock(&s->mu);
-			if (got < 0)
-				continue; /* not cached yet: the engine's turn */
+			/* Not cached (yet): the engine fetches in hint order,
+			 * so after a few of these what follows is not either;
+			 * look again next tick. */
+			if (got < 0) {
+				more = ++uncached < STORE_UNCACHED_MAX;
+				continue;
+			}
 			if (p.rc) {
 				/* -ENOENT: the kernel does not hold the inode
 				 * (forgotten just now, or a readdirplus reply
@@ -224,8 +242,10 @@ static void store_tick(struct fs_store *s)
 			atomic_fetch_add(&s->objects, 1);
 			atomic_fetch_add(&s->bytes, (uint64_t)got);
 			ahead += (uint64_t)st.st_size;
+			pushed++;
 		}
 	}
+	return pushed || ahead >= s->budget;
 }
 
 static void *store_main(void *arg)
@@ -233,14 +253,19 @@ static void *store_main(void *arg)
 	struct fs_store *s = arg;
 
 	pthread_setname_np(pthread_self(), "hintfs-store");
+	long tick_ms = STORE_TICK_MS;
+
 	pthread_mutex_lock(&s->mu);
 	while (!s->stop) {
 		struct timespec until;
 
 		pthread_mutex_unlock(&s->mu);
-		store_tick(s);
+		if (store_tick(s))
+			tick_ms = STORE_TICK_MS;
+		else if (tick_ms < STORE_IDLE_MS)
+			tick_ms *= 2;
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += STORE_TICK_MS * 1000000L;
+		until.tv_nsec += tick_ms * 1000000L;
 		until.tv_sec += until.tv_nsec / 1000000000L;
 		until.tv_nsec %= 1000000000L;
 		pthread_mutex_lock(&s->mu);
