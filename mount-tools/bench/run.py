@@ -345,14 +345,16 @@ class Bench:
         random.Random(self.args.seed * 1000 + 1).shuffle(order)
         span = CEILING_WARMUP_S + CEILING_STEADY_S
         # Enough keys that curl is never short of work before the stop.
-        reps = -(-CEILING_RATE_MAX * (span + 2) // len(order))
+        reps = -(-CEILING_RATE_MAX * (span + 8) // len(order))
         for conns in self.args.ceiling_conns:
             common.drop_page_cache()
             load = sysutil.loadavg()
             s0 = self.snapshot(None, rtt)
             tail.mark()
+            # Stopped well after the window: on a busy machine curl takes
+            # seconds to read its list before the first GET.
             r = sysutil.curl_batch(px.endpoint, self.rgw_env, self.bucket,
-                                   order * reps, conns, timeout=span + 2)
+                                   order * reps, conns, timeout=span + 8)
             s1 = self.snapshot(None, rtt)
             times = []
             seen = tail.take(times=times)
