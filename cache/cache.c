@@ -475,8 +475,8 @@ static int inline_ref_cb(void *arg, const void *data, size_t len)
 }
 
 ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
-		       const char *etag, size_t len, uint64_t off,
-		       cache_ref_cb cb, void *arg)
+		       const char *etag, uint64_t size, size_t len,
+		       uint64_t off, cache_ref_cb cb, void *arg)
 {
 	struct cache_pin p;
 	struct cache_ent *e;
@@ -491,6 +491,10 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 	pthread_rwlock_rdlock(&c->punch_lock);
 	pthread_mutex_lock(&c->lock);
 	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
+	/* Another size than the listing's: left to cache_lookup() in the
+	 * caller's fallback, which drops it. */
+	if (e && e->size != size)
+		e = NULL;
 	if (e) {
 		e->tick = ++c->tick;
 		c->hits++;
@@ -502,8 +506,9 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		return -ENODATA;
 	}
 	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
+	rc = n ? cache_fault(c) : 0;
 	/* The first read in a session hashes the whole blob first. */
-	if (!p.verified)
+	if (!rc && !p.verified)
 		rc = pin_read(c, &p, NULL, 0, 0, true);
 	if (!rc && !p.verified) {
 		pthread_mutex_lock(&c->lock);

@@ -151,13 +151,15 @@ typedef ssize_t (*cache_ref_cb)(void *arg, const struct cache_ref *ref);
  * cache_read() does), and while @cb runs they cannot be evicted or
  * punched. Counts a hit when @cb is called; a miss is not counted (the
  * caller's fallback, cache_lookup(), counts it).
- * Returns @cb's result; -ENODATA (@cb not called) when the object is not
- * cached or was found corrupt and dropped; -EIO. Any thread; @cb must not
+ * @size is the listed size: an entry of another size is not served.
+ * Returns @cb's result, or -ENODATA (@cb not called) when the object is
+ * not cached or could not be read (counted and handled as cache_read()
+ * does: the caller fetches it). Any thread; @cb must not
  * call the cache.
  */
 ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
-		       const char *etag, size_t len, uint64_t off,
-		       cache_ref_cb cb, void *arg);
+		       const char *etag, uint64_t size, size_t len,
+		       uint64_t off, cache_ref_cb cb, void *arg);
 
 /** An object being written. */
 struct cache_put;

@@ -213,7 +213,7 @@ ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg)
 	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
 	    describe_cb(fs, (uint32_t)(ino - 1), key, sizeof(key), &o))
 		return -ENODATA;
-	return cache_read_ref(fs->cache, o.key, o.key_len, o.etag,
+	return cache_read_ref(fs->cache, o.key, o.key_len, o.etag, o.size,
 			      (size_t)o.size, 0, cb, arg);
 }
 

@@ -970,8 +970,8 @@ ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
 		return -ENODATA;
 	if (len > o.size - off)
 		len = (size_t)(o.size - off);
-	n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag, len, off,
-			   cb, arg);
+	n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag, o.size,
+			   len, off, cb, arg);
 	if (n == -ENODATA)
 		return n;
 	rd_add(&pf->rd.reads, 1);

@@ -1379,22 +1379,22 @@ static void test_read_ref(void)
 	CHECK(put_obj(c, "big", "e", 200 * KIB, 0, 1, &seed) == 0);
 	CHECK(put_obj(c, "small", "e", 5000, 0, 1, &seed) == 0);
 	fill(want, 200 * KIB, "big", "e");
-	CHECK(cache_read_ref(c, "big", 3, "e", 64 * KIB, 100 * KIB, ref_copy,
-			     &rs) == 64 * KIB);
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 64 * KIB, 100 * KIB,
+			     ref_copy, &rs) == 64 * KIB);
 	CHECK(rs.calls == 1 && rs.by_fd);
 	CHECK(memcmp(got, want + 100 * KIB, 64 * KIB) == 0);
 	/* Cut at the end of the object. */
-	CHECK(cache_read_ref(c, "big", 3, "e", 64 * KIB, 190 * KIB, ref_copy,
-			     &rs) == 10 * KIB);
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 64 * KIB, 190 * KIB,
+			     ref_copy, &rs) == 10 * KIB);
 	fill(want, 5000, "small", "e");
-	CHECK(cache_read_ref(c, "small", 5, "e", 4096, 1000, ref_copy, &rs) ==
+	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 4096, 1000, ref_copy, &rs) ==
 	      4000);
 	CHECK(!rs.by_fd && memcmp(got, want + 1000, 4000) == 0);
 	/* A miss, and another ETag: -ENODATA, no call, no miss counted. */
 	rs.calls = 0;
-	CHECK(cache_read_ref(c, "none", 4, "e", 10, 0, ref_copy, &rs) ==
+	CHECK(cache_read_ref(c, "none", 4, "e", 10, 10, 0, ref_copy, &rs) ==
 	      -ENODATA);
-	CHECK(cache_read_ref(c, "big", 3, "f", 10, 0, ref_copy, &rs) ==
+	CHECK(cache_read_ref(c, "big", 3, "f", 200 * KIB, 10, 0, ref_copy, &rs) ==
 	      -ENODATA);
 	CHECK(rs.calls == 0);
 	cache_get_stats(c, &st);
@@ -1410,12 +1410,12 @@ static void test_read_ref(void)
 	CHECK(pwrite(fd, &b, 1, 150 * KIB) == 1);
 	close(fd);
 	c = open_cache(dir, 64 * MIB, NULL, NULL);
-	CHECK(cache_read_ref(c, "big", 3, "e", 10, 0, ref_copy, &rs) ==
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 10, 0, ref_copy, &rs) ==
 	      -ENODATA);
 	CHECK(rs.calls == 0);
 	cache_get_stats(c, &st);
 	CHECK(st.corrupt == 1 && st.objects == 1);
-	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 0, ref_copy, &rs) ==
+	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 5000, 0, ref_copy, &rs) ==
 	      5000);
 	CHECK(rs.calls == 1);
 	cache_close(c);
