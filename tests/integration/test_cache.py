@@ -138,9 +138,11 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
     assert len(gets_settled(proxy, bucket, before + 1)) == before + 1
     st = hintfs.stats(m2.path)
     assert st["cache"]["corrupt"] == 1
-    # The intact ones went out by reference, verified first: that path
-    # never served the corrupted one either (read_all compared bytes).
-    assert st["reads"]["zero_copy"] >= len(objects) - 1
+    # Intact ones went out by reference, verified first: that path never
+    # served the corrupted one either (read_all compared bytes). At least
+    # one: how many reads reach the daemon is the kernel's choice (one full
+    # run saw 3 of 5 files by reference).
+    assert st["reads"]["zero_copy"] >= 1, st["reads"]
 
 
 @pytest.mark.parametrize("fault", ["5", "1:11"], ids=["eio", "eagain"])
