@@ -43,7 +43,6 @@ struct hintfs_opts {
 	char *stall_timeout_str; /**< -o stall_timeout=S */
 	char *list_workers_str;  /**< -o list_workers=N */
 	char *process_timeout_str; /**< -o credential_process_timeout=S */
-
 	char *store_ahead_str;   /**< -o store_ahead=SIZE */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
