@@ -13,6 +13,8 @@
  *   before its first read in a session is served; a mismatch drops it.
  *   A read that raced with a drop (its blocks may be zeros by now) sees,
  *   after the copy, that its id left the table, and answers -ENODATA.
+ *   A read by reference (cache_read_ref) cannot check afterwards, so it
+ *   holds punch_lock instead: no extent is punched while it is handed out.
  * - Blocks are punched, and segments unlinked, only after the index no
  *   longer refers to them: after a kill -9 at any point every indexed
  *   object is either intact or caught by its checksum.
@@ -94,9 +96,11 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims,
 			   !(e->seg->sealed && !e->seg->live_bytes);
 	pthread_mutex_unlock(&c->lock);
 
+	pthread_rwlock_wrlock(&c->punch_lock);
 	for (e = victims; e; e = e->hnext)
 		if (e->punch)
 			blob_punch(e->seg, e->off, e->size);
+	pthread_rwlock_unlock(&c->punch_lock);
 
 	pthread_mutex_lock(&c->lock);
 	for (e = victims; e; e = next) {
@@ -182,6 +186,22 @@ struct cache_pin {
 	unsigned char k[IDX_KEY_MAX];
 };
 
+/* Under c->lock: pins entry @e into @p. */
+static void pin_fill_locked(struct cache_ent *e, struct cache_pin *p)
+{
+	p->id = e->id;
+	p->size = e->size;
+	p->off = e->off;
+	p->sum = e->sum;
+	p->seg = e->seg;
+	p->verified = e->verified;
+	if (p->seg)
+		p->seg->refs++;
+	else
+		p->k_len = idx_key(e->name, e->key_len,
+				   e->name + e->key_len + 1, e->etag_len, p->k);
+}
+
 /* Pins entry @id; copies its key into *@key_out (malloc'd) if asked. */
 static int pin_get(struct cache *c, uint64_t id, struct cache_pin *p,
 		   char **key_out, size_t *key_len)
@@ -203,17 +223,7 @@ static int pin_get(struct cache *c, uint64_t id, struct cache_pin *p,
 		memcpy(*key_out, e->name, e->key_len);
 		*key_len = e->key_len;
 	}
-	p->id = id;
-	p->size = e->size;
-	p->off = e->off;
-	p->sum = e->sum;
-	p->seg = e->seg;
-	p->verified = e->verified;
-	if (p->seg)
-		p->seg->refs++;
-	else
-		p->k_len = idx_key(e->name, e->key_len,
-				   e->name + e->key_len + 1, e->etag_len, p->k);
+	pin_fill_locked(e, p);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -348,6 +358,30 @@ static void cache_fault_init(struct cache *c)
 		 every == 1 ? "" : "th", strerror(e));
 }
 
+/*
+ * What a read of entry @id that failed with @rc returns: always a miss
+ * (-ENODATA), for the server still has the object. Wrong or missing bytes
+ * drop the entry as corrupt; other errors are counted, and an I/O error
+ * drops it too (fetched again, to another place), while a busy index or a
+ * lack of memory passes.
+ */
+static ssize_t read_failed(struct cache *c, uint64_t id, int rc)
+{
+	if (rc == -EBADMSG || rc == -ENODATA) {
+		cache_drop(c, id,
+			   rc == -EBADMSG ? "checksum mismatch"
+					  : "blob missing or short",
+			   true);
+		return -ENODATA;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->read_errors++;
+	pthread_mutex_unlock(&c->lock);
+	if (rc != -EAGAIN && rc != -ENOMEM)
+		cache_drop(c, id, strerror(-rc), false);
+	return -ENODATA;
+}
+
 int cache_lookup(struct cache *c, const char *key, size_t key_len,
 		 const char *etag, uint64_t size, struct cache_obj *out)
 {
@@ -423,25 +457,96 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 		ret = pin_read(c, &p, buf, n, off, !p.verified);
 	if (!pin_put(c, &p, !ret && n))
 		return -ENODATA; /* dropped under us: the copy may be wrong */
-	if (ret == -EBADMSG || ret == -ENODATA) {
-		cache_drop(c, p.id,
-			   ret == -EBADMSG ? "checksum mismatch"
-					   : "blob missing or short",
-			   true);
+	return ret ? read_failed(c, p.id, ret) : (ssize_t)n;
+}
+
+/* A reference handed out of inline data, inside LMDB's read transaction. */
+struct inline_ref {
+	const struct cache_pin *p;
+	size_t len;
+	uint64_t off;
+	cache_ref_cb cb;
+	void *arg;
+	ssize_t ret;   /* cb's result; the transaction's is separate */
+};
+
+static int inline_ref_cb(void *arg, const void *data, size_t len)
+{
+	struct inline_ref *ir = arg;
+	struct cache_ref ref = {
+		.mem = (const char *)data + ir->off,
+		.fd = -1,
+		.len = ir->len,
+	};
+
+	/* Verified already (below), and the snapshot cannot change while
+	 * the transaction lives: only the length is worth a glance. */
+	if (len != ir->p->size)
+		return -EBADMSG;
+	ir->ret = ir->cb(ir->arg, &ref);
+	return 0;
+}
+
+ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
+		       const char *etag, uint64_t size, size_t len,
+		       uint64_t off, cache_ref_cb cb, void *arg)
+{
+	struct cache_pin p;
+	struct cache_ent *e;
+	ssize_t ret = 0;
+	size_t n;
+	int rc = 0;
+
+	if (!etag || !cache_valid_name(key, key_len, etag))
+		return -ENODATA;
+	/* Before the lookup: an entry found in the table is not punched
+	 * until this reference is given back. */
+	pthread_rwlock_rdlock(&c->punch_lock);
+	pthread_mutex_lock(&c->lock);
+	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
+	/* Another size than the listing's: left to cache_lookup() in the
+	 * caller's fallback, which drops it. */
+	if (e && e->size != size)
+		e = NULL;
+	if (e) {
+		e->tick = ++c->tick;
+		c->hits++;
+		pin_fill_locked(e, &p);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!e) {
+		pthread_rwlock_unlock(&c->punch_lock);
 		return -ENODATA;
 	}
-	if (ret) {
-		/* The server still has the object: never fail the read. */
+	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
+	rc = n ? cache_fault(c) : 0;
+	/* The first read in a session hashes the whole blob first. */
+	if (!rc && !p.verified)
+		rc = pin_read(c, &p, NULL, 0, 0, true);
+	if (!rc && !p.verified) {
 		pthread_mutex_lock(&c->lock);
-		c->read_errors++;
+		e = tab_by_id(&c->tab, p.id);
+		if (e)
+			e->verified = true;
 		pthread_mutex_unlock(&c->lock);
-		/* Busy (no reader slot) or out of memory passes; an I/O
-		 * error would stay: fetch it again, to another place. */
-		if (ret != -EAGAIN && ret != -ENOMEM)
-			cache_drop(c, p.id, strerror(-ret), false);
-		return -ENODATA;
 	}
-	return (ssize_t)n;
+	if (!rc && !p.seg) {
+		struct inline_ref ir = { &p, n, off, cb, arg, 0 };
+
+		rc = idx_read_inline(c->ix, p.k, p.k_len, inline_ref_cb, &ir);
+		ret = ir.ret;
+	} else if (!rc) {
+		struct cache_ref ref = {
+			.fd = p.seg->fd,
+			.fd_off = p.off + off,
+			.len = n,
+		};
+
+		ret = cb(arg, &ref);
+	}
+	pthread_rwlock_unlock(&c->punch_lock);
+	pin_put(c, &p, false);
+	return rc ? read_failed(c, p.id, rc) : ret;
 }
 
 /* ---- invalidate, clear, meta, stats, verify ---- */
@@ -941,6 +1046,7 @@ static void cache_free(struct cache *c)
 		close(c->lock_fd);
 	if (c->dir_fd >= 0)
 		close(c->dir_fd);
+	pthread_rwlock_destroy(&c->punch_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->seg_lock);
 	pthread_mutex_destroy(&c->wlock);
@@ -952,6 +1058,7 @@ static void cache_free(struct cache *c)
 int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	       size_t err_len)
 {
+	pthread_rwlockattr_t rwa;
 	struct cache *c;
 	int ret;
 
@@ -979,6 +1086,11 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->seg_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_rwlockattr_init(&rwa);
+	pthread_rwlockattr_setkind_np(&rwa,
+				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c->punch_lock, &rwa);
+	pthread_rwlockattr_destroy(&rwa);
 	c->dir = strdup(cfg->dir);
 	ret = c->dir ? tab_init(&c->tab) : -ENOMEM;
 	if (ret)

@@ -139,6 +139,41 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
  */
 void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg);
 
+/**
+ * Where the bytes of a cached range are, for a reply that does not copy
+ * them (cache_read_ref()). Exactly one of @mem and @fd is set.
+ */
+struct cache_ref {
+	const void *mem; /**< the bytes of a small object, in LMDB's map */
+	int fd;          /**< -1 with @mem; else the segment file holding */
+	uint64_t fd_off; /**<   the bytes at this offset */
+	size_t len;      /**< bytes of the range; 0 at or past the end */
+};
+
+/**
+ * Takes the bytes @ref names (a FUSE reply, say) during the call only:
+ * they are pinned until it returns. Returns what cache_read_ref() is to
+ * return: the bytes taken (>= 0) or a -errno.
+ */
+typedef ssize_t (*cache_ref_cb)(void *arg, const struct cache_ref *ref);
+
+/**
+ * Finds @key + @etag and hands up to @len bytes at @off of it to @cb
+ * without copying them: the way to serve a hit. The bytes are verified
+ * first when this is the entry's first read in the session (as
+ * cache_read() does), and while @cb runs they cannot be evicted or
+ * punched. Counts a hit when @cb is called; a miss is not counted (the
+ * caller's fallback, cache_lookup(), counts it).
+ * @size is the listed size: an entry of another size is not served.
+ * Returns @cb's result, or -ENODATA (@cb not called) when the object is
+ * not cached or could not be read (counted and handled as cache_read()
+ * does: the caller fetches it). Any thread; @cb must not
+ * call the cache.
+ */
+ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
+		       const char *etag, uint64_t size, size_t len,
+		       uint64_t off, cache_ref_cb cb, void *arg);
+
 /** An object being written. */
 struct cache_put;
 

@@ -122,6 +122,14 @@ struct cache {
 	pthread_mutex_t wlock;
 	pthread_mutex_t seg_lock;
 	pthread_mutex_t lock;
+	/* Read-held by cache_read_ref() while a caller holds a reference to
+	 * an extent, write-held around punching: a reply by reference never
+	 * sends zeros of an extent evicted under it. Prefers the writer, so
+	 * a steady stream of readers cannot hold eviction back. A reader
+	 * takes it before any of the four locks above and holds none of
+	 * them meanwhile except briefly `lock`; the punching writer may hold
+	 * evict_lock. */
+	pthread_rwlock_t punch_lock;
 
 	/* under evict_lock */
 	struct evict_cand *ev_cand; /* the current sample's entries */

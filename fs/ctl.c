@@ -10,6 +10,7 @@
  * consistent snapshot.
  */
 #include "fs/fs_internal.h"
+#include "fs/store.h"
 #include "common/fileio.h"
 #include "common/log.h"
 
@@ -17,15 +18,21 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 /* A hint for 100 million samples at ~40 bytes a line; more is a mistake. */
 #define CTL_HINT_MAX (256u << 20)
-/* The hint file is checked twice a second: a new epoch's hint is written
- * well before the epoch needs it, and a stat is cheap. */
+/* The hint file's directory is watched with inotify, so a replaced file is
+ * in force within milliseconds (the head of an epoch waits for it). Besides,
+ * the file is stat'ed twice a second: the way when inotify is not to be had,
+ * and for filesystems where it sees no change made on another machine (NFS).
+ * HINTFS_HINT_POLL_MS overrides it (tests: a long poll proves inotify). */
 #define CTL_WATCH_MS 500
 
 struct fs_file {
@@ -414,73 +421,155 @@ static int read_hint_file(const char *path, char **text, size_t *len)
 	return rc;
 }
 
+/* What the watcher remembers between looks at the hint file. */
+struct watch_state {
+	struct stat last;
+	bool missing_said;
+};
+
 /*
- * Polls the hint file. A new hint is a file whose identity or contents
- * changed: another inode (written elsewhere and renamed into place, the
- * safe way), or another size or mtime (rewritten in place).
+ * Looks at the hint file once. A new hint is a file whose identity or
+ * contents changed: another inode (written elsewhere and renamed into
+ * place, the safe way), or another size or mtime (rewritten in place).
  */
+static void watch_check(struct fs *fs, struct watch_state *ws)
+{
+	struct stat st;
+
+	if (stat(fs->hint_file, &st) < 0) {
+		if (!ws->missing_said)
+			log_warn("hint file '%s': %s; waiting for it",
+				 fs->hint_file, strerror(errno));
+		ws->missing_said = true;
+	} else if (!S_ISREG(st.st_mode)) {
+		/* A FIFO's open blocks until a writer comes, and the stop
+		 * would wait for it: only files are read. */
+		if (!ws->missing_said)
+			log_warn("hint file '%s' is not a regular file (a "
+				 "FIFO?); waiting for a file there",
+				 fs->hint_file);
+		ws->missing_said = true;
+		ws->last = (struct stat){ 0 };
+	} else if (st.st_ino != ws->last.st_ino ||
+		   st.st_dev != ws->last.st_dev ||
+		   st.st_size != ws->last.st_size ||
+		   st.st_mtim.tv_sec != ws->last.st_mtim.tv_sec ||
+		   st.st_mtim.tv_nsec != ws->last.st_mtim.tv_nsec) {
+		char *text = NULL;
+		size_t len = 0;
+		int rc = read_hint_file(fs->hint_file, &text, &len);
+
+		ws->missing_said = false;
+		ws->last = st;
+		if (rc) {
+			log_warn("hint file '%s': %s", fs->hint_file,
+				 strerror(-rc));
+		} else {
+			fs_apply_hint(fs, text, len, fs->hint_file);
+			free(text);
+		}
+	}
+}
+
+/*
+ * An inotify watch on the hint file's directory, for the events that
+ * finish a new version of it: a close after writing, a rename into place.
+ * Returns the inotify fd (the file's name in *@base) or -1, with the
+ * polling left to do the work.
+ */
+static int watch_inotify(const char *path, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd;
+
+	*base = slash ? slash + 1 : path;
+	dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
+	if (dir && !dir[0]) {
+		free(dir);
+		dir = strdup("/");
+	}
+	fd = dir ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+	/* Not IN_CREATE or IN_MODIFY: a file being written is not a hint
+	 * yet. IN_ATTRIB: a touch asks for the same hint again. */
+	if (fd >= 0 && inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO |
+						  IN_ATTRIB) < 0) {
+		log_info("hint file '%s': cannot watch its directory (%s); "
+			 "checking it every %d ms", path, strerror(errno),
+			 CTL_WATCH_MS);
+		close(fd);
+		fd = -1;
+	}
+	free(dir);
+	return fd;
+}
+
+/* Reads what inotify has; true when an event names the hint file. */
+static bool watch_drain(int fd, const char *base)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool hit = false;
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const void *)p;
+
+			if (ev->len && !strcmp(ev->name, base))
+				hit = true;
+			if (ev->mask & IN_Q_OVERFLOW)
+				hit = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	return hit;
+}
+
 static void *watch_main(void *arg)
 {
 	struct fs *fs = arg;
-	struct stat last = { 0 };
-	bool missing_said = false;
+	struct watch_state ws = { 0 };
+	const char *base, *env = getenv("HINTFS_HINT_POLL_MS");
+	int poll_ms = env && atoi(env) > 0 ? atoi(env) : CTL_WATCH_MS;
+	int ifd = watch_inotify(fs->hint_file, &base);
 
-	pthread_mutex_lock(&fs->watch_mu);
-	while (!fs->watch_stop) {
-		struct stat st;
-		struct timespec until;
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = fs->watch_efd, .events = POLLIN },
+			{ .fd = ifd, .events = POLLIN },
+		};
+		bool stop;
 
-		pthread_mutex_unlock(&fs->watch_mu);
-		if (stat(fs->hint_file, &st) < 0) {
-			if (!missing_said)
-				log_warn("hint file '%s': %s; waiting for it",
-					 fs->hint_file, strerror(errno));
-			missing_said = true;
-		} else if (!S_ISREG(st.st_mode)) {
-			/* A FIFO's open blocks until a writer comes, and the
-			 * stop would wait for it: only files are read. */
-			if (!missing_said)
-				log_warn("hint file '%s' is not a regular file "
-					 "(a FIFO?); waiting for a file there",
-					 fs->hint_file);
-			missing_said = true;
-			last = (struct stat){ 0 };
-		} else if (st.st_ino != last.st_ino || st.st_dev != last.st_dev ||
-			   st.st_size != last.st_size ||
-			   st.st_mtim.tv_sec != last.st_mtim.tv_sec ||
-			   st.st_mtim.tv_nsec != last.st_mtim.tv_nsec) {
-			char *text = NULL;
-			size_t len = 0;
-			int rc = read_hint_file(fs->hint_file, &text, &len);
-
-			missing_said = false;
-			last = st;
-			if (rc) {
-				log_warn("hint file '%s': %s", fs->hint_file,
-					 strerror(-rc));
-			} else {
-				fs_apply_hint(fs, text, len, fs->hint_file);
-				free(text);
-			}
-		}
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += CTL_WATCH_MS * 1000000L;
-		until.tv_sec += until.tv_nsec / 1000000000L;
-		until.tv_nsec %= 1000000000L;
 		pthread_mutex_lock(&fs->watch_mu);
-		if (!fs->watch_stop)
-			pthread_cond_timedwait(&fs->watch_cv, &fs->watch_mu, &until);
+		stop = fs->watch_stop;
+		pthread_mutex_unlock(&fs->watch_mu);
+		if (stop)
+			break;
+		watch_check(fs, &ws);
+		/* A writer's close and its rename come as separate events:
+		 * each is a look, and an unchanged file is not applied twice. */
+		while (poll(pfd, ifd >= 0 ? 2 : 1, poll_ms) > 0 &&
+		       !pfd[0].revents && !watch_drain(ifd, base))
+			;
 	}
-	pthread_mutex_unlock(&fs->watch_mu);
+	if (ifd >= 0)
+		close(ifd);
 	return NULL;
 }
 
 int fs_hint_watch_start(struct fs *fs)
 {
-	int rc = pthread_create(&fs->watcher, NULL, watch_main, fs);
+	int rc;
 
-	if (rc)
+	fs->watch_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (fs->watch_efd < 0)
+		return -errno;
+	rc = pthread_create(&fs->watcher, NULL, watch_main, fs);
+	if (rc) {
+		close(fs->watch_efd);
+		fs->watch_efd = -1;
 		return -rc;
+	}
 	fs->watcher_started = true;
 	return 0;
 }
@@ -491,9 +580,12 @@ void fs_hint_watch_stop(struct fs *fs)
 		return;
 	pthread_mutex_lock(&fs->watch_mu);
 	fs->watch_stop = true;
-	pthread_cond_signal(&fs->watch_cv);
 	pthread_mutex_unlock(&fs->watch_mu);
+	if (eventfd_write(fs->watch_efd, 1) < 0)
+		log_warn("hint watcher: cannot wake it: %s", strerror(errno));
 	pthread_join(fs->watcher, NULL);
+	close(fs->watch_efd);
+	fs->watch_efd = -1;
 	fs->watcher_started = false;
 }
 
@@ -550,6 +642,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	struct cache_stats cs;
 	struct pf_stats ps;
 	uint64_t files, bytes, rejected, lists, gets;
+	uint64_t st_objects, st_bytes, st_failed;
 	const struct tree_skips *sk = tree_skips(fs->tree);
 	char *out = NULL;
 	FILE *f;
@@ -588,21 +681,29 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(cs.read_errors));
 	fprintf(f, "  \"reads\": {\"total\": %llu, \"cache_hits\": %llu, "
 		"\"prefetch_joins\": %llu, \"demand_fetches\": %llu, "
-		"\"read_through\": %llu, \"failed\": %llu},\n",
+		"\"read_through\": %llu, \"failed\": %llu, "
+		"\"zero_copy\": %llu},\n",
 		U(ps.reads), U(ps.cache_hits), U(ps.prefetch_joins),
-		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads));
+		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads),
+		U(ps.reads_zero_copy));
 	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
 		U(ps.stalls), (double)ps.stall_ns / 1e9);
+	fs_store_stats(fs, &st_objects, &st_bytes, &st_failed);
+	fprintf(f, "  \"store_ahead\": {\"objects\": %llu, \"bytes\": %llu, "
+		"\"refused\": %llu},\n",
+		U(st_objects), U(st_bytes), U(st_failed));
 	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
 		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
 		"\"in_flight\": %u, \"in_flight_limit\": %u, "
 		"\"in_flight_peak\": %u, "
 		"\"not_cached\": %llu, \"fetch_mem\": %llu, "
-		"\"fetch_mem_peak\": %llu, \"fetch_mem_limit\": %llu},\n",
+		"\"fetch_mem_peak\": %llu, \"fetch_mem_limit\": %llu, "
+		"\"connects\": %llu},\n",
 		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
 		ps.inflight, ps.inflight_limit, ps.inflight_peak,
 		U(ps.cache_put_fail),
-		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit));
+		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit),
+		U(s3_client_connects(fs->s3)));
 	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
 		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "
 		"\"commit_batches\": %llu, \"commit_objects\": %llu},\n",

@@ -326,6 +326,17 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 	return got < 0 ? read_errno(got) : got;
 }
 
+ssize_t fs_read_ref(struct fs *fs, uint64_t ino, struct fs_file *fh,
+		    size_t size, off_t off, cache_ref_cb cb, void *arg)
+{
+	const struct tree_node *n = node_of(fs, ino);
+
+	if (fh || !n || n->is_dir || off < 0)
+		return -ENODATA;
+	return pf_read_ref(atomic_load(&fs->pf), (uint32_t)(ino - 1), size,
+			   (uint64_t)off, cb, arg);
+}
+
 ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
 		 const char *buf, size_t size, off_t off)
 {

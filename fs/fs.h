@@ -143,6 +143,16 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 		size_t size, off_t off);
 
 /**
+ * Serves a read of file @ino (opened as @fh) that hits the local cache by
+ * reference: hands the bytes to @cb (see cache_read_ref) and returns its
+ * result. -ENODATA when it cannot (a miss, a control file, any error to
+ * report): the caller then calls fs_read(), which does everything else.
+ * Any thread.
+ */
+ssize_t fs_read_ref(struct fs *fs, uint64_t ino, struct fs_file *fh,
+		    size_t size, off_t off, cache_ref_cb cb, void *arg);
+
+/**
  * Writes to an open control file (hint, warm, evict, relist). -EROFS for
  * anything else, -EFBIG past the largest text taken (256 MiB).
  */

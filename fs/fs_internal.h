@@ -16,6 +16,8 @@
 /* S3 keys are at most 1,024 bytes and so is a prefix: with room. */
 #define FS_KEY_MAX 4096
 
+struct fs_store;
+
 struct fs {
 	struct s3_client *s3;
 	struct cache *cache;
@@ -34,6 +36,7 @@ struct fs {
 	char *listing_name;      /* the snapshot's name in the cache */
 	_Atomic int64_t listing_saved_at; /* when the snapshot was taken */
 	pthread_mutex_t relist_mu; /* one relist at a time */
+	struct fs_store *_Atomic store; /* -o store_ahead (store.c), or NULL */
 
 	/* Hints: the last one's report, for stats. */
 	pthread_mutex_t hint_mu;
@@ -49,8 +52,8 @@ struct fs {
 	pthread_t watcher;
 	bool watcher_started;
 	pthread_mutex_t watch_mu;
-	pthread_cond_t watch_cv;
 	bool watch_stop;
+	int watch_efd;           /* eventfd that wakes the watcher to stop */
 };
 
 /** Walks @path (@len bytes, relative, '/'-separated) from the root;
@@ -60,6 +63,11 @@ uint32_t fs_walk(const struct fs *fs, const char *path, size_t len);
 /** The object id (node index) of the file at @path, or HINT_NO_ID for a
  *  directory or an absent path. */
 uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len);
+
+/** Hands the whole of file @ino, when it is in the local cache, to @cb by
+ *  reference (cache_read_ref), without counting a read: for filling the
+ *  kernel's page cache ahead (store.c). -ENODATA when not cached. */
+ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
 
 /** Parses @text as a hint and hands it to the engine; @from names the
  *  source in the log line. Returns 0 or -ENOMEM. */

@@ -9,6 +9,7 @@
  */
 #include "fs/fs_ops.h"
 #include "fs/fs.h"
+#include "fs/store.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -37,7 +38,7 @@ static uid_t req_uid(fuse_req_t req)
 	return fuse_req_ctx(req)->uid;
 }
 
-static void reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
+static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 {
 	struct fuse_entry_param e = {
 		.ino = ino,
@@ -48,32 +49,49 @@ static void reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 
 	if (st)
 		e.attr = *st;
-	fuse_reply_entry(req, &e);
+	return fuse_reply_entry(req, &e);
+}
+
+/*
+ * NOTE(fuse): libfuse 3.14 leaves splicing replies off unless asked; with
+ * it, a reply from a segment file moves pages instead of copying them
+ * through a buffer (reply_ref).
+ */
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct fs *fs = req_fs(req);
 	struct stat st;
 	uint64_t ino;
-	int rc = fs_lookup(req_fs(req), parent, name, &ino, &st);
+	int rc = fs_lookup(fs, parent, name, &ino, &st);
 
 	if (rc == -ENOENT)
 		reply_entry(req, 0, NULL); /* a cached negative entry */
 	else if (rc)
 		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, ino, &st);
+	else if (reply_entry(req, ino, &st) == 0)
+		fs_store_note_lookup(fs, ino, 1); /* not req: replied */
 }
 
-/* Inodes live as long as the mount: lookup counts need no bookkeeping. */
+/* Inodes live as long as the mount; the counts say only which inodes the
+ * kernel holds, for filling its page cache (store.c). */
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	fs_store_note_forget(req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
+	for (size_t i = 0; i < count; i++)
+		fs_store_note_forget(req_fs(req), forgets[i].ino,
+				     forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -96,6 +114,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 /* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */
 struct dir_buf {
 	fuse_req_t req;
+	struct fs *fs;
 	char *buf;
 	size_t size;
 	size_t used;
@@ -136,13 +155,20 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 	if (need > db->size - db->used)
 		return 1;
 	db->used += need;
+	/* NOTE(fuse): the kernel takes a lookup of every readdirplus entry
+	 * with an inode. Counted before the reply is sent: one that fails
+	 * leaves a count too high, which store.c corrects when the kernel
+	 * refuses a store to that inode. */
+	if (db->plus && e->ino && strcmp(name, ".") && strcmp(name, ".."))
+		fs_store_note_lookup(db->fs, e->ino, 1);
 	return 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       bool plus)
 {
-	struct dir_buf db = { .req = req, .size = size, .plus = plus };
+	struct dir_buf db = { .req = req, .fs = req_fs(req), .size = size,
+			      .plus = plus };
 	int rc;
 
 	db.buf = malloc(size);
@@ -177,15 +203,17 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct fs *fs = req_fs(req);
 	struct fs_file *fh;
 	bool direct;
-	int rc = fs_open(req_fs(req), ino, fi->flags, req_uid(req), &fh,
-		     &direct);
+	int rc = fs_open(fs, ino, fi->flags, req_uid(req), &fh, &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if (!fh)
+		fs_store_note_open(fs, ino); /* before any read can come */
 	fi->fh = (uintptr_t)fh;
 	if (direct) {
 		/* NOTE(fuse): the control files have no size in advance;
@@ -198,16 +226,51 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: nobody will release this. */
-		fs_release(req_fs(req), ino, fh);
+		fs_release(fs, ino, fh);
+		if (!fh)
+			fs_store_note_close(fs, ino);
 	}
+}
+
+/*
+ * A cache hit, answered from where the bytes lie: libfuse splices a
+ * segment file's pages into /dev/fuse (no copy into our memory, no
+ * buffer), and a small object goes out straight from LMDB's map.
+ */
+void fs_ref_bufvec(const struct cache_ref *ref, struct fuse_bufvec *bv)
+{
+	*bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(ref->len);
+	if (ref->mem) {
+		bv->buf[0].mem = (void *)ref->mem;
+	} else {
+		bv->buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv->buf[0].fd = ref->fd;
+		bv->buf[0].pos = (off_t)ref->fd_off;
+	}
+}
+
+static ssize_t reply_ref(void *arg, const struct cache_ref *ref)
+{
+	struct fuse_bufvec bv;
+
+	fs_ref_bufvec(ref, &bv);
+	/* NOTE(fuse): fuse_reply_data answers the request whatever it
+	 * returns (an error it meets becomes the reply), so the read is done
+	 * either way. */
+	fuse_reply_data(arg, &bv, 0);
+	return (ssize_t)ref->len;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	char *buf = malloc(size ? size : 1);
+	char *buf;
 	ssize_t n;
 
+	if (!file_of(fi) &&
+	    fs_read_ref(req_fs(req), ino, NULL, size, off, reply_ref, req) >= 0)
+		return;
+	buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -239,6 +302,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_release(req_fs(req), ino, file_of(fi));
+	if (!file_of(fi))
+		fs_store_note_close(req_fs(req), ino);
 	fuse_reply_err(req, 0);
 }
 
@@ -365,6 +430,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 }
 
 const struct fuse_lowlevel_ops fs_ll_ops = {
+	.init = op_init,
 	.lookup = op_lookup,
 	.forget = op_forget,
 	.forget_multi = op_forget_multi,

@@ -14,4 +14,13 @@
  */
 extern const struct fuse_lowlevel_ops fs_ll_ops;
 
+struct cache_ref;
+
+/**
+ * Fills @bv with the one buffer a cache reference names: memory, or a file
+ * descriptor and offset libfuse splices from (a reply, or a store into the
+ * kernel's page cache). Valid as long as the reference.
+ */
+void fs_ref_bufvec(const struct cache_ref *ref, struct fuse_bufvec *bv);
+
 #endif /* HINTFS_FS_FS_OPS_H */

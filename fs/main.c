@@ -9,6 +9,7 @@
 #include "fs/fs.h"
 #include "fs/fs_ops.h"
 #include "fs/options.h"
+#include "fs/store.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -406,6 +407,10 @@ static int run(struct hintfs_opts *o)
 		rc = -ENOMEM;
 		goto out_unmount;
 	}
+	rc = fs_store_start(fs, se, o->store_ahead);
+	if (rc)
+		log_warn("cannot fill the page cache ahead of opens: %s",
+			 strerror(-rc));
 	fuse_loop_cfg_set_max_threads(loop_cfg, o->max_threads);
 	fuse_loop_cfg_set_idle_threads(loop_cfg, o->max_threads / 4 + 1);
 	fuse_loop_cfg_set_clone_fd(loop_cfg, 1);
@@ -417,6 +422,7 @@ static int run(struct hintfs_opts *o)
 		rc = 0;
 	rc = rc ? -EIO : 0;
 	fuse_loop_cfg_destroy(loop_cfg);
+	fs_store_stop(fs);
 
 out_unmount:
 	fuse_session_unmount(se);

@@ -205,6 +205,18 @@ static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
 	return 0;
 }
 
+ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg)
+{
+	char key[FS_KEY_MAX];
+	struct pf_object o;
+
+	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
+	    describe_cb(fs, (uint32_t)(ino - 1), key, sizeof(key), &o))
+		return -ENODATA;
+	return cache_read_ref(fs->cache, o.key, o.key_len, o.etag, o.size,
+			      (size_t)o.size, 0, cb, arg);
+}
+
 static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
 {
 	struct fs *fs = arg;
@@ -248,7 +260,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->relist_mu, NULL);
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_mutex_init(&fs->ctl_mu, NULL);
-	pthread_cond_init(&fs->watch_cv, NULL);
+	fs->watch_efd = -1;
 	fs->last_hint.epoch = -1;
 	fs->uid = cfg->uid;
 	fs->gid = cfg->gid;
@@ -357,7 +369,6 @@ void fs_destroy(struct fs *fs)
 	pthread_mutex_destroy(&fs->watch_mu);
 	fs_ctl_release_all(fs);
 	pthread_mutex_destroy(&fs->ctl_mu);
-	pthread_cond_destroy(&fs->watch_cv);
 	free(fs->prefix);
 	free(fs->source);
 	free(fs->mountpoint);

@@ -44,6 +44,7 @@ struct hintfs_opts {
 	char *stall_timeout_str; /**< -o stall_timeout=S */
 	char *list_workers_str;  /**< -o list_workers=N */
 	char *process_timeout_str; /**< -o credential_process_timeout=S */
+	char *store_ahead_str;   /**< -o store_ahead=SIZE */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
 	int path_style;   /**< -o path_style, or implied by an IP endpoint */
@@ -72,6 +73,8 @@ struct hintfs_opts {
 	uint64_t cache_size;       /**< bytes; 0: 10% of the free space,
 				        decided once the directory exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */
+	uint64_t store_ahead;      /**< bytes pushed into the kernel's page
+				        cache ahead of opens; 0: off */
 
 	/** The credential providers in the SDKs' order (creds_chain.h),
 	 *  owned until creds_start() takes them; none with -o no_sign. */

@@ -903,6 +903,10 @@ static void *engine_main(void *arg)
 {
 	struct pf *pf = arg;
 
+	/* Named so that per-thread CPU (top -H, /proc/PID/task) tells the
+	 * network thread from the FUSE workers. */
+	pthread_setname_np(pthread_self(), "hintfs-engine");
+
 	for (;;) {
 		uint64_t busy0 = mono_ns(), busy;
 		struct pf_part *taken;
@@ -1208,6 +1212,45 @@ again:
 	return (ssize_t)len;
 }
 
+ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
+		    cache_ref_cb cb, void *arg)
+{
+	struct pf_object o;
+	char key[4096];
+	ssize_t n;
+
+	if (id >= pf->cfg.n_ids ||
+	    pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o) ||
+	    off >= o.size || o.size > pf->cfg.max_object_mem)
+		return -ENODATA;
+	if (len > o.size - off)
+		len = (size_t)(o.size - off);
+	n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag, o.size,
+			   len, off, cb, arg);
+	if (n == -ENODATA)
+		return n;
+	rd_add(&pf->rd.reads, 1);
+	if (n >= 0) {
+		rd_add(&pf->rd.cache_hits, 1);
+		rd_add(&pf->rd.zero_copy, 1);
+	} else {
+		rd_add(&pf->rd.failed_reads, 1);
+	}
+	return n;
+}
+
+size_t pf_hint_ahead(struct pf *pf, size_t skip, uint32_t *ids, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&pf->mu);
+	n = pf->hints.head ? order_ahead(pf->hints.head, pf->cfg.window_objects,
+					 skip, ids, max)
+			   : 0;
+	pthread_mutex_unlock(&pf->mu);
+	return n;
+}
+
 void pf_get_stats(struct pf *pf, struct pf_stats *st)
 {
 	struct order_queue_stats os;
@@ -1225,6 +1268,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	st->stalls = atomic_load(&pf->rd.stalls);
 	st->stall_ns = atomic_load(&pf->rd.stall_ns);
 	st->failed_reads = atomic_load(&pf->rd.failed_reads);
+	st->reads_zero_copy = atomic_load(&pf->rd.zero_copy);
 	order_queue_stats(&pf->hints, &os);
 	st->hint_pos = os.pos;
 	st->hint_len = os.len;

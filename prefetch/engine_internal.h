@@ -150,7 +150,7 @@ struct pf {
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
 	struct {
 		_Atomic uint64_t reads, cache_hits, passthrough, stalls,
-		    stall_ns, failed_reads;
+		    stall_ns, failed_reads, zero_copy;
 	} rd;
 };
 

@@ -186,6 +186,23 @@ uint64_t order_next_pos(const struct order *o, uint32_t id)
 
 /* ---- the queue ------------------------------------------------------------ */
 
+size_t order_ahead(const struct order *o, size_t window, size_t skip,
+		   uint32_t *ids, size_t max)
+{
+	size_t end = o->oldest + window < o->n ? o->oldest + window : o->n;
+	size_t got = 0;
+
+	for (size_t at = o->oldest; at < end && got < max; at++) {
+		if (o->read[at])
+			continue;
+		if (skip)
+			skip--;
+		else
+			ids[got++] = o->ids[at];
+	}
+	return got;
+}
+
 void order_queue_init(struct order_queue *q)
 {
 	q->head = NULL;

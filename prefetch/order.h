@@ -77,6 +77,15 @@ size_t order_base(const struct order *o, size_t window);
 /** The position of the next unconsumed occurrence of @id, or ORDER_NONE. */
 uint64_t order_next_pos(const struct order *o, uint32_t id);
 
+/**
+ * Stores in @ids up to @max ids of @o's entries not consumed yet, in
+ * order, from the @skip-th of them after the oldest on, within @window
+ * entries of the oldest. Returns how many: what is read next (the page
+ * cache is filled with it ahead of the readers).
+ */
+size_t order_ahead(const struct order *o, size_t window, size_t skip,
+		   uint32_t *ids, size_t max);
+
 /** The current hint and the ones queued behind it. Caller-owned storage. */
 struct order_queue {
 	struct order *head; /**< the current hint; NULL when none */

@@ -17,6 +17,7 @@
 #ifndef HINTFS_PREFETCH_PREFETCH_H
 #define HINTFS_PREFETCH_PREFETCH_H
 
+#include "cache/cache.h"
 #include "prefetch/creds.h"
 
 #include <stdbool.h>
@@ -145,6 +146,13 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets);
 struct creds *s3_client_creds(struct s3_client *c);
 
 /**
+ * Connections opened so far (a request on a kept-alive connection opens
+ * none): with s3_client_counts(), how well connections are reused. Any
+ * thread.
+ */
+uint64_t s3_client_connects(struct s3_client *c);
+
+/**
  * Writes a one-line description of a failed request into @buf: the S3
  * code and message, or the connection problem, with a hint at the usual
  * cause ("check AWS_SECRET_ACCESS_KEY"). Never includes credentials.
@@ -216,6 +224,8 @@ struct pf;
 struct pf_stats {
 	uint64_t reads;          /**< pf_read calls */
 	uint64_t cache_hits;     /**< reads served by the local cache */
+	uint64_t reads_zero_copy; /**< of those, replied by reference
+				       (pf_read_ref), not copied */
 	uint64_t prefetch_joins; /**< reads that joined a prefetch in flight */
 	uint64_t demand_fetches; /**< reads that had to start a GET */
 	uint64_t passthrough;    /**< reads of objects the cache cannot take,
@@ -291,6 +301,17 @@ void pf_stop(struct pf *pf);
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off);
 
 /**
+ * Serves a read of object @id from the cache without copying: hands up to
+ * @len bytes at @off to @cb (cache.h's cache_ref_cb) while they are pinned,
+ * and returns its result. -ENODATA when the object is not cached (or is
+ * read through, or @off is at or past its end): the caller then calls
+ * pf_read(), which fetches it. Counted in pf_stats.reads, cache_hits and
+ * reads_zero_copy only when @cb was called. Any thread.
+ */
+ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
+		    cache_ref_cb cb, void *arg);
+
+/**
  * Tells the engine a reader opened object @id, so the hint's window moves
  * on past it. Any thread; cheap.
  */
@@ -330,6 +351,15 @@ int pf_warm(struct pf *pf, const uint32_t *ids, size_t n);
  * holds by construction).
  */
 uint64_t pf_next_use(struct pf *pf, uint32_t id);
+
+/**
+ * Copies into @ids up to @max ids of the current hint that no reader has
+ * opened yet, in hint order, starting with the @skip-th of them after the
+ * oldest unread entry and staying inside the prefetch window. Returns how
+ * many: what fills the kernel's page cache ahead of the readers. Any
+ * thread.
+ */
+size_t pf_hint_ahead(struct pf *pf, size_t skip, uint32_t *ids, size_t max);
 
 /** Fills @st with a snapshot of the counters. Any thread. */
 void pf_get_stats(struct pf *pf, struct pf_stats *st);

@@ -130,6 +130,8 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->pool_lock, NULL);
+	pthread_mutex_init(&c->sign_lock, NULL);
+	pthread_mutex_init(&c->sign_lock, NULL);
 	c->path_style = cfg->path_style;
 	c->no_sign = cfg->no_sign;
 	c->insecure = cfg->insecure;
@@ -173,6 +175,10 @@ void s3_client_destroy(struct s3_client *c)
 	for (int i = 0; i < c->n_pool; i++)
 		curl_easy_cleanup(c->pool[i]);
 	pthread_mutex_destroy(&c->pool_lock);
+	sigv4_key_fini(&c->sign_key);
+	pthread_mutex_destroy(&c->sign_lock);
+	sigv4_key_fini(&c->sign_key);
+	pthread_mutex_destroy(&c->sign_lock);
 	free(c->bucket);
 	free(c->scheme);
 	free(c->host);
@@ -189,6 +195,11 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets)
 {
 	*lists = atomic_load(&c->n_lists);
 	*gets = atomic_load(&c->n_gets);
+}
+
+uint64_t s3_client_connects(struct s3_client *c)
+{
+	return atomic_load(&c->n_connects);
 }
 
 const struct retry_policy *s3_client_retry(const struct s3_client *c)

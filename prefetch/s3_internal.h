@@ -24,6 +24,7 @@
 #include "prefetch/s3_xfer.h"
 #include "common/buf.h"
 #include "common/retry.h"
+#include "prefetch/sigv4.h"
 
 
 /* A list page of 1,000 keys is ~300 KB; 16 MiB means a broken server. */
@@ -64,6 +65,13 @@ struct s3_client {
 
 	_Atomic uint64_t n_lists;  /* ListObjectsV2 attempts sent */
 	_Atomic uint64_t n_gets;   /* object GET attempts sent */
+	_Atomic uint64_t n_connects; /* connections opened (a reused one
+					counts 0): CURLINFO_NUM_CONNECTS */
+
+	/* The day's SigV4 signing key, derived once per day, region and
+	 * secret instead of on every request (four HMACs). */
+	pthread_mutex_t sign_lock;
+	struct sigv4_key sign_key;
 
 	pthread_mutex_t pool_lock; /* guards pool[] and n_pool */
 	CURL *pool[S3_POOL_MAX];

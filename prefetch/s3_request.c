@@ -154,7 +154,11 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 			.payload_hash = SIGV4_EMPTY_SHA256, .amz_date = date,
 			.region = c->region, .service = "s3",
 		};
-		rc = sigv4_sign(&sc, &sr, &sig);
+		/* The creds snapshot may differ from the last request's (a
+		 * refresh): sigv4_sign_key() notices the secret changed. */
+		pthread_mutex_lock(&c->sign_lock);
+		rc = sigv4_sign_key(&sc, &sr, &c->sign_key, &sig);
+		pthread_mutex_unlock(&c->sign_lock);
 		if (!rc)
 			l = append_header(l, &ok, "Authorization", sig.authorization);
 		sigv4_result_fini(&sig);
@@ -290,11 +294,15 @@ static bool auth_expired(const struct s3_xfer *x, long http, const char *code)
 static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 			 long *http)
 {
+	long connects = 0;
 	int rc = 0;
 
 	*http = 0;
 	memset(st, 0, sizeof(*st));
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, http);
+	if (curl_easy_getinfo(x->h, CURLINFO_NUM_CONNECTS, &connects) ==
+		    CURLE_OK && connects > 0)
+		atomic_fetch_add(&x->c->n_connects, (uint64_t)connects);
 	if (cc == CURLE_WRITE_ERROR && (x->body.overflow || x->errbody.overflow)) {
 		st->http = *http;
 		snprintf(st->code, sizeof(st->code), "BodyTooLarge");

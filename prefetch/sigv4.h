@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /** SHA-256 of the empty payload, hex: the payload hash of every GET. */
 #define SIGV4_EMPTY_SHA256 \
@@ -64,6 +65,33 @@ struct sigv4_result {
  */
 int sigv4_sign(const struct sigv4_creds *creds, const struct sigv4_request *req,
 	       struct sigv4_result *out);
+
+/**
+ * The signing key of one day, region, service and secret, derived once (four
+ * chained HMACs) and reused by every request of that day. Owned by the
+ * caller; zero-initialize it, use it from one thread at a time (or under the
+ * caller's lock), and wipe it with sigv4_key_fini(). It holds no copy of the
+ * secret, only its SHA-256, so a rotated secret is noticed and the key
+ * derived again.
+ */
+struct sigv4_key {
+	char scope[96];                 /**< "date8/region/service", or "" */
+	unsigned char secret_sum[32];   /**< SHA-256 of the secret it is of */
+	unsigned char key[32];          /**< the derived signing key */
+	uint64_t derived;               /**< times derived: a count for tests */
+};
+
+/**
+ * sigv4_sign(), with the signing key taken from @key when it is for the
+ * same day, region, service and secret, else derived and stored there.
+ * @key may be NULL (then it is sigv4_sign()). Same returns and ownership.
+ */
+int sigv4_sign_key(const struct sigv4_creds *creds,
+		   const struct sigv4_request *req, struct sigv4_key *key,
+		   struct sigv4_result *out);
+
+/** Wipes @key (its derived key is as good as the secret for a day). */
+void sigv4_key_fini(struct sigv4_key *key);
 
 /** Frees what sigv4_sign() stored in @res and zeroes it. Accepts a zeroed one. */
 void sigv4_result_fini(struct sigv4_result *res);

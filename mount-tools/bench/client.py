@@ -83,9 +83,12 @@ class Train:
         seen = 0
         partial = False
         t0 = time.monotonic()
+        first = None
         it = iter(self.loader)
         try:
             for x, y in it:
+                if first is None:
+                    first = time.monotonic() - t0
                 seen += len(y)
                 if self.sleep_s:
                     time.sleep(self.sleep_s)
@@ -99,7 +102,7 @@ class Train:
                 shutdown()
             del it
         return {"images": seen, "seconds": time.monotonic() - t0,
-                "partial": partial}
+                "partial": partial, "first_batch_s": first}
 
 
 class Raw:
@@ -118,6 +121,7 @@ class Raw:
             from hintfs.torch import write_hint
             self.write_hint = write_hint
         self.threads = a.threads
+        self.batch = a.batch
         self.seed = a.seed
         self.max_s = a.max_epoch_s
         self.n = len(self.files)
@@ -128,7 +132,7 @@ class Raw:
         random.Random(self.seed * 1000 + n).shuffle(order)
         lock = threading.Lock()
         state = {"done": 0, "bytes": 0, "bad": 0, "errors": 0,
-                 "first_error": None}
+                 "first_error": None, "first_batch_s": None}
         t0 = time.monotonic()
         deadline = t0 + self.max_s
         if self.hint:
@@ -148,6 +152,8 @@ class Raw:
             with lock:
                 state["done"] += 1
                 state["bytes"] += len(data)
+                if state["done"] == min(self.batch, len(order)):
+                    state["first_batch_s"] = time.monotonic() - t0
                 if bad:
                     state["bad"] += 1
                     state["first_error"] = (state["first_error"] or
@@ -164,7 +170,8 @@ class Raw:
         return {"images": state["done"] - state["errors"], "seconds": secs,
                 "partial": state["done"] < len(order), "bytes": state["bytes"],
                 "bad_bytes": state["bad"], "errors": state["errors"],
-                "first_error": state["first_error"]}
+                "first_error": state["first_error"],
+                "first_batch_s": state["first_batch_s"]}
 
 
 def main():

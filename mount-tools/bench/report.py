@@ -10,6 +10,7 @@ cpu {wall, server, proxy, fs, client, other, idle}, hintfs {...} (deltas of
 import csv
 import json
 import math
+import textwrap
 
 SYSTEM_ORDER = ["local", "hintfs", "hintfs-nohint", "s3fs", "rclone",
                 "ceiling"]
@@ -104,13 +105,32 @@ def main_table(rows, meta):
     return "\n".join(out)
 
 
+def fs_per_file(r):
+    """(daemon CPU ms per file read, per GET) of a row, either None: the
+    cost of the mount itself, per cold object (epoch 1: per GET) and per
+    warm read (epoch 2: per file, none fetched)."""
+    c = r.get("cpu") or {}
+    fs, files = c.get("fs"), r.get("images")
+    gets = (r.get("proxy") or {}).get("get") or 0
+    if fs is None or r["system"] in ("local", "ceiling"):
+        return None, None
+    return (1000 * fs / files if files else None,
+            1000 * fs / gets if gets else None)
+
+
 def cpu_table(rows):
     out = ["CPU split per epoch, in CPU-seconds (the machine has "
            f"{rows[0].get('ncpu', '?') if rows else '?'} cores; 'other' is "
-           "everything else busy on the machine, other users included):"]
+           "everything else busy on the machine, other users included); "
+           "fs ms/file and fs ms/GET: the filesystem daemon's CPU per file "
+           "read and per object fetched; 1st batch: seconds from the "
+           "epoch's start (hint written) to its first batch (raw: the first "
+           "--batch files):"]
     hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'ep':>2} {'wall s':>7} "
            f"{'server':>7} {'proxy':>6} {'fs':>6} {'client':>7} "
-           f"{'other':>6} {'idle':>6} {'srv ms/GET':>10} {'load':>5}")
+           f"{'other':>6} {'idle':>6} {'srv ms/GET':>10} "
+           f"{'fs ms/file':>10} {'fs ms/GET':>9} {'1st batch':>9} "
+           f"{'load':>5}")
     out.append(hdr)
     out.append("-" * len(hdr))
     for r in sorted(rows, key=_key):
@@ -124,12 +144,15 @@ def cpu_table(rows):
         gets = (r.get("proxy") or {}).get("get") or 0
         srv_ms = (1000 * c["server"] / gets) if gets and c.get("server") \
             is not None else None
+        fs_file, fs_get = fs_per_file(r)
         out.append(
             f"{r['mode']:<5} {rtt:>4} {name:<14} {r['epoch']:>2} "
             f"{_f(c.get('wall'), '.1f', 7)} {_f(c.get('server'), '.1f', 7)} "
             f"{_f(c.get('proxy'), '.1f', 6)} {_f(c.get('fs'), '.1f', 6)} "
             f"{_f(c.get('client'), '.1f', 7)} {_f(c.get('other'), '.1f', 6)} "
             f"{_f(c.get('idle'), '.1f', 6)} {_f(srv_ms, '.2f', 10)} "
+            f"{_f(fs_file, '.3f', 10)} {_f(fs_get, '.3f', 9)} "
+            f"{_f(r.get('first_batch_s'), '.2f', 9)} "
             f"{_f(r.get('load'), '.1f', 5)}")
     return "\n".join(out)
 
@@ -259,10 +282,11 @@ def targets(rows, meta):
     t4 = f"4. raw, {rtt} ms, epoch 1"
     if ce and hf:
         x = ips(hf) / ips(ce)
-        out.append(_line(x >= 0.8, f"{t4}: hintfs {ips(hf):.0f} files/s = "
+        out.append(_line(x >= 0.9, f"{t4}: hintfs {ips(hf):.0f} files/s = "
                                    f"{x:.2f}x the server ceiling "
-                                   f"{ips(ce):.0f} (curl, {ce.get('conns')} "
-                                   "connections) (target >= 0.8x)"))
+                                   f"{ips(ce):.0f} (curl, "
+                                   f"{ce.get('method') or str(ce.get('conns')) + ' connections'}"
+                                   ") (target >= 0.9x)"))
     else:
         missing(t4)
 
@@ -297,7 +321,8 @@ def write_csv(rows, path):
             "proxy_get", "proxy_head", "proxy_list", "proxy_errors",
             "cpu_wall", "cpu_server", "cpu_proxy", "cpu_fs", "cpu_client",
             "cpu_other", "cpu_idle", "hintfs_stalls", "hintfs_stall_s",
-            "hintfs_gets", "hintfs_cache_hits", "rss_hwm_kb", "load",
+            "hintfs_gets", "hintfs_cache_hits", "rss_hwm_kb",
+            "fs_ms_per_file", "fs_ms_per_get", "first_batch_s", "load",
             "failed", "error", "note"]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -317,6 +342,7 @@ def write_csv(rows, path):
                 c.get("client"), c.get("other"), c.get("idle"),
                 h.get("stalls"), h.get("stall_s"), h.get("gets"),
                 h.get("cache_hits"), (r.get("rss_kb") or {}).get("VmHWM"),
+                *fs_per_file(r), r.get("first_batch_s"),
                 r.get("load"), r.get("failed"), r.get("error"), r.get("note")])
 
 
@@ -379,12 +405,24 @@ def plot(rows, meta, path):
             ax.set_yscale("log")
         ax.margins(y=0.12)
         ax.grid(axis="y", alpha=0.3)
+    # The picture is 6 inches per panel: the title, the panels' titles and
+    # the legend are wrapped to that, and room is kept for them, so that
+    # nothing is cut at the edges (about 10 characters per inch at 12 pt).
+    fig_w, fig_h = fig.get_size_inches()
+    for ax in axes[0]:
+        ax.set_title("\n".join(textwrap.wrap(ax.get_title(),
+                                             int(fig_w / len(modes) * 8))))
+    ncol = max(1, min(len(handles), int(fig_w / 1.7)))
     fig.legend(list(handles.values()), list(handles.keys()),
-               loc="lower center", ncol=len(handles), fontsize=9)
-    fig.suptitle(f"hintfs benchmark: {meta.get('images')} JPEGs, "
-                 f"{meta.get('ncpu')} cores, Ceph RGW + delay proxy "
-                 "(hatched: partial epoch)")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+               loc="lower center", ncol=ncol, fontsize=9)
+    title = textwrap.wrap(f"hintfs benchmark: {meta.get('images')} JPEGs, "
+                          f"{meta.get('ncpu')} cores, Ceph RGW + delay proxy "
+                          "(hatched: partial epoch)", int(fig_w * 9))
+    fig.suptitle("\n".join(title), fontsize=12)
+    legend_rows = -(-len(handles) // ncol)
+    # tight_layout keeps the suptitle clear by itself (matplotlib >= 3.3);
+    # the legend at the bottom it does not know of.
+    fig.tight_layout(rect=(0, (0.3 * legend_rows + 0.1) / fig_h, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True

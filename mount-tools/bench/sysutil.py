@@ -248,8 +248,10 @@ class LogTail:
     def mark(self):
         self.take()
 
-    def take(self):
-        """Counters of the complete lines added since the last call."""
+    def take(self, times=None):
+        """Counters of the complete lines added since the last call; when
+        @times is a list, appends (t_ms, ok) of each object GET to it, t_ms
+        the proxy's clock when the response ended."""
         c = {"get": 0, "head": 0, "list": 0, "other": 0, "errors": 0,
              "bytes": 0}
         try:
@@ -271,6 +273,12 @@ class LogTail:
                 c["list"] += 1
             elif method == "GET":
                 c["get"] += 1
+                if times is not None:
+                    try:
+                        times.append((float(f[0]), outcome.isdigit() and
+                                      outcome[0] == "2"))
+                    except ValueError:
+                        pass
             elif method == "HEAD":
                 c["head"] += 1
             else:

@@ -156,6 +156,33 @@ def test_hint_file_option_is_reread_when_replaced(s3, bucket, mount, proxy,
     assert st["hint"]["received"] == 2
 
 
+@pytest.mark.parametrize("how", ["rename", "rewrite"])
+def test_hint_file_option_is_seen_without_polling(s3, bucket, mount, proxy,
+                                                   tmp_path, how):
+    """With the fallback poll pushed out to ten minutes, a replaced hint
+    file is still taken at once: inotify saw it (a rename into place, or a
+    rewrite in place closed by its writer)."""
+    objects = make_objects(20)
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    hint = tmp_path / "epoch.txt"
+    hint.write_text("\n".join(keys[:5]) + "\n")
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=(f"hint={hint}", "window=100"),
+              env={"HINTFS_HINT_POLL_MS": "600000"})
+    wait_gets(proxy, bucket, 5)
+    text = "#hintfs v1 epoch=2\n" + "\n".join(keys[5:15]) + "\n"
+    if how == "rename":
+        tmp = tmp_path / "epoch.txt.new"
+        tmp.write_text(text)
+        os.rename(tmp, hint)
+    else:
+        hint.write_text(text)
+    wait_gets(proxy, bucket, 15)
+    assert {r.key for r in object_gets(proxy, bucket)} == set(keys[:15])
+    assert stats(m)["hint"]["received"] == 2
+
+
 def test_stats_match_what_the_proxy_saw(s3, bucket, mount, proxy):
     objects = make_objects(40)
     upload(s3, bucket, objects)

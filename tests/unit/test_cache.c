@@ -1440,6 +1440,89 @@ static void test_disk_full(void)
 	free(dir);
 }
 
+/* Copies what a reference names into the buffer of @arg. */
+struct ref_sink {
+	unsigned char *buf;
+	int calls;
+	bool by_fd;
+};
+
+static ssize_t ref_copy(void *arg, const struct cache_ref *ref)
+{
+	struct ref_sink *rs = arg;
+
+	rs->calls++;
+	rs->by_fd = !ref->mem;
+	if (ref->mem)
+		memcpy(rs->buf, ref->mem, ref->len);
+	else if (pread(ref->fd, rs->buf, ref->len, (off_t)ref->fd_off) !=
+		 (ssize_t)ref->len)
+		return -EIO;
+	return (ssize_t)ref->len;
+}
+
+/* Reads by reference: both kinds of blob, a miss, and a corrupted blob
+ * that is verified first and never handed out. */
+static void test_read_ref(void)
+{
+	char *dir = mktmp(), seg[512];
+	struct cache *c = open_cache(dir, 64 * MIB, NULL, NULL);
+	unsigned char *want = malloc(200 * KIB), *got = malloc(200 * KIB);
+	struct ref_sink rs = { .buf = got };
+	struct cache_stats st;
+	unsigned char b;
+	unsigned seed = 9;
+	int fd;
+
+	CHECK(put_obj(c, "big", "e", 200 * KIB, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "small", "e", 5000, 0, 1, &seed) == 0);
+	fill(want, 200 * KIB, "big", "e");
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 64 * KIB, 100 * KIB,
+			     ref_copy, &rs) == 64 * KIB);
+	CHECK(rs.calls == 1 && rs.by_fd);
+	CHECK(memcmp(got, want + 100 * KIB, 64 * KIB) == 0);
+	/* Cut at the end of the object. */
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 64 * KIB, 190 * KIB,
+			     ref_copy, &rs) == 10 * KIB);
+	fill(want, 5000, "small", "e");
+	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 4096, 1000, ref_copy, &rs) ==
+	      4000);
+	CHECK(!rs.by_fd && memcmp(got, want + 1000, 4000) == 0);
+	/* A miss, and another ETag: -ENODATA, no call, no miss counted. */
+	rs.calls = 0;
+	CHECK(cache_read_ref(c, "none", 4, "e", 10, 10, 0, ref_copy, &rs) ==
+	      -ENODATA);
+	CHECK(cache_read_ref(c, "big", 3, "f", 200 * KIB, 10, 0, ref_copy, &rs) ==
+	      -ENODATA);
+	CHECK(rs.calls == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.hits == 3 && st.misses == 0);
+	cache_close(c);
+
+	/* After a restart a flipped byte is caught before any reference. */
+	CHECK(seg_path(dir, seg, sizeof(seg)) == 1);
+	fd = open(seg, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, &b, 1, 150 * KIB) == 1);
+	b ^= 0x10;
+	CHECK(pwrite(fd, &b, 1, 150 * KIB) == 1);
+	close(fd);
+	c = open_cache(dir, 64 * MIB, NULL, NULL);
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 10, 0, ref_copy, &rs) ==
+	      -ENODATA);
+	CHECK(rs.calls == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.corrupt == 1 && st.objects == 1);
+	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 5000, 0, ref_copy, &rs) ==
+	      5000);
+	CHECK(rs.calls == 1);
+	cache_close(c);
+	free(want);
+	free(got);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_roundtrip();
@@ -1447,6 +1530,7 @@ int main(void)
 	test_abort();
 	test_persist();
 	test_corrupt();
+	test_read_ref();
 	test_truncate();
 	test_read_errors();
 	test_source_and_size();

@@ -61,9 +61,16 @@ static void test_good(void)
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "fetch_mem=1G") == 0);
 	CHECK(o.fetch_mem == 1ull << 30);
 	opts_fini(&o);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "store_ahead=0") == 0);
+	CHECK(o.store_ahead == 0);
+	opts_fini(&o);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "store_ahead=16M") == 0);
+	CHECK(o.store_ahead == 16u << 20);
+	opts_fini(&o);
 
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
 	CHECK(!strcmp(o.prefix, "") && o.list_workers == 0);
+	CHECK(o.store_ahead == 64u << 20);
 	CHECK(!o.foreground && !o.path_style && !o.no_sign && !o.insecure);
 	opts_fini(&o);
 
@@ -139,6 +146,9 @@ static void test_bad(void)
 		{ "s3://bkt", "/mnt", "-o", "list_workers=0",
 		  "-o list_workers=0: expected a number from 1 to 256" },
 		{ "s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257" },
+		{ "s3://bkt", "/mnt", "-o", "store_ahead=10%",
+		  "-o store_ahead=10%: expected bytes" },
+		{ "s3://bkt", "/mnt", "-o", "store_ahead=x", "store_ahead=x" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -243,10 +243,30 @@ static void test_memory_follows_the_hint(void)
 	order_destroy(o);
 }
 
+/* What is read next: unconsumed entries from the oldest on, a window's
+ * worth, from any skip. */
+static void test_ahead(void)
+{
+	const uint32_t ids[] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	struct order *o = make(ids, 8, 8);
+	uint32_t got[8];
+
+	CHECK(order_ahead(o, 100, 0, got, 8) == 8 && got[0] == 0 && got[7] == 7);
+	CHECK(order_consume(o, 0) && order_consume(o, 2));
+	/* 1, 3, 4, ... : the consumed 2 is left out, the window counts from
+	 * the oldest (1) and includes consumed entries. */
+	CHECK(order_ahead(o, 4, 0, got, 8) == 3);
+	CHECK(got[0] == 1 && got[1] == 3 && got[2] == 4);
+	CHECK(order_ahead(o, 100, 2, got, 2) == 2 && got[0] == 4 && got[1] == 5);
+	CHECK(order_ahead(o, 100, 6, got, 8) == 0);
+	order_destroy(o);
+}
+
 int main(void)
 {
 	test_memory_follows_the_hint();
 	test_spill();
+	test_ahead();
 	test_consume();
 	test_w_readers();
 	test_base();

@@ -670,6 +670,9 @@ struct expect {
 	bool authz_doc_form; /* published without spaces after ',' */
 };
 
+/* Shared by every vector (see sign_and_check). */
+static struct sigv4_key vector_key;
+
 static void sign_and_check(const char *name, const struct sigv4_creds *cr,
 			   const struct sigv4_request *rq,
 			   const struct expect *ex, const char *mode)
@@ -707,6 +710,17 @@ static void sign_and_check(const char *name, const struct sigv4_creds *cr,
 		free(doc);
 	} else if (ex->authz) {
 		check(&v, "Authorization", ex->authz, res.authorization);
+	}
+	/* The same request through the one signing-key cache every vector
+	 * shares: days, regions and secrets change from one vector to the
+	 * next, so it is derived again or reused, and must sign the same. */
+	{
+		struct sigv4_result kres;
+
+		rc = sigv4_sign_key(cr, rq, &vector_key, &kres);
+		check(&v, "signature with a cached key", res.signature,
+		      rc ? "(error)" : kres.signature);
+		sigv4_result_fini(&kres);
 	}
 	if (v.bad)
 		fail(name, "%s: %s", mode, v.msg);
@@ -1630,6 +1644,57 @@ static void unit_session_token(void)
 	unit_done(&u);
 }
 
+/* The signing key is derived once per day, region, service and secret. */
+static void unit_key_cache(void)
+{
+	struct unit u = {.name = "unit/key-cache"};
+	struct sigv4_request rq = unit_req();
+	struct sigv4_creds cr = unit_creds;
+	struct sigv4_key key = {0};
+	struct sigv4_result fresh, a;
+	int rc;
+
+	rc = sigv4_sign(&cr, &rq, &fresh);
+	expect_true(&u, !rc, "sign (rc %d)", rc);
+	for (int i = 0; i < 3 && !rc; i++) {
+		rc = sigv4_sign_key(&cr, &rq, &key, &a);
+		expect_true(&u, !rc && !strcmp(a.signature, fresh.signature),
+			    "cached key signs differently (round %d)", i);
+		sigv4_result_fini(&a);
+	}
+	expect_true(&u, key.derived == 1, "derived %llu times for one day",
+		    (unsigned long long)key.derived);
+	/* Later the same day: the same key. */
+	rq.amz_date = "20130524T235959Z";
+	rc = sigv4_sign_key(&cr, &rq, &key, &a);
+	expect_true(&u, !rc && key.derived == 1, "derived again the same day");
+	sigv4_result_fini(&a);
+	sigv4_result_fini(&fresh);
+
+	/* A rotated secret, another day, another region: derived again, and
+	 * each signs as a fresh signer would. */
+	for (int i = 0; i < 3; i++) {
+		if (i == 0)
+			cr.secret_key = "rotated/SECRET/key+0123456789abcdefABCD";
+		if (i == 1)
+			rq.amz_date = "20130525T000001Z";
+		if (i == 2)
+			rq.region = "eu-west-1";
+		rc = sigv4_sign(&cr, &rq, &fresh);
+		rc = rc ? rc : sigv4_sign_key(&cr, &rq, &key, &a);
+		expect_true(&u,
+			    !rc && key.derived == 2u + (unsigned)i &&
+				!strcmp(a.signature, fresh.signature),
+			    "change %d: derived %llu, signature %s", i,
+			    (unsigned long long)key.derived,
+			    rc ? "error" : a.signature);
+		sigv4_result_fini(&a);
+		sigv4_result_fini(&fresh);
+	}
+	sigv4_key_fini(&key);
+	unit_done(&u);
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(void)
@@ -1651,6 +1716,7 @@ int main(void)
 	unit_query();
 	unit_headers();
 	unit_session_token();
+	unit_key_cache();
 
 	if (!is_dir(root)) {
 		/* The vectors are part of the source tree: a signer checked
@@ -1686,6 +1752,7 @@ int main(void)
 		free(dir);
 	}
 	free(root);
+	sigv4_key_fini(&vector_key);
 	printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
 	return n_fail ? 1 : 0;
 }
