@@ -621,7 +621,7 @@ static void test_damaged_index(void)
 	unsigned seed = 9;
 
 	snprintf(idx, sizeof(idx), "%s/index.mdb", dir);
-	for (int how = 0; how < 12; how++) {
+	for (int how = 0; how < 13; how++) {
 		struct cache *c = open_cache(dir, 64 * MIB, NULL, NULL);
 		struct stat st;
 		int fd, rc;
@@ -640,6 +640,24 @@ static void test_damaged_index(void)
 			CHECK(ftruncate(fd, st.st_size / 3) == 0);
 		} else if (how == 1) {
 			CHECK(ftruncate(fd, 8192) == 0);
+		} else if (how == 12) {
+			/* Every page after the meta pages reads as an empty
+			 * leaf whose free space is negative: a walk finds
+			 * nothing, and the first write into such a page
+			 * overflows the heap copy LMDB edits it in. Header:
+			 * pgno u64, pad u16, flags u16 (2: leaf), lower u16,
+			 * upper u16. */
+			long psz = sysconf(_SC_PAGESIZE);
+
+			for (off_t p = 2; p * psz < st.st_size; p++) {
+				unsigned char h[16] = { 0 };
+				uint64_t pg = (uint64_t)p;
+
+				memcpy(h, &pg, 8);
+				h[10] = 2;
+				h[12] = 16;
+				CHECK(pwrite(fd, h, sizeof(h), p * psz) == 16);
+			}
 		} else {
 			/* Pages after the two meta pages: zeros, 0xff, or
 			 * random bytes, whole or every other 64 bytes. */
