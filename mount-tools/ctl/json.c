@@ -7,6 +7,7 @@
  * root releases everything on every error path.
  */
 #include "json.h"
+#include "common/buf.h"
 #include "common/utf8.h"
 
 #include <errno.h>
@@ -73,37 +74,11 @@ static bool is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-/* A growable byte buffer for one decoded string. */
-struct buf {
-	char *b;
-	size_t len, cap;
-};
-
-static int buf_put(struct buf *b, const char *s, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 32;
-		char *nb;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		nb = realloc(b->b, cap);
-		if (!nb)
-			return -ENOMEM;
-		b->b = nb;
-		b->cap = cap;
-	}
-	memcpy(b->b + b->len, s, n);
-	b->len += n;
-	b->b[b->len] = '\0';
-	return 0;
-}
-
 static int buf_utf8(struct buf *b, uint32_t cp)
 {
 	char u[4];
 
-	return buf_put(b, u, utf8_put(cp, u));
+	return buf_append(b, u, utf8_put(cp, u));
 }
 
 /* Four hex digits at the current position, or -1. */
@@ -136,7 +111,7 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 	struct buf b = { 0 };
 
 	p->pos++; /* the quote */
-	if (buf_put(&b, "", 0))
+	if (buf_append(&b, "", 0))
 		return nomem(p);
 	for (;;) {
 		size_t start = p->pos;
@@ -145,7 +120,7 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 		while (p->pos < p->len && p->s[p->pos] != '"' &&
 		       p->s[p->pos] != '\\' && (unsigned char)p->s[p->pos] >= 0x20)
 			p->pos++;
-		if (buf_put(&b, p->s + start, p->pos - start))
+		if (buf_append(&b, p->s + start, p->pos - start))
 			goto oom;
 		if (p->pos >= p->len) {
 			bad(p, "unterminated string");
@@ -166,14 +141,14 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 		c = p->s[p->pos++];
 		switch (c) {
 		case '"': case '\\': case '/':
-			if (buf_put(&b, &c, 1))
+			if (buf_append(&b, &c, 1))
 				goto oom;
 			break;
-		case 'b': if (buf_put(&b, "\b", 1)) goto oom; break;
-		case 'f': if (buf_put(&b, "\f", 1)) goto oom; break;
-		case 'n': if (buf_put(&b, "\n", 1)) goto oom; break;
-		case 'r': if (buf_put(&b, "\r", 1)) goto oom; break;
-		case 't': if (buf_put(&b, "\t", 1)) goto oom; break;
+		case 'b': if (buf_append(&b, "\b", 1)) goto oom; break;
+		case 'f': if (buf_append(&b, "\f", 1)) goto oom; break;
+		case 'n': if (buf_append(&b, "\n", 1)) goto oom; break;
+		case 'r': if (buf_append(&b, "\r", 1)) goto oom; break;
+		case 't': if (buf_append(&b, "\t", 1)) goto oom; break;
 		case 'u': {
 			long cp = hex4(p);
 
@@ -208,13 +183,13 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 			goto fail;
 		}
 	}
-	*out = b.b;
+	*out = b.data;
 	*out_len = b.len;
 	return 0;
 oom:
 	nomem(p);
 fail:
-	free(b.b);
+	buf_fini(&b);
 	return p->rc;
 }
 
