@@ -221,8 +221,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 	} else {
 		/* NOTE(fuse): objects never change under a mount (a changed
-		 * one fails with ESTALE), so pages stay valid across opens. */
+		 * one fails with ESTALE), so pages stay valid across opens.
+		 * A close has nothing to flush here: noflush spares the
+		 * round trip the kernel would make for it (only release
+		 * comes, and the kernel does not wait for its answer). */
 		fi->keep_cache = 1;
+		fi->noflush = 1;
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: nobody will release this. */

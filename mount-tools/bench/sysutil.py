@@ -164,6 +164,7 @@ def unmount(path, proc, timeout=30):
 def workdir_lock(workdir):
     """One benchmark at a time per work directory: two would share (and
     stop) one RGW."""
+    Path(workdir).mkdir(parents=True, exist_ok=True)
     f = open(Path(workdir) / ".lock", "w")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
