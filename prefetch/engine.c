@@ -155,7 +155,7 @@ void pf_note_open(struct pf *pf, uint32_t id)
 	pf->open_count[id]++;
 	order_queue_note_open(&pf->hints, id);
 	pthread_mutex_unlock(&pf->mu);
-	curl_multi_wakeup(pf->multi);
+	netloop_wake(&pf->net);
 }
 
 void pf_note_close(struct pf *pf, uint32_t id)
@@ -198,7 +198,7 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 	old = order_queue_add(&pf->hints, h, replace);
 	pthread_mutex_unlock(&pf->mu);
 	order_destroy(old);
-	curl_multi_wakeup(pf->multi);
+	netloop_wake(&pf->net);
 	return 0;
 }
 
@@ -736,7 +736,7 @@ int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
 	pf->st.warm_queued += n;
 out:
 	pthread_mutex_unlock(&pf->mu);
-	curl_multi_wakeup(pf->multi);
+	netloop_wake(&pf->net);
 	return rc;
 }
 
@@ -907,12 +907,13 @@ static void *engine_main(void *arg)
 	 * network thread from the FUSE workers. */
 	pthread_setname_np(pthread_self(), "hintfs-engine");
 
+	bool ended = false;
+
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy;
+		uint64_t busy0 = mono_ns(), busy, waited;
 		struct pf_part *taken;
 		CURLMsg *msg;
-		int still, left, timeout;
-		bool ended;
+		int left, timeout;
 
 		schedule_prefetch(pf);
 
@@ -927,7 +928,9 @@ static void *engine_main(void *arg)
 		pthread_mutex_unlock(&pf->mu);
 		arm_parts(pf, taken);
 
-		curl_multi_perform(pf->multi, &still);
+		/* Something ended last round: start the next at once rather
+		 * than after the timeout. */
+		waited = netloop_run(&pf->net, ended ? 0 : timeout);
 		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
 			struct s3_xfer *x = NULL;
@@ -949,15 +952,12 @@ static void *engine_main(void *arg)
 			ended = true;
 		}
 		/* How long transfers waited on this thread's other work. */
-		busy = mono_ns() - busy0;
+		busy = mono_ns() - busy0 - waited;
 		pthread_mutex_lock(&pf->mu);
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)
 			pf->st.engine_busy_max_ns = busy;
 		pthread_mutex_unlock(&pf->mu);
-		/* Something ended: start the next at once rather than after the
-		 * poll's timeout. */
-		curl_multi_poll(pf->multi, NULL, 0, ended ? 0 : timeout, NULL);
 	}
 	return NULL;
 }
@@ -1064,7 +1064,7 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
 	if (pf->demand.head)
-		curl_multi_wakeup(pf->multi);
+		netloop_wake(&pf->net);
 }
 
 /* Gives up after the reader's deadline: one line. Unlocks mu. */
@@ -1175,7 +1175,7 @@ again:
 	fetch_ask(pf, f, a, b);
 	if (!parts_ready(f, a, b, &err) && !err) {
 		waited = true;
-		curl_multi_wakeup(pf->multi);
+		netloop_wake(&pf->net);
 		while (!parts_ready(f, a, b, &err) && !err && !pf->stop)
 			if (!wait_until(pf, deadline))
 				break;
@@ -1283,6 +1283,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 {
 	struct pf *pf = calloc(1, sizeof(*pf));
 	pthread_condattr_t ca;
+	bool net_ok = false;
 	int rc;
 
 	if (!pf)
@@ -1324,6 +1325,10 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	/* Keep one connection per transfer alive between requests. */
 	curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
 			  (long)pf->cfg.max_inflight + 16);
+	rc = netloop_init(&pf->net, pf->multi);
+	if (rc)
+		goto fail;
+	net_ok = true;
 	rc = -pthread_create(&pf->writer, NULL, pf_writer_main, pf);
 	if (rc)
 		goto fail;
@@ -1342,6 +1347,8 @@ fail:
 	order_queue_fini(&pf->hints);
 	if (pf->multi)
 		curl_multi_cleanup(pf->multi);
+	if (net_ok)
+		netloop_fini(&pf->net);
 	free(pf->by_id);
 	free(pf->open_count);
 	free(pf->nocache);
@@ -1361,8 +1368,7 @@ void pf_cancel(struct pf *pf)
 	pthread_cond_broadcast(&pf->cv);
 	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
-	if (pf->multi)
-		curl_multi_wakeup(pf->multi);
+	netloop_wake(&pf->net);
 }
 
 void pf_stop(struct pf *pf)
@@ -1398,6 +1404,7 @@ void pf_stop(struct pf *pf)
 	free(pf->nocache);
 	free(pf->by_id);
 	curl_multi_cleanup(pf->multi);
+	netloop_fini(&pf->net);
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);

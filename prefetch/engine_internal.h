@@ -12,6 +12,7 @@
 #ifndef HINTFS_PREFETCH_ENGINE_INTERNAL_H
 #define HINTFS_PREFETCH_ENGINE_INTERNAL_H
 
+#include "prefetch/netloop.h"
 #include "prefetch/order.h"
 #include "prefetch/prefetch.h"
 #include "prefetch/s3_xfer.h"
@@ -112,6 +113,8 @@ struct pf {
 	pthread_t writer;          /* the cache writer (writer_main) */
 	bool writer_started;
 	CURLM *multi;
+	struct netloop net;        /* drives multi; netloop_wake() wakes the
+				      network thread */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;         /* a part ended, memory was given back or
