@@ -300,6 +300,16 @@ int blob_io(int fd, void *buf, size_t len, uint64_t off, bool write)
 
 	if (!len)
 		return 0;
+	/*
+	 * One chunk is one request in flight either way, and the ring only
+	 * adds to it: a buffered write to ext4 cannot complete without
+	 * blocking, so io_uring hands it to an io-wq worker thread and
+	 * wakes us when that is done. Measured on the cold path of 2,000
+	 * objects of ~103 KB: a third of the daemon's CPU samples were in
+	 * such workers. The ring pays when chunks can move side by side.
+	 */
+	if (len <= BLOB_CHUNK_BYTES)
+		return blob_io_sync(fd, buf, len, off, write);
 	r = blob_ring_get();
 	if (!r)
 		return blob_io_sync(fd, buf, len, off, write);
