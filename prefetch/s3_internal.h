@@ -34,6 +34,8 @@
 /* Idle handles kept for reuse: more than the FUSE threads that read at
  * once, fewer than would hold sockets open for nothing. */
 #define S3_POOL_MAX 64
+/* curl's receive buffer per handle (s3_request.c says why). */
+#define S3_RECV_BUFFER_BYTES 65536L
 /* Connect within 10 s, or the endpoint is down. */
 #define S3_CONNECT_TIMEOUT_MS 10000L
 /* A transfer that moves nothing for 5 s is stalled: abandon it and retry
