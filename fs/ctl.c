@@ -42,6 +42,9 @@ struct fs_file {
 	size_t cap;
 	bool dirty;      /* hint written since the last flush */
 	bool too_big;    /* a write passed CTL_HINT_MAX: act on nothing */
+	pid_t pid;       /* the process that opened it: the hint stream of
+			    an unnamed hint (a pid is per process, and the
+			    trainer, not its DataLoader workers, writes) */
 	struct fs_file *prev, *next; /* fs->ctl_open, under fs->ctl_mu */
 };
 
@@ -54,7 +57,8 @@ static bool ctl_readable(uint64_t ino)
 
 static char *verify_json(struct fs *fs, size_t *len);
 
-int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh)
+int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
+		struct fs_file **fh)
 {
 	bool rd = (flags & O_ACCMODE) == O_RDONLY;
 	struct fs_file *f;
@@ -65,6 +69,7 @@ int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh)
 	if (!f)
 		return -ENOMEM;
 	f->ino = ino;
+	f->pid = pid;
 	if (rd) {
 		f->buf = ino == FS_INO_CTL_STATS ? fs_stats_json(fs, &f->len)
 						 : verify_json(fs, &f->len);
@@ -161,9 +166,14 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 		return -EFBIG;
 	}
 	switch (f->ino) {
-	case FS_INO_CTL_HINT:
-		rc = fs_apply_hint(fs, f->buf, f->len, FS_CTL_NAME "/hint");
+	case FS_INO_CTL_HINT: {
+		char stream[24];
+
+		snprintf(stream, sizeof(stream), "pid:%ld", (long)f->pid);
+		rc = fs_apply_hint(fs, f->buf, f->len, stream,
+				   FS_CTL_NAME "/hint");
 		break;
+	}
 	case FS_INO_CTL_WARM:
 		rc = apply_warm(fs, f->buf, f->len);
 		break;
@@ -215,7 +225,8 @@ static uint32_t resolve_cb(void *arg, const char *path, size_t len)
 	return fs_file_id(arg, path, len);
 }
 
-int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
+int fs_apply_hint(struct fs *fs, const char *text, size_t len,
+		  const char *stream, const char *from)
 {
 	struct hint_report rep;
 	uint32_t *ids;
@@ -227,12 +238,21 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 		log_error("hint from %s: %s", from, strerror(-rc));
 		return rc;
 	}
-	rc = pf_hint(atomic_load(&fs->pf), ids, n, rep.epoch, rep.replace);
+	if (rep.stream[0])
+		stream = rep.stream;
+	else
+		snprintf(rep.stream, sizeof(rep.stream), "%s", stream);
+	rc = pf_hint(atomic_load(&fs->pf), stream, ids, n, rep.epoch,
+		     rep.replace);
 	free(ids);
 	if (rc == -EBUSY)
 		log_error("hint from %s: refused, 16 hints are queued already "
-			  "(wait for an epoch to finish, or replace the queue)",
-			  from);
+			  "in stream %s (wait for an epoch to finish, or "
+			  "replace the queue)", from, stream);
+	else if (rc == -ENOSPC)
+		log_error("hint from %s: refused, %d other hint streams still "
+			  "have hints to read (stream %s)", from,
+			  PF_STREAMS_MAX, stream);
 
 	pthread_mutex_lock(&fs->hint_mu);
 	fs->last_hint = rep;
@@ -241,7 +261,7 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 	pthread_mutex_unlock(&fs->hint_mu);
 
 	if (rc) {
-		if (rc != -EBUSY)
+		if (rc != -EBUSY && rc != -ENOSPC)
 			log_error("hint from %s: %s", from, strerror(-rc));
 		return rc;
 	}
@@ -258,9 +278,9 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from)
 			 (unsigned long long)rep.dotdot,
 			 (unsigned long long)rep.outside, rep.first_bad);
 	else
-		log_info("hint from %s: %llu entries%s", from,
-			 (unsigned long long)rep.entries,
-			 rep.replace ? " (replacing the queue)" : "");
+		log_info("hint from %s: %llu entries in stream %s%s", from,
+			 (unsigned long long)rep.entries, stream,
+			 rep.replace ? " (replacing its queue)" : "");
 	return 0;
 }
 
@@ -465,7 +485,7 @@ static void watch_check(struct fs *fs, struct watch_state *ws)
 			log_warn("hint file '%s': %s", fs->hint_file,
 				 strerror(-rc));
 		} else {
-			fs_apply_hint(fs, text, len, fs->hint_file);
+			fs_apply_hint(fs, text, len, "file:", fs->hint_file);
 			free(text);
 		}
 	}
@@ -720,12 +740,27 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		"\"rejected\": %llu, \"refused_queue_full\": %llu, "
 		"\"last\": {\"entries\": %llu, "
 		"\"unknown\": %llu, \"too_long\": %llu, \"bad_utf8\": %llu, "
-		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld}},\n",
+		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld, "
+		"\"stream\": ",
 		U(ps.hint_pos), U(ps.hint_len), (long long)ps.hint_epoch,
 		ps.hints_queued, U(ps.hints_total), U(rejected),
 		U(ps.hints_refused), U(hr.entries),
 		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
 		U(hr.outside), (long long)hr.epoch);
+	json_str(f, hr.stream);
+	fprintf(f, "},\n    \"streams\": [");
+	for (uint32_t i = 0; i < ps.n_streams; i++) {
+		const struct pf_stream_stats *s = &ps.streams[i];
+
+		fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
+		json_str(f, s->name);
+		fprintf(f, ", \"position\": %llu, \"length\": %llu, "
+			"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
+			"\"stalls\": %llu, \"stall_seconds\": %.6f}",
+			U(s->pos), U(s->len), (long long)s->epoch, s->queued,
+			U(s->hints), U(s->stalls), (double)s->stall_ns / 1e9);
+	}
+	fprintf(f, "]},\n");
 	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
 		"\"failed\": %llu, \"refused\": %llu},\n", U(ps.warm_queued),
 		U(ps.warm_done), U(ps.warm_failed), U(ps.warm_refused));

@@ -264,7 +264,7 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 	return 0;
 }
 
-int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
+int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller, pid_t pid,
 	    struct fs_file **fh, bool *direct_io)
 {
 	const struct tree_node *n = node_of(fs, ino);
@@ -275,7 +275,7 @@ int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
 		if (!may_control(fs, caller))
 			return -EACCES;
 		*direct_io = true;
-		return fs_ctl_open(fs, ino, flags, fh);
+		return fs_ctl_open(fs, ino, flags, pid, fh);
 	}
 	if (!n && ino != FS_INO_CTL_DIR)
 		return -ENOENT;

@@ -123,14 +123,15 @@ struct fs_file;
 
 /**
  * Opens inode @ino with open(2) @flags for the user @caller (the uid of
- * the process asking): -EROFS for any write access to the dataset,
+ * the process asking; @pid is that process, the hint stream of an unnamed
+ * hint written through the open): -EROFS for any write access to the dataset,
  * -EISDIR for a directory opened as a file, -EACCES for a read of the
  * write-only hint file or for any control file opened by a user other
  * than the mount's owner and root, -ENOENT. On success stores the
  * per-open state in *@fh (NULL for dataset files) and sets *@direct_io
  * for files whose size is not known in advance (the control files).
  */
-int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
+int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller, pid_t pid,
 	    struct fs_file **fh, bool *direct_io);
 
 /**

@@ -69,9 +69,11 @@ uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len);
  *  kernel's page cache ahead (store.c). -ENODATA when not cached. */
 ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
 
-/** Parses @text as a hint and hands it to the engine; @from names the
- *  source in the log line. Returns 0 or -ENOMEM. */
-int fs_apply_hint(struct fs *fs, const char *text, size_t len, const char *from);
+/** Parses @text as a hint and hands it to the engine, in the stream its
+ *  header names or else in @stream ("pid:1234": the writing process);
+ *  @from names the source in the log line. Returns 0 or -errno (logged). */
+int fs_apply_hint(struct fs *fs, const char *text, size_t len,
+		  const char *stream, const char *from);
 
 /** Starts / stops the -o hint=FILE watcher thread. */
 int fs_hint_watch_start(struct fs *fs);
@@ -91,7 +93,8 @@ long fs_files_under(const struct fs *fs, const char *path, size_t len,
 char *fs_stats_json(struct fs *fs, size_t *len);
 
 /* Control files (ctl.c). */
-int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh);
+int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
+		struct fs_file **fh);
 ssize_t fs_ctl_read(struct fs_file *fh, char *buf, size_t size, off_t off);
 ssize_t fs_ctl_write(struct fs_file *fh, const char *buf, size_t size, off_t off);
 int fs_ctl_flush(struct fs *fs, struct fs_file *fh);

@@ -206,7 +206,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = req_fs(req);
 	struct fs_file *fh;
 	bool direct;
-	int rc = fs_open(fs, ino, fi->flags, req_uid(req), &fh, &direct);
+	int rc = fs_open(fs, ino, fi->flags, req_uid(req), fuse_req_ctx(req)->pid,
+			 &fh, &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);

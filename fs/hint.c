@@ -72,8 +72,24 @@ static void note_bad(struct hint_report *rep, const char *why, const char *line,
 	rep->first_bad[j] = '\0';
 }
 
-/* "#hintfs v1 epoch=N [replace]" on the first line names the epoch and
- * may ask to replace the queued hints. */
+/* Takes "stream=NAME" at @w (NAME: 1-HINT_STREAM_MAX of [A-Za-z0-9._-],
+ * up to a space or the end) into rep->stream; anything else is skipped as
+ * an unknown word. */
+static void parse_stream(const char *w, struct hint_report *rep)
+{
+	size_t n = strcspn(w, " ");
+
+	if (!n || n > HINT_STREAM_MAX ||
+	    strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		      "0123456789._-") != n)
+		return;
+	memcpy(rep->stream, w, n);
+	rep->stream[n] = '\0';
+}
+
+/* "#hintfs v1 epoch=N stream=NAME [replace]" on the first line names the
+ * epoch and the stream, and may ask to replace the stream's queued
+ * hints. */
 static void parse_header(const char *line, size_t len, struct hint_report *rep)
 {
 	static const char tag[] = "#hintfs v1";
@@ -90,6 +106,9 @@ static void parse_header(const char *line, size_t len, struct hint_report *rep)
 	for (char *w = strstr(buf, " replace"); w; w = strstr(w + 1, " replace"))
 		if (w[8] == '\0' || w[8] == ' ')
 			rep->replace = true;
+	e = strstr(buf, " stream=");
+	if (e)
+		parse_stream(e + 8, rep);
 	e = strstr(buf, " epoch=");
 	if (!e)
 		return;

@@ -24,6 +24,9 @@
  */
 typedef uint32_t (*hint_resolve_cb)(void *arg, const char *path, size_t len);
 
+/** The longest stream name: 1-32 of [A-Za-z0-9._-] (DESIGN.md 2.2). */
+#define HINT_STREAM_MAX 32
+
 /** What a hint held besides its entries; all counted, none fatal. */
 struct hint_report {
 	uint64_t lines;       /**< lines read */
@@ -36,6 +39,7 @@ struct hint_report {
 	int64_t epoch;        /**< from "#hintfs v1 epoch=N", else -1 */
 	bool replace;         /**< the header says "replace": drop the
 				   queued hints instead of queueing behind */
+	char stream[HINT_STREAM_MAX + 1]; /**< from "stream=NAME", else "" */
 	char first_bad[160];  /**< the first refused line, printable, with why */
 };
 

@@ -192,8 +192,7 @@ static bool store_tick(struct fs_store *s)
 	if (!pf)
 		return false;
 	while (more && ahead < s->budget && skip < STORE_SCAN_MAX &&
-	       (n = pf_hint_ahead(pf, skip, ids, STORE_BATCH)) > 0) {
-		skip += n;
+	       (n = pf_hint_ahead(pf, &skip, ids, STORE_BATCH)) > 0) {
 		for (size_t k = 0; k < n && more && ahead < s->budget; k++) {
 			uint64_t ino = (uint64_t)ids[k] + 1;
 			int64_t i = slot(s, ino);

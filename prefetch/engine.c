@@ -19,7 +19,10 @@
  * Between misses the engine walks the current hint from the oldest entry
  * no reader has opened yet, up to a window of entries ahead, and fetches
  * what is not cached; a queued hint follows on directly, so epoch N+1
- * starts downloading while epoch N finishes.
+ * starts downloading while epoch N finishes. Each hint stream (a rank, or
+ * a writing process) has its own hints, cursor and window; the streams
+ * are merged by need (order.h): the next id comes from the stream whose
+ * cursor is the fewest entries ahead of its readers.
  *
  * Limits. At most max_inflight GETs run (fewer after SlowDown): parts of
  * fetches a reader waits on (demand) start first, prefetches take what is
@@ -95,9 +98,9 @@
 /* A reader gives up after twice the budget plus 5 s: its part may queue
  * behind others for up to a budget before its own starts. */
 #define PF_WAIT_SLACK_MS 5000
-/* Hints queued behind the current one: an epoch's hint is written once
- * per epoch, so 16 is room for a trainer far ahead of its reads; each
- * holds about 9 bytes per entry. */
+/* Hints queued behind the current one, per stream: an epoch's hint is
+ * written once per epoch, so 16 is room for a trainer far ahead of its
+ * reads; each holds about 9 bytes per entry. */
 #define PF_HINTS_QUEUED_MAX 16
 /* Warm-list entries pending: every object four times over (a few "warm
  * ." in a row), at least 64 Ki; 4 bytes each. */
@@ -108,6 +111,11 @@
 #define PF_SCAN_MAX 64
 
 static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
+
+_Static_assert(PF_STREAMS_MAX == ORDER_STREAMS_MAX &&
+		       PF_STREAM_NAME_MAX == ORDER_STREAM_NAME_MAX,
+	       "pf_stats.streams mirrors order_streams");
+_Static_assert(ORDER_STREAMS_MAX < 256, "opened_by holds 1 + a stream in a byte");
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 {
@@ -149,11 +157,15 @@ static void queue_remove(struct pf_part *p)
 
 void pf_note_open(struct pf *pf, uint32_t id)
 {
+	int who;
+
 	if (id >= pf->cfg.n_ids)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	pf->open_count[id]++;
-	order_queue_note_open(&pf->hints, id);
+	who = order_streams_note_open(&pf->hints, id);
+	if (who >= 0)
+		pf->opened_by[id] = (uint8_t)(who + 1);
 	pthread_mutex_unlock(&pf->mu);
 	netloop_wake(&pf->net);
 }
@@ -168,19 +180,27 @@ void pf_note_close(struct pf *pf, uint32_t id)
 	pthread_mutex_unlock(&pf->mu);
 }
 
-int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
-	    bool replace)
+int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
+	    int64_t epoch, bool replace)
 {
 	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
-	struct order *old;
-
 	struct order_queue_stats os;
+	struct order *old;
+	int i;
 
 	if (!h)
 		return -ENOMEM;
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
-	order_queue_stats(&pf->hints, &os);
+	i = order_streams_get(&pf->hints, stream);
+	if (i < 0) {
+		/* PF_STREAMS_MAX streams with hints still to read. */
+		pf->st.hints_refused++;
+		pthread_mutex_unlock(&pf->mu);
+		order_destroy(h);
+		return i;
+	}
+	order_queue_stats(&pf->hints.s[i].q, &os);
 	if (!replace && os.len && os.queued >= PF_HINTS_QUEUED_MAX) {
 		/* Each queued hint holds its entries: a writer that never
 		 * waits for an epoch to pass must not fill the memory. */
@@ -195,7 +215,7 @@ int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
 		order_destroy(h);
 		return 0;
 	}
-	old = order_queue_add(&pf->hints, h, replace);
+	old = order_streams_add(&pf->hints, i, h, replace);
 	pthread_mutex_unlock(&pf->mu);
 	order_destroy(old);
 	netloop_wake(&pf->net);
@@ -211,7 +231,7 @@ uint64_t pf_next_use(struct pf *pf, uint32_t id)
 	pthread_mutex_lock(&pf->mu);
 	/* Open right now: its reads may not have reached us yet (the open
 	 * consumed its hint entry already), so it is needed at once. */
-	best = pf->open_count[id] ? 0 : order_queue_next_use(&pf->hints, id);
+	best = pf->open_count[id] ? 0 : order_streams_next_use(&pf->hints, id);
 	pthread_mutex_unlock(&pf->mu);
 	return best;
 }
@@ -588,8 +608,9 @@ static bool in_flight(void *arg, uint32_t id)
  */
 static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
 {
-	size_t got = order_queue_pick(&pf->hints, pf->cfg.window_objects,
-				      in_flight, pf, c->ids + c->n, room - c->n);
+	size_t got = order_streams_pick(&pf->hints, pf->cfg.window_objects,
+					in_flight, pf, c->ids + c->n,
+					room - c->n);
 
 	for (size_t i = 0; i < got; i++)
 		c->warm[c->n + i] = false;
@@ -1181,8 +1202,17 @@ again:
 				break;
 	}
 	if (waited) {
+		uint64_t ns = mono_ns() - t0;
+
 		rd_add(&pf->rd.stalls, 1);
-		rd_add(&pf->rd.stall_ns, mono_ns() - t0);
+		rd_add(&pf->rd.stall_ns, ns);
+		if (pf->opened_by[id]) {
+			struct order_stream *st =
+				&pf->hints.s[pf->opened_by[id] - 1];
+
+			st->stalls++;
+			st->stall_ns += ns;
+		}
 	}
 	if (!parts_ready(f, a, b, &err)) {
 		fetch_unpin(f, a, b);
@@ -1239,14 +1269,13 @@ ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
 	return n;
 }
 
-size_t pf_hint_ahead(struct pf *pf, size_t skip, uint32_t *ids, size_t max)
+size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
 {
 	size_t n;
 
 	pthread_mutex_lock(&pf->mu);
-	n = pf->hints.head ? order_ahead(pf->hints.head, pf->cfg.window_objects,
-					 skip, ids, max)
-			   : 0;
+	n = order_streams_ahead(&pf->hints, pf->cfg.window_objects, at, ids,
+				max);
 	pthread_mutex_unlock(&pf->mu);
 	return n;
 }
@@ -1269,11 +1298,32 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	st->stall_ns = atomic_load(&pf->rd.stall_ns);
 	st->failed_reads = atomic_load(&pf->rd.failed_reads);
 	st->reads_zero_copy = atomic_load(&pf->rd.zero_copy);
-	order_queue_stats(&pf->hints, &os);
-	st->hint_pos = os.pos;
-	st->hint_len = os.len;
-	st->hint_epoch = os.epoch;
-	st->hints_queued = os.queued;
+	/* The top-level hint fields add up the streams (one stream: its
+	 * own), the epoch being the one of the stream hinted last. */
+	st->hint_epoch = -1;
+	st->n_streams = 0;
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++) {
+		const struct order_stream *hs = &pf->hints.s[i];
+		struct pf_stream_stats *ss = &st->streams[st->n_streams];
+
+		if (!order_stream_used(&pf->hints, i))
+			continue;
+		order_queue_stats(&hs->q, &os);
+		memcpy(ss->name, hs->name, sizeof(ss->name));
+		ss->pos = os.pos;
+		ss->len = os.len;
+		ss->epoch = os.epoch;
+		ss->queued = os.queued;
+		ss->hints = hs->hints;
+		ss->stalls = hs->stalls;
+		ss->stall_ns = hs->stall_ns;
+		st->n_streams++;
+		st->hint_pos += os.pos;
+		st->hint_len += os.len;
+		st->hints_queued += os.queued;
+		if (i == pf->hints.latest)
+			st->hint_epoch = os.epoch;
+	}
 	pthread_mutex_unlock(&pf->mu);
 }
 
@@ -1312,13 +1362,15 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pthread_cond_init(&pf->cv, &ca);
 	pthread_cond_init(&pf->wcv, NULL);
 	pthread_condattr_destroy(&ca);
-	order_queue_init(&pf->hints);
+	order_streams_init(&pf->hints);
 	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
 	pf->open_count = calloc(cfg->n_ids ? cfg->n_ids : 1,
 				sizeof(*pf->open_count));
+	pf->opened_by = calloc(cfg->n_ids ? cfg->n_ids : 1, 1);
 	pf->nocache = calloc(cfg->n_ids / 8 + 1, 1);
 	pf->multi = curl_multi_init();
-	if (!pf->by_id || !pf->open_count || !pf->nocache || !pf->multi) {
+	if (!pf->by_id || !pf->open_count || !pf->opened_by || !pf->nocache ||
+	    !pf->multi) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1344,13 +1396,14 @@ fail:
 		pf_cancel(pf);
 		pthread_join(pf->writer, NULL);
 	}
-	order_queue_fini(&pf->hints);
+	order_streams_fini(&pf->hints);
 	if (pf->multi)
 		curl_multi_cleanup(pf->multi);
 	if (net_ok)
 		netloop_fini(&pf->net);
 	free(pf->by_id);
 	free(pf->open_count);
+	free(pf->opened_by);
 	free(pf->nocache);
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
@@ -1397,10 +1450,11 @@ void pf_stop(struct pf *pf)
 		}
 		fetch_free(f);
 	}
-	order_queue_fini(&pf->hints);
+	order_streams_fini(&pf->hints);
 	free(pf->done);
 	free(pf->warm_ids);
 	free(pf->open_count);
+	free(pf->opened_by);
 	free(pf->nocache);
 	free(pf->by_id);
 	curl_multi_cleanup(pf->multi);

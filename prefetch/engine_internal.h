@@ -135,7 +135,11 @@ struct pf {
 	uint32_t over;             /* running parts started past the bound */
 	double limit;              /* current in-flight limit (AIMD) */
 	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
-	struct order_queue hints;  /* current first, then the queue */
+	struct order_streams hints;/* per stream: current first, then the
+				      queue (order.h) */
+	uint8_t *opened_by;        /* n_ids: 1 + the stream whose entry the
+				      last open consumed, 0: none (stalls
+				      are counted to it) */
 	struct pf_candidates carry;/* picked, not yet started (no room) */
 	struct pf_fetch **done;    /* completed fetches for the writer, oldest
 				      first */

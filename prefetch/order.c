@@ -22,6 +22,7 @@
  */
 #include "prefetch/order.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,4 +313,227 @@ void order_queue_stats(const struct order_queue *q,
 	st->epoch = q->head->epoch;
 	for (const struct order *o = q->head->next; o; o = o->next)
 		st->queued++;
+}
+
+uint64_t order_queue_lead(const struct order_queue *q, size_t window)
+{
+	uint64_t lead = 0;
+
+	for (const struct order *o = q->head; o; o = o->next) {
+		size_t base = o == q->head ? order_base(o, window) : 0;
+		size_t cur = o->next_pf > base ? o->next_pf : base;
+
+		if (cur < o->n)
+			return lead + (cur - base);
+		lead += o->n > base ? o->n - base : 0;
+	}
+	return lead;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+void order_streams_init(struct order_streams *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
+		order_queue_init(&ss->s[i].q);
+	ss->latest = -1;
+}
+
+void order_streams_fini(struct order_streams *ss)
+{
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
+		order_queue_fini(&ss->s[i].q);
+	order_streams_init(ss);
+}
+
+/* Whether stream @st has nothing left to read: no hint, or only the last
+ * one, read to its end. */
+static bool stream_done(const struct order_stream *st)
+{
+	const struct order *h = st->q.head;
+
+	return !h || (!h->next && h->oldest >= h->n);
+}
+
+int order_streams_get(struct order_streams *ss, const char *name)
+{
+	size_t len = strlen(name);
+	int free_slot = -1, idle = -1;
+
+	if (!len || len >= ORDER_STREAM_NAME_MAX)
+		return -EINVAL;
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++) {
+		struct order_stream *st = &ss->s[i];
+
+		if (!order_stream_used(ss, i)) {
+			if (free_slot < 0)
+				free_slot = i;
+		} else if (!strcmp(st->name, name)) {
+			return i;
+		} else if (stream_done(st) &&
+			   (idle < 0 || st->last_hint < ss->s[idle].last_hint)) {
+			idle = i;
+		}
+	}
+	if (free_slot < 0 && idle < 0)
+		return -ENOSPC;
+	if (free_slot < 0) {
+		/* A finished stream (a process that has exited, most
+		 * likely) gives its slot up: pids do not pile up. */
+		free_slot = idle;
+		order_queue_fini(&ss->s[idle].q);
+		if (ss->latest == idle)
+			ss->latest = -1;
+	}
+	ss->s[free_slot] = (struct order_stream){ 0 };
+	order_queue_init(&ss->s[free_slot].q);
+	memcpy(ss->s[free_slot].name, name, len + 1);
+	return free_slot;
+}
+
+struct order *order_streams_add(struct order_streams *ss, int i,
+				struct order *o, bool replace)
+{
+	struct order_stream *st = &ss->s[i];
+
+	st->hints++;
+	st->last_hint = ++ss->hints_seen;
+	ss->latest = i;
+	return order_queue_add(&st->q, o, replace);
+}
+
+int order_streams_note_open(struct order_streams *ss, uint32_t id)
+{
+	uint64_t best = ORDER_NONE;
+	int who = -1;
+
+	/* Readers do not say which stream they read for: the stream that
+	 * expects the object soonest, counted from its own readers, is the
+	 * one whose reader has got there. */
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++) {
+		uint64_t d;
+
+		if (!ss->s[i].q.head)
+			continue;
+		d = order_queue_next_use(&ss->s[i].q, id);
+		if (d < best) {
+			best = d;
+			who = i;
+		}
+	}
+	if (who >= 0)
+		order_queue_note_open(&ss->s[who].q, id);
+	return who;
+}
+
+uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id)
+{
+	uint64_t best = ORDER_NONE;
+
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++) {
+		uint64_t d;
+
+		if (!ss->s[i].q.head)
+			continue;
+		d = order_queue_next_use(&ss->s[i].q, id);
+		if (d < best)
+			best = d;
+	}
+	return best;
+}
+
+size_t order_streams_pick(struct order_streams *ss, size_t window,
+			  order_skip_cb skip, void *arg, uint32_t *ids,
+			  size_t room)
+{
+	uint64_t dry = 0; /* bit i: stream i has nothing more in its window */
+	size_t got = 0;
+
+	while (got < room) {
+		uint64_t best_lead = UINT64_MAX;
+		int best = -1;
+
+		for (unsigned int k = 0; k < ORDER_STREAMS_MAX; k++) {
+			unsigned int i = (ss->rr + k) % ORDER_STREAMS_MAX;
+			uint64_t lead;
+
+			if (!ss->s[i].q.head || (dry >> i & 1))
+				continue;
+			lead = order_queue_lead(&ss->s[i].q, window);
+			if (lead < best_lead) {
+				best_lead = lead;
+				best = (int)i;
+			}
+		}
+		if (best < 0)
+			break;
+		if (order_queue_pick(&ss->s[best].q, window, skip, arg,
+				     ids + got, 1)) {
+			got++;
+			/* The next tie goes to the stream after it. */
+			ss->rr = (unsigned int)(best + 1) % ORDER_STREAMS_MAX;
+		} else {
+			dry |= 1ull << best;
+		}
+	}
+	return got;
+}
+
+/* order_ahead(), storing the i-th id at ids[i * stride]. */
+static size_t ahead_stride(const struct order *o, size_t window, size_t skip,
+			   uint32_t *ids, size_t stride, size_t max)
+{
+	size_t end = o->oldest + window < o->n ? o->oldest + window : o->n;
+	size_t got = 0;
+
+	for (size_t at = o->oldest; at < end && got < max; at++) {
+		if (o->read[at])
+			continue;
+		if (skip)
+			skip--;
+		else
+			ids[stride * got++] = o->ids[at];
+	}
+	return got;
+}
+
+size_t order_streams_ahead(const struct order_streams *ss, size_t window,
+			   size_t *at, uint32_t *ids, size_t max)
+{
+	const struct order *heads[ORDER_STREAMS_MAX];
+	size_t k = 0, start = *at, end = start + max, stop = start, got = 0;
+	bool more = false;
+
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
+		if (ss->s[i].q.head)
+			heads[k++] = ss->s[i].q.head;
+	if (!k || !max)
+		return 0;
+	for (size_t j = 0; j < max; j++)
+		ids[j] = ORDER_EMPTY;
+	/* Merged position p is entry p / k of stream p % k. */
+	for (size_t t = 0; t < k; t++) {
+		size_t r0 = start > t ? (start - t + k - 1) / k : 0;
+		size_t first = t + r0 * k, want, n;
+
+		if (first >= end) {
+			more = true;
+			continue;
+		}
+		want = (end - first + k - 1) / k;
+		n = ahead_stride(heads[t], window, r0, ids + (first - start), k,
+				 want);
+		if (n == want)
+			more = true;
+		else if (n && first + (n - 1) * k + 1 > stop)
+			stop = first + (n - 1) * k + 1;
+	}
+	if (more)
+		stop = end;
+	for (size_t j = 0; j < stop - start; j++)
+		if (ids[j] != ORDER_EMPTY)
+			ids[got++] = ids[j];
+	*at = stop;
+	return got;
 }

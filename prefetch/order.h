@@ -145,4 +145,118 @@ struct order_queue_stats {
 void order_queue_stats(const struct order_queue *q,
 		       struct order_queue_stats *st);
 
+/**
+ * How far the prefetcher's cursor is ahead of the readers: entries from
+ * the current hint's base (order_base()) to the next one order_queue_pick()
+ * would look at, counting through the queued hints. What the streams'
+ * merge compares.
+ */
+uint64_t order_queue_lead(const struct order_queue *q, size_t window);
+
+/* ---- streams ------------------------------------------------------------- */
+
+/*
+ * A *stream* is the hints of one writer (a rank: "#hintfs v1 stream=rank5",
+ * or the writing process when unnamed): one order queue, with its own
+ * cursor and window. The streams of a mount are merged:
+ * - an open consumes the entry of the stream that needs the object soonest
+ *   (order_queue_next_use(), in entries from that stream's readers), as
+ *   readers do not say which stream they read for;
+ * - the prefetcher takes, one id at a time, from the stream whose cursor is
+ *   the fewest entries ahead of its readers (order_queue_lead(); ties go
+ *   round-robin), so a fast stream cannot starve a slow one;
+ * - an object's next use is the earliest over the streams.
+ */
+
+/**
+ * Streams at once: a node runs 8 ranks, 16 at most, each one stream;
+ * 64 leaves room for jobs that share a mount and for finished streams
+ * kept for their stats. Each costs a look per open, per eviction query
+ * and per pick, so the bound also bounds those.
+ */
+#define ORDER_STREAMS_MAX 64
+
+/** A stream's name: "rank5" (1-32 of [A-Za-z0-9._-]) or "pid:1234". */
+#define ORDER_STREAM_NAME_MAX 40
+
+/** One stream. */
+struct order_stream {
+	char name[ORDER_STREAM_NAME_MAX]; /**< "" when the slot is free */
+	struct order_queue q;  /**< its hints */
+	uint64_t hints;        /**< hints it received */
+	uint64_t stalls;       /**< reads of objects it opened that waited */
+	uint64_t stall_ns;     /**< how long they waited */
+	uint64_t last_hint;    /**< order_streams.hints_seen at its last hint:
+				    the slot of the stream idle longest is
+				    reused first */
+};
+
+/** The streams of one mount. Caller-owned storage; the caller locks. */
+struct order_streams {
+	struct order_stream s[ORDER_STREAMS_MAX];
+	unsigned int rr;      /**< where the next tie-break starts */
+	uint64_t hints_seen;  /**< hints added, over all streams */
+	int latest;           /**< the stream of the latest hint, or -1 */
+};
+
+/** Readies @ss with no stream. */
+void order_streams_init(struct order_streams *ss);
+
+/** Frees every stream's hints. */
+void order_streams_fini(struct order_streams *ss);
+
+/**
+ * The stream named @name (NUL-terminated, shorter than
+ * ORDER_STREAM_NAME_MAX), made when there is none: in a free slot, or in
+ * the slot of the stream idle longest among those with nothing left to
+ * read (its stats go with it). Returns its index, or -ENOSPC when
+ * ORDER_STREAMS_MAX streams still have entries to read, -EINVAL for a bad
+ * name.
+ */
+int order_streams_get(struct order_streams *ss, const char *name);
+
+/**
+ * Adds @o to stream @i as order_queue_add() does (the other streams keep
+ * theirs); returns what @replace unlinked, for the caller to destroy.
+ */
+struct order *order_streams_add(struct order_streams *ss, int i,
+				struct order *o, bool replace);
+
+/**
+ * A reader opened @id: the stream that needs it soonest consumes it
+ * (order_queue_note_open()). Returns that stream's index, or -1 when no
+ * stream expects @id.
+ */
+int order_streams_note_open(struct order_streams *ss, uint32_t id);
+
+/** The earliest order_queue_next_use() of @id over the streams. */
+uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id);
+
+/**
+ * Fills @ids with up to @room ids to prefetch, one at a time from the
+ * stream whose cursor is the fewest entries ahead of its readers (ties
+ * round-robin), each stream within its own window of @window entries
+ * (order_queue_pick()). An id two streams expect is offered by each:
+ * @skip (in flight already) passes over the second. Returns how many.
+ */
+size_t order_streams_pick(struct order_streams *ss, size_t window,
+			  order_skip_cb skip, void *arg, uint32_t *ids,
+			  size_t room);
+
+/**
+ * The streams' unread entries within @window of their readers, merged
+ * round-robin (entry k of each stream, then k + 1 ...; a stream that has
+ * no more leaves a gap): stores up to @max ids from merged position *@at
+ * on, and moves *@at past the positions looked at. Returns how many were
+ * stored (0: nothing further).
+ */
+size_t order_streams_ahead(const struct order_streams *ss, size_t window,
+			   size_t *at, uint32_t *ids, size_t max);
+
+/** Whether slot @i holds a stream. */
+static inline bool order_stream_used(const struct order_streams *ss, int i)
+{
+	return ss->s[i].name[0] != '\0';
+}
+
 #endif /* HINTFS_PREFETCH_ORDER_H */

@@ -220,6 +220,24 @@ struct pf_config {
 
 struct pf;
 
+/** Hint streams at once (ORDER_STREAMS_MAX, order.h: the reason). */
+#define PF_STREAMS_MAX 64
+/** A stream's name with its NUL: "rank5" or "pid:1234". */
+#define PF_STREAM_NAME_MAX 40
+
+/** One hint stream in pf_stats. */
+struct pf_stream_stats {
+	char name[PF_STREAM_NAME_MAX]; /**< "rank5", "pid:1234" */
+	uint64_t pos;            /**< oldest unread entry of its current hint */
+	uint64_t len;            /**< its length; 0 with no hint */
+	int64_t epoch;           /**< its epoch, -1 if unnamed or none */
+	uint32_t queued;         /**< hints waiting behind it */
+	uint64_t hints;          /**< hints it received */
+	uint64_t stalls;         /**< reads that waited, of objects whose
+				      open consumed this stream's entry */
+	uint64_t stall_ns;       /**< total time they waited */
+};
+
 /** Counters for .hintfs/stats; a snapshot. */
 struct pf_stats {
 	uint64_t reads;          /**< pf_read calls */
@@ -258,16 +276,20 @@ struct pf_stats {
 	uint64_t engine_busy_ns; /**< the network thread's time between two
 				      polls: what transfers wait behind */
 	uint64_t engine_busy_max_ns; /**< its longest single stretch */
-	uint64_t hint_pos;       /**< oldest unread entry of the current hint */
-	uint64_t hint_len;       /**< its length; 0 with no hint */
-	int64_t hint_epoch;      /**< its epoch, -1 if unnamed */
-	uint32_t hints_queued;   /**< hints waiting behind it */
+	uint64_t hint_pos;       /**< the streams' hint_pos added up */
+	uint64_t hint_len;       /**< their current hints' lengths added up */
+	int64_t hint_epoch;      /**< the epoch of the stream hinted last, -1
+				      if unnamed */
+	uint32_t hints_queued;   /**< hints waiting, over all streams */
 	uint64_t hints_total;    /**< hints received since mount */
 	uint64_t warm_queued;    /**< objects asked for by pf_warm() */
 	uint64_t warm_done;      /**< of those, now cached */
 	uint64_t warm_failed;    /**< of those, not fetched or not cached */
 	uint64_t warm_refused;   /**< objects pf_warm() refused: list full */
-	uint64_t hints_refused;  /**< hints pf_hint() refused: queue full */
+	uint64_t hints_refused;  /**< hints pf_hint() refused: queue full or
+				      too many streams */
+	uint32_t n_streams;      /**< streams[] used */
+	struct pf_stream_stats streams[PF_STREAMS_MAX]; /**< in slot order */
 };
 
 /** Creates the engine and starts its thread. Returns 0 or -errno. */
@@ -324,16 +346,19 @@ void pf_note_open(struct pf *pf, uint32_t id);
 void pf_note_close(struct pf *pf, uint32_t id);
 
 /**
- * Installs a hint: @n ids (copied) in the order of reading, queued behind
- * the hint in progress, or replacing the current and queued ones when
- * @replace. @epoch is -1 when unnamed. Its memory is about 9 bytes per
- * entry and 32 per distinct object, whatever the listing's size. Returns
- * 0, -EBUSY when 16 hints are queued already (counted in
- * pf_stats.hints_refused; a replace is always taken), or -ENOMEM. Any
- * thread.
+ * Installs a hint of stream @stream (a NUL-terminated name: "rank5" from
+ * the hint's header, or "pid:1234" for an unnamed writer): @n ids (copied)
+ * in the order of reading, queued behind that stream's hint in progress,
+ * or replacing its current and queued ones when @replace; the other
+ * streams keep theirs. @epoch is -1 when unnamed. Its memory is about 9
+ * bytes per entry and 32 per distinct object, whatever the listing's
+ * size. Returns 0, -EBUSY when 16 hints are queued in the stream already
+ * (a replace is always taken), -ENOSPC when 64 other streams still have
+ * hints to read (both counted in pf_stats.hints_refused), -EINVAL for a
+ * name of 40 bytes or more, or -ENOMEM. Any thread.
  */
-int pf_hint(struct pf *pf, const uint32_t *ids, size_t n, int64_t epoch,
-	    bool replace);
+int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
+	    int64_t epoch, bool replace);
 
 /**
  * Queues @n objects (ids, copied) to be fetched into the cache whatever the
@@ -353,13 +378,14 @@ int pf_warm(struct pf *pf, const uint32_t *ids, size_t n);
 uint64_t pf_next_use(struct pf *pf, uint32_t id);
 
 /**
- * Copies into @ids up to @max ids of the current hint that no reader has
- * opened yet, in hint order, starting with the @skip-th of them after the
- * oldest unread entry and staying inside the prefetch window. Returns how
- * many: what fills the kernel's page cache ahead of the readers. Any
- * thread.
+ * Copies into @ids up to @max ids that no reader has opened yet and that
+ * are inside the prefetch window, in hint order per stream and the
+ * streams taken in turn (entry k of each, then k + 1 ...), from merged
+ * position *@at on; moves *@at past what it looked at (start at 0).
+ * Returns how many: what fills the kernel's page cache ahead of the
+ * readers (0: nothing further). Any thread.
  */
-size_t pf_hint_ahead(struct pf *pf, size_t skip, uint32_t *ids, size_t max);
+size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max);
 
 /** Fills @st with a snapshot of the counters. Any thread. */
 void pf_get_stats(struct pf *pf, struct pf_stats *st);

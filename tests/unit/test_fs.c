@@ -80,7 +80,7 @@ static ssize_t read_file(struct fs *fs, const char *path, char *buf,
 
 	if (!ino)
 		return -ENOENT;
-	if (fs_open(fs, ino, O_RDONLY, 0, &fh, &direct))
+	if (fs_open(fs, ino, O_RDONLY, 0, 1, &fh, &direct))
 		return -EBADF;
 	/* 128 KiB reads, as the kernel sends them. */
 	while ((n = fs_read(fs, ino, fh, buf + got,
@@ -113,7 +113,7 @@ static long long stat_of(struct fs *fs, const char *section, const char *name)
 	const char *p;
 	ssize_t n;
 
-	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, &fh, &direct))
+	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct))
 		return -1;
 	n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1, 0);
 	fs_release(fs, FS_INO_CTL_STATS, fh);
@@ -243,7 +243,7 @@ static void test_hint(void)
 	fs = mount_h();
 	if (!fs)
 		return;
-	CHECK(fs_open(fs, FS_INO_CTL_HINT, O_WRONLY, 0, &fh, &direct) == 0);
+	CHECK(fs_open(fs, FS_INO_CTL_HINT, O_WRONLY, 0, 1, &fh, &direct) == 0);
 	CHECK(fs_write(fs, FS_INO_CTL_HINT, fh, hint, strlen(hint), 0) ==
 	      (ssize_t)strlen(hint));
 	CHECK(fs_flush(fs, FS_INO_CTL_HINT, fh) == 0);
@@ -269,7 +269,7 @@ static int ctl_write(struct fs *fs, uint64_t ino, const char *text, size_t len)
 	bool direct;
 	int rc;
 
-	if (fs_open(fs, ino, O_WRONLY, 0, &fh, &direct))
+	if (fs_open(fs, ino, O_WRONLY, 0, 1, &fh, &direct))
 		return -EBADF;
 	CHECK(fs_write(fs, ino, fh, text, len, 0) == (ssize_t)len);
 	rc = fs_flush(fs, ino, fh);

@@ -107,9 +107,9 @@ static void test_bad(void)
 	CHECK(!rep.replace && n == 0);
 
 	/*
-	 * A stream name (hintfs-run, HintedSampler) is a word the parser skips
-	 * today; the longest header they write (84 bytes: a 19-digit epoch, a
-	 * 32-character stream, replace) keeps its epoch and replace.
+	 * A stream name (hintfs-run, HintedSampler): the longest header they
+	 * write (84 bytes: a 19-digit epoch, a 32-character stream, replace)
+	 * keeps all three.
 	 */
 	static const char streamed[] =
 		"#hintfs v1 epoch=9223372036854775807 "
@@ -117,6 +117,24 @@ static void test_bad(void)
 	CHECK(hint_parse(streamed, strlen(streamed), NULL, resolve, &calls, &ids,
 			 &n, &rep) == 0);
 	CHECK(rep.replace && rep.epoch == INT64_MAX && n == 1);
+	CHECK(!strcmp(rep.stream, "rank-0123456789.abcdefghij_klmno"));
+	free(ids);
+	/* No name, a bad name or a long one: no stream (the writer's). */
+	static const char *const nameless[] = {
+		"#hintfs v1 epoch=1\n", "#hintfs v1 stream=\n",
+		"#hintfs v1 stream=a/b\n", "#hintfs v1 stream=r\xc3\xa9\n",
+		"#hintfs v1 stream=rank-0123456789.abcdefghij_klmnop\n",
+		"#hintfs v2 stream=rank1\n",
+	};
+	for (size_t k = 0; k < sizeof(nameless) / sizeof(*nameless); k++) {
+		CHECK(hint_parse(nameless[k], strlen(nameless[k]), NULL, resolve,
+				 &calls, &ids, &n, &rep) == 0);
+		CHECK(rep.stream[0] == '\0');
+		free(ids);
+	}
+	CHECK(hint_parse("#hintfs v1 replace stream=rank7 epoch=2\n", 40, NULL,
+			 resolve, &calls, &ids, &n, &rep) == 0);
+	CHECK(!strcmp(rep.stream, "rank7") && rep.epoch == 2 && rep.replace);
 	free(ids);
 
 	/* Nothing at all: no ids, no error. */

@@ -7,7 +7,9 @@
 #include "prefetch/order.h"
 #include "check.h"
 
+#include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +264,177 @@ static void test_ahead(void)
 	order_destroy(o);
 }
 
+/* ---- streams ---------------------------------------------------------------- */
+
+/* Ids offered by a pick become "in flight": skipped when offered again,
+ * as the engine skips what it fetches already. */
+static bool skip_taken(void *arg, uint32_t id)
+{
+	uint8_t *taken = arg;
+	bool was = taken[id];
+
+	taken[id] = 1;
+	return was;
+}
+
+static int add_stream(struct order_streams *ss, const char *name,
+		      const uint32_t *ids, size_t n)
+{
+	int i = order_streams_get(ss, name);
+
+	CHECK(i >= 0);
+	if (i >= 0)
+		CHECK(order_streams_add(ss, i, make(ids, n, 64), false) == NULL);
+	return i;
+}
+
+/*
+ * Two writers, each its own order: the prefetcher interleaves them while
+ * both are as far ahead, then serves the one whose readers came closest;
+ * opens go to the stream that needs the object soonest; an object both
+ * expect is offered once.
+ */
+static void test_streams_merge(void)
+{
+	const uint32_t a[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 30 };
+	const uint32_t b[] = { 30, 10, 11, 12, 13, 14, 15, 16, 17, 18 };
+	struct order_streams ss;
+	uint8_t taken[64] = { 0 };
+	uint32_t got[32];
+	size_t n;
+	int ia, ib;
+
+	order_streams_init(&ss);
+	CHECK(order_streams_next_use(&ss, 0) == ORDER_NONE);
+	ia = add_stream(&ss, "rank0", a, 10);
+	ib = add_stream(&ss, "rank1", b, 10);
+	CHECK(ia != ib && order_streams_get(&ss, "rank1") == ib);
+
+	/* Both 0 entries ahead: turn about, each in its own window of 4. */
+	n = order_streams_pick(&ss, 4, skip_taken, taken, got, 32);
+	CHECK(n == 8);
+	CHECK(got[0] == 0 && got[1] == 30 && got[2] == 1 && got[3] == 10 &&
+	      got[4] == 2 && got[5] == 11 && got[6] == 3 && got[7] == 12);
+	CHECK(order_streams_pick(&ss, 4, skip_taken, taken, got, 32) == 0);
+
+	/* Rank 0's reader takes four: its stream is now the one closest to
+	 * its readers, and is served first (rank 1 waits, it is 4 ahead). */
+	for (uint32_t id = 0; id < 4; id++)
+		CHECK(order_streams_note_open(&ss, id) == ia);
+	n = order_streams_pick(&ss, 4, skip_taken, taken, got, 3);
+	CHECK(n == 3 && got[0] == 4 && got[1] == 5 && got[2] == 6);
+	n = order_streams_pick(&ss, 4, skip_taken, taken, got, 32);
+	CHECK(n == 1 && got[0] == 7);
+
+	/* 30: next in rank 1 (0 ahead), 6 ahead in rank 0: next use is the
+	 * earliest, and the open is rank 1's. */
+	CHECK(order_streams_next_use(&ss, 30) == 0);
+	CHECK(order_streams_next_use(&ss, 8) == 4);
+	CHECK(order_streams_note_open(&ss, 30) == ib);
+	CHECK(order_streams_next_use(&ss, 30) == 5); /* rank 0 still has it */
+	CHECK(order_queue_next_use(&ss.s[ia].q, 30) == 5);
+	CHECK(order_streams_note_open(&ss, 99) == -1); /* nobody's */
+
+	/* A window of 6: rank 1 (3 ahead) first, then in turn; rank 0's 30
+	 * (its entry 9) was fetched for rank 1 and is not offered again. */
+	n = order_streams_pick(&ss, 6, skip_taken, taken, got, 32);
+	CHECK(n == 4);
+	CHECK(got[0] == 13 && got[1] == 8 && got[2] == 14 && got[3] == 15);
+	order_streams_fini(&ss);
+}
+
+/* Replace in one stream leaves the other's hints; stats per stream. */
+static void test_streams_replace(void)
+{
+	const uint32_t a[] = { 0, 1, 2, 3 };
+	const uint32_t b[] = { 4, 5, 6 };
+	struct order_streams ss;
+	struct order_queue_stats st;
+	struct order *old;
+	int ia, ib;
+
+	order_streams_init(&ss);
+	ia = add_stream(&ss, "rank0", a, 4);
+	add_stream(&ss, "rank0", a, 4); /* queued behind */
+	ib = add_stream(&ss, "rank1", b, 3);
+	CHECK(order_streams_note_open(&ss, 4) == ib);
+	CHECK(ss.latest == ib && ss.s[ia].hints == 2 && ss.s[ib].hints == 1);
+	old = order_streams_add(&ss, ia, make(b, 3, 64), true);
+	CHECK(old != NULL);
+	order_destroy(old);
+	order_queue_stats(&ss.s[ia].q, &st);
+	CHECK(st.len == 3 && st.pos == 0 && st.queued == 0);
+	order_queue_stats(&ss.s[ib].q, &st);
+	CHECK(st.len == 3 && st.pos == 1 && st.queued == 0);
+	/* 5 is now in both at 1 and 0 entries ahead: rank 1's. */
+	CHECK(order_streams_next_use(&ss, 5) == 0);
+	CHECK(order_streams_note_open(&ss, 5) == ib);
+	/* 4: rank 1 consumed it; rank 0's new hint has it first. */
+	CHECK(order_streams_note_open(&ss, 4) == ia);
+	order_streams_fini(&ss);
+}
+
+/* At most ORDER_STREAMS_MAX streams with hints to read; a finished one
+ * gives its slot up; names are checked. */
+static void test_streams_limit(void)
+{
+	struct order_streams ss;
+	char name[ORDER_STREAM_NAME_MAX + 8];
+	uint32_t id;
+	int i;
+
+	order_streams_init(&ss);
+	CHECK(order_streams_get(&ss, "") == -EINVAL);
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	CHECK(order_streams_get(&ss, name) == -EINVAL);
+	for (int k = 0; k < ORDER_STREAMS_MAX; k++) {
+		snprintf(name, sizeof(name), "pid:%d", 1000 + k);
+		id = (uint32_t)k;
+		add_stream(&ss, name, &id, 1);
+	}
+	CHECK(order_streams_get(&ss, "rank0") == -ENOSPC);
+	CHECK(order_streams_get(&ss, "pid:1007") == 7); /* an old one: fine */
+	/* pid 1005's reader reads its one entry: done, its slot is free. */
+	CHECK(order_streams_note_open(&ss, 5) == 5);
+	i = order_streams_get(&ss, "rank0");
+	CHECK(i == 5 && ss.s[5].hints == 0 && !ss.s[5].q.head);
+	CHECK(!strcmp(ss.s[5].name, "rank0"));
+	/* A stream with no hint is as good as free. */
+	CHECK(order_streams_get(&ss, "rank1") == 5);
+	id = 99;
+	add_stream(&ss, "rank1", &id, 1);
+	CHECK(order_streams_get(&ss, "rank2") == -ENOSPC);
+	order_streams_fini(&ss);
+}
+
+/* What the page cache is filled with: each stream's unread entries in
+ * turn, resumable. */
+static void test_streams_ahead(void)
+{
+	const uint32_t a[] = { 0, 1, 2, 3, 4, 5 };
+	const uint32_t b[] = { 10, 11 };
+	struct order_streams ss;
+	uint32_t got[16];
+	size_t at = 0;
+
+	order_streams_init(&ss);
+	CHECK(order_streams_ahead(&ss, 100, &at, got, 16) == 0);
+	add_stream(&ss, "rank0", a, 6);
+	add_stream(&ss, "rank1", b, 2);
+	CHECK(order_streams_note_open(&ss, 0) == 0);
+	CHECK(order_streams_ahead(&ss, 100, &at, got, 3) == 3);
+	CHECK(got[0] == 1 && got[1] == 10 && got[2] == 2 && at == 3);
+	/* Rank 1 runs out: gaps are left out, the rest is rank 0's. */
+	CHECK(order_streams_ahead(&ss, 100, &at, got, 16) == 4);
+	CHECK(got[0] == 11 && got[1] == 3 && got[2] == 4 && got[3] == 5);
+	CHECK(order_streams_ahead(&ss, 100, &at, got, 16) == 0);
+	/* Each within its window: 2 entries of each. */
+	at = 0;
+	CHECK(order_streams_ahead(&ss, 2, &at, got, 16) == 4);
+	order_streams_fini(&ss);
+}
+
 int main(void)
 {
 	test_memory_follows_the_hint();
@@ -271,5 +444,9 @@ int main(void)
 	test_w_readers();
 	test_base();
 	test_queue();
+	test_streams_merge();
+	test_streams_replace();
+	test_streams_limit();
+	test_streams_ahead();
 	return check_done();
 }
