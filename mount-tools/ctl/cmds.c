@@ -170,13 +170,19 @@ static int usage(const char *help, bool ok)
 /* ---- hint ----------------------------------------------------------------- */
 
 /*
- * The header the daemon reads: "#hintfs v1 [epoch=N] [replace]" on the
- * first line, under 96 bytes (fs/hint.c). A header already in the
- * text keeps its epoch unless --epoch is given and its replace flag.
+ * The header the daemon reads: "#hintfs v1 [epoch=N] [stream=NAME]
+ * [replace]" on the first line, under 96 bytes (fs/hint.c). A header
+ * already in the text keeps its epoch and stream unless --epoch or
+ * --stream is given, and its replace flag. With no stream named, the
+ * stream is "ctl-<parent pid>": the script or shell that runs hintfs-ctl
+ * once per epoch (each run is a new process) queues its hints in one
+ * stream, as a trainer writing the hint file itself does.
  */
 static void hint_header(const char *text, size_t len, long long *epoch,
-			bool *replace, char *hdr, size_t hdr_len, size_t *skip)
+			const char **stream, bool *replace, char *hdr,
+			size_t hdr_len, size_t *skip)
 {
+	static char old_stream[40], own[24];
 	static const char tag[] = "#hintfs v1";
 	const char *eol = memchr(text, '\n', len);
 	size_t line = eol ? (size_t)(eol - text) : len;
@@ -198,16 +204,52 @@ static void hint_header(const char *text, size_t len, long long *epoch,
 		e = strstr(old, " epoch=");
 		if (e)
 			old_epoch = strtoll(e + 7, NULL, 10);
+		e = strstr(old, " stream=");
+		if (e && strcspn(e + 8, " ") < sizeof(old_stream))
+			snprintf(old_stream, sizeof(old_stream), "%.*s",
+				 (int)strcspn(e + 8, " "), e + 8);
 		*skip = eol ? line + 1 : line;
 	}
 	if (*epoch < 0)
 		*epoch = old_epoch;
+	if (!*stream && old_stream[0])
+		*stream = old_stream;
+	if (!*stream) {
+		snprintf(own, sizeof(own), "ctl-%ld", (long)getppid());
+		*stream = own;
+	}
 	*replace |= old_replace;
 	if (*epoch >= 0)
-		snprintf(hdr, hdr_len, "%s epoch=%lld%s\n", tag, *epoch,
-			 *replace ? " replace" : "");
+		snprintf(hdr, hdr_len, "%s epoch=%lld stream=%s%s\n", tag,
+			 *epoch, *stream, *replace ? " replace" : "");
 	else
-		snprintf(hdr, hdr_len, "%s%s\n", tag, *replace ? " replace" : "");
+		snprintf(hdr, hdr_len, "%s stream=%s%s\n", tag, *stream,
+			 *replace ? " replace" : "");
+}
+
+/* Whether @s is a stream name the daemon takes: 1-32 of [A-Za-z0-9._-]. */
+static bool stream_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n && n <= 32 &&
+	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			 "0123456789._-") == n;
+}
+
+/* The queued count of stream @name in the stats' hint.streams. */
+static double stream_queued(const struct json *st, const char *name)
+{
+	const struct json *a = json_get(st, "hint.streams");
+
+	for (const struct json *s = a && a->type == JSON_ARRAY ? a->child : NULL;
+	     s; s = s->next) {
+		const char *n = json_str(s, "name");
+
+		if (n && !strcmp(n, name))
+			return json_num(s, "queued", 0);
+	}
+	return json_num(st, "hint.queued", 0); /* an older daemon */
 }
 
 int cmd_hint(int argc, char **argv)
@@ -215,10 +257,12 @@ int cmd_hint(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "replace", no_argument, NULL, 'r' },
 		{ "epoch", required_argument, NULL, 'e' },
+		{ "stream", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	char hdr[96], x[4][32];
+	const char *stream = NULL;
 	long long epoch = -1;
 	bool replace = false;
 	struct ctl_mount m;
@@ -227,7 +271,7 @@ int cmd_hint(int argc, char **argv)
 	size_t len, skip;
 	int c, rc = CTL_FAIL;
 
-	while ((c = getopt_long(argc, argv, "re:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "re:s:h", opts, NULL)) != -1) {
 		char *end;
 
 		switch (c) {
@@ -243,6 +287,14 @@ int cmd_hint(int argc, char **argv)
 				return CTL_USAGE;
 			}
 			break;
+		case 's':
+			if (!stream_name_ok(optarg)) {
+				ctl_err("hint: --stream %s: expected 1-32 of "
+					"A-Z a-z 0-9 . _ -", optarg);
+				return CTL_USAGE;
+			}
+			stream = optarg;
+			break;
 		case 'h':
 			return usage(ctl_help_hint, true);
 		default:
@@ -257,7 +309,8 @@ int cmd_hint(int argc, char **argv)
 		return CTL_FAIL;
 	if (slurp(argv[optind + 1], &text, &len))
 		goto out_mount;
-	hint_header(text, len, &epoch, &replace, hdr, sizeof(hdr), &skip);
+	hint_header(text, len, &epoch, &stream, &replace, hdr, sizeof(hdr),
+		    &skip);
 	{
 		const char *bufs[] = { hdr, text + skip };
 		size_t lens[] = { strlen(hdr), len - skip };
@@ -279,7 +332,7 @@ int cmd_hint(int argc, char **argv)
 		};
 		uint64_t entries = (uint64_t)json_num(after, "hint.last.entries", 0);
 		uint64_t refused = 0;
-		double queued = json_num(after, "hint.queued", 0);
+		double queued = stream_queued(after, stream);
 		char reasons[256] = "";
 		size_t rl = 0;
 
@@ -300,11 +353,13 @@ int cmd_hint(int argc, char **argv)
 		if (epoch >= 0)
 			printf(" for epoch %lld", epoch);
 		if (replace)
-			printf("; replaced the hints queued before\n");
+			printf("; replaced the hints queued before in stream "
+			       "%s\n", stream);
 		else if (queued > 0)
 			printf("; queued: %s hint(s) wait behind the one in "
-			       "progress\n",
-			       fmt_count((uint64_t)queued, x[1], sizeof(x[1])));
+			       "progress in stream %s\n",
+			       fmt_count((uint64_t)queued, x[1], sizeof(x[1])),
+			       stream);
 		else
 			printf("; in force now\n");
 		if (refused)

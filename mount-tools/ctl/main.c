@@ -57,16 +57,18 @@ static const char help_main[] =
 	"See hintfs-ctl(1).\n";
 
 const char ctl_help_hint[] =
-	"usage: hintfs-ctl hint MOUNT FILE [--replace] [--epoch N]\n"
+	"usage: hintfs-ctl hint MOUNT FILE [--replace] [--epoch N] [--stream NAME]\n"
 	"\n"
 	"Supplies a hint: the paths the next epoch will read, in order, one per\n"
 	"line (relative to MOUNT, or absolute under it). FILE '-' is standard\n"
 	"input. The hint is in force when the command returns, queued behind the\n"
-	"hints not yet read.\n"
+	"hints of its stream not yet read.\n"
 	"\n"
-	"  --replace      drop the queued hints instead of queueing behind them\n"
+	"  --replace      drop the stream's queued hints instead of queueing\n"
 	"                 (writes \"replace\" into the '#hintfs v1' header)\n"
 	"  --epoch N      name the epoch in the header (shown by stats)\n"
+	"  --stream NAME  the hint stream (1-32 of A-Z a-z 0-9 . _ -; default:\n"
+	"                 the header's, else ctl-<pid of hintfs-ctl's parent>)\n"
 	"  -h, --help     this text\n";
 
 const char ctl_help_stats[] =

@@ -154,6 +154,29 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		printf("; %s queued; %s received, %s rejected\n",
 		       N(0, u64(st, "hint.queued")), N(1, u64(st, "hint.received")),
 		       N(2, u64(st, "hint.rejected")));
+		for (const struct json *s = json_get(st, "hint.streams")
+						    ? json_get(st, "hint.streams")->child
+						    : NULL;
+		     s; s = s->next) {
+			const char *name = json_str(s, "name");
+			double slen = json_num(s, "length", 0);
+			double spos = json_num(s, "position", 0);
+			double sep = json_num(s, "epoch", -1);
+
+			printf("  %-9s %-12s ", "", name ? name : "?");
+			if (slen > 0) {
+				if (sep >= 0)
+					printf("epoch %.0f: ", sep);
+				printf("%s of %s read %.1f%%",
+				       N(0, (uint64_t)spos), N(1, (uint64_t)slen),
+				       pct(spos, slen));
+			} else {
+				printf("no hint");
+			}
+			printf("; %s queued; %s stalls (%.1f s)\n",
+			       N(2, u64(s, "queued")), N(3, u64(s, "stalls")),
+			       json_num(s, "stall_seconds", 0));
+		}
 		if (refused)
 			printf("  %-9s last: %s entries, %s lines refused (%s not "
 			       "in the listing, %s too long, %s not UTF-8, %s with "

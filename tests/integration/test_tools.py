@@ -389,10 +389,28 @@ def test_hint_queue_replace_epoch_and_stdin(s3, bucket, mount, ctl_bin,
         [m / keys[0]] + keys[1:4]) + "\n"
     p = ctl("hint", m.path, "-", "--replace", input=text, check=0)
     assert p.stdout == \
-        "hint: 4 entries for epoch 9; replaced the hints queued before\n"
+        "hint: 4 entries for epoch 9; replaced the hints queued before " \
+        f"in stream ctl-{os.getpid()}\n"
     st = stats(m)
     assert st["hint"]["queued"] == 0 and st["hint"]["length"] == 4
     assert st["hint"]["epoch"] == 9 and st["hint"]["last"]["epoch"] == 9
+
+    # Another stream has a queue of its own, in force at once; the stats
+    # add the streams up and show a line for each.
+    p = ctl("hint", m.path, f, "--stream", "rank3", check=0)
+    assert p.stdout == "hint: 12 entries; in force now\n"
+    st = stats(m)
+    streams = {s["name"]: s for s in st["hint"]["streams"]}
+    assert set(streams) == {"rank3", f"ctl-{os.getpid()}"}
+    assert streams["rank3"]["length"] == 12
+    assert streams[f"ctl-{os.getpid()}"]["length"] == 4
+    assert st["hint"]["length"] == 16 and st["hint"]["last"]["stream"] == "rank3"
+    out = ctl("stats", m.path, check=0).stdout
+    assert re.search(r"^ +rank3 +0 of 12 read 0\.0%; 0 queued; 0 stalls",
+                     out, re.M), out
+    assert re.search(rf"^ +ctl-{os.getpid()} +epoch 9: 0 of 4 read", out,
+                     re.M), out
+    ctl("hint", m.path, f, "--stream", "no/slash", check=2)
 
     # Lines that name nothing are counted and said; a hint of nothing but
     # those is an error (the paths are likely relative to the wrong root).

@@ -1,0 +1,217 @@
+"""Hint streams (doc/design.md 2.2, 3): each writer of .hintfs/hint (a
+stream named in the header, or else the writing process) has its own hints,
+cursor and window. Seen through the project's proxy: both streams' prefixes
+are fetched ahead of their readers, a reader moves its own stream's window
+only, a replace in one stream leaves the other's hints, and eviction keeps
+what any stream needs next."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dataset import sha256, upload
+from workload import drop_page_cache, gets_settled, object_gets
+
+import hintfs
+from hintfs.torch import write_hint
+
+WAIT_S = 60
+
+
+def make_objects(n, tag, size=2000):
+    return {f"{tag}/{tag}{i:04d}.bin":
+            (f"{tag}{i:04d}-".encode() * (size // 6 + 1))[:size]
+            for i in range(n)}
+
+
+def shuffled(keys):
+    return sorted(keys, key=lambda k: sha256(k.encode()))
+
+
+def wait_gets(px, bucket, n, timeout=WAIT_S):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gets = object_gets(px, bucket)
+        if len(gets) >= n:
+            return gets
+        time.sleep(0.05)
+    pytest.fail(f"only {len(object_gets(px, bucket))} of {n} GETs arrived "
+                f"within {timeout}s")
+
+
+def settle(px, bucket, n):
+    """The GETs once @n have arrived and a moment has passed with no more
+    (what should not be fetched has had its chance to be)."""
+    wait_gets(px, bucket, n)
+    time.sleep(0.5)
+    return gets_settled(px, bucket)
+
+
+def started(gets):
+    return [r.key for r in sorted(gets, key=lambda r: r.start_ms)]
+
+
+def streams(m):
+    return {s["name"]: s for s in hintfs.stats(m.path)["hint"]["streams"]}
+
+
+def test_two_writers_each_get_their_order_followed(s3, bucket, mount, proxy):
+    """Two processes write unnamed hints: two streams. Both prefixes are
+    fetched before any read (one queue would fetch only the first's), each
+    in its own order, and a reader moves only its own stream's window."""
+    a = shuffled(make_objects(40, "a"))
+    b = shuffled(make_objects(40, "b"))
+    objects = {**make_objects(40, "a"), **make_objects(40, "b")}
+    upload(s3, bucket, objects)
+    # One GET at a time: the order the server sees is the engine's.
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=("max_inflight=1", "window=10"))
+    # The other writer: a process of its own, no stream name.
+    code = ("import sys; open(sys.argv[1] + '/.hintfs/hint', 'w')"
+            ".write(''.join(k + '\\n' for k in sys.argv[2:]))")
+    subprocess.run([sys.executable, "-c", code, m.path] + a, check=True,
+                   timeout=WAIT_S)
+    write_hint(m.path, b)
+
+    gets = settle(proxy, bucket, 20)
+    keys = started(gets)
+    assert sorted(keys) == sorted(a[:10] + b[:10]), \
+        "each stream's window, once each, nothing more"
+    assert [k for k in keys if k in a] == a[:10]
+    assert [k for k in keys if k in b] == b[:10]
+    st = streams(m)
+    assert len(st) == 2 and all(n.startswith("pid:") for n in st)
+    assert sorted(s["length"] for s in st.values()) == [40, 40]
+
+    # b's reader takes five: b's window moves on by five, a's stays.
+    for k in b[:5]:
+        assert Path(m / k).read_bytes() == objects[k]
+    keys = started(settle(proxy, bucket, 25))
+    assert len(keys) == 25 and keys[20:] == b[10:15]
+    # Then a's reader takes three: a's next three.
+    for k in a[:3]:
+        assert Path(m / k).read_bytes() == objects[k]
+    keys = started(settle(proxy, bucket, 28))
+    assert len(keys) == 28 and keys[25:] == a[10:13]
+    assert sorted(s["position"] for s in streams(m).values()) == [3, 5]
+
+
+@pytest.fixture
+def slow_proxy(rgw):
+    """The proxy with 300 ms per request: the second hint is in long
+    before the first stream's window is fetched."""
+    from proxy import Proxy
+    with Proxy() as px:
+        px.start(rgw, rtt_ms=300)
+        yield px
+
+
+def test_streams_interleave_by_need(s3, bucket, mount, slow_proxy):
+    """Two named streams, neither read yet: the one fewer entries ahead
+    of its reader goes next, so once rank1's hint is in it catches up
+    with rank0's head start, then the two take turns."""
+    px = slow_proxy
+    a = shuffled(make_objects(12, "a"))
+    b = shuffled(make_objects(12, "b"))
+    upload(s3, bucket, {**make_objects(12, "a"), **make_objects(12, "b")})
+    m = mount(bucket, endpoint=px.endpoint,
+              options=("max_inflight=1", "window=8"))
+    write_hint(m.path, a, epoch=1, stream="rank0")
+    write_hint(m.path, b, epoch=1, stream="rank1")
+    keys = started(settle(px, bucket, 16))
+    assert sorted(keys) == sorted(a[:8] + b[:8])
+    assert [k for k in keys if k in a] == a[:8]
+    assert [k for k in keys if k in b] == b[:8]
+    # rank0's head start: what it fetched before rank1's hint was in
+    # (one GET, or a few on a loaded machine).
+    head = keys.index(b[0])
+    assert head < 8, f"rank1's hint came after rank0's window: {keys}"
+    na = nb = 0
+    caught_up = False
+    for k in keys:
+        na, nb = na + (k in a), nb + (k in b)
+        if na == 8 or nb == 8:
+            break
+        assert nb <= na + 1, f"rank1 ran ahead: {keys}"
+        assert na - nb <= max(head, 1) + 1, f"rank1 starved: {keys}"
+        caught_up |= nb >= na - 1
+        if caught_up:
+            assert na - nb <= 2, f"not in turn: {keys}"
+    assert caught_up, keys
+    st = streams(m)
+    assert set(st) == {"rank0", "rank1"}
+    assert st["rank0"]["epoch"] == 1 and st["rank1"]["length"] == 12
+
+
+def test_replace_in_one_stream_leaves_the_other(s3, bucket, mount, proxy):
+    a = shuffled(make_objects(30, "a"))
+    b = shuffled(make_objects(30, "b"))
+    c = shuffled(make_objects(20, "c"))
+    objects = {**make_objects(30, "a"), **make_objects(30, "b"),
+               **make_objects(20, "c")}
+    upload(s3, bucket, objects)
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=("max_inflight=2", "window=10"))
+    write_hint(m.path, a, epoch=1, stream="rank0")
+    write_hint(m.path, a, epoch=2, stream="rank0")  # queued behind
+    write_hint(m.path, b, epoch=1, stream="rank1")
+    settle(proxy, bucket, 20)
+    st = streams(m)
+    assert st["rank0"]["queued"] == 1 and st["rank1"]["queued"] == 0
+
+    write_hint(m.path, c, epoch=5, stream="rank0", replace=True)
+    keys = started(settle(proxy, bucket, 30))
+    assert sorted(keys[20:]) == sorted(c[:10]), "rank0's new hint, only"
+    st = streams(m)
+    assert (st["rank0"]["length"], st["rank0"]["epoch"],
+            st["rank0"]["queued"]) == (20, 5, 0)
+    assert (st["rank1"]["length"], st["rank1"]["epoch"],
+            st["rank1"]["position"]) == (30, 1, 0)
+    # rank1's hint is still followed: its reader moves its window.
+    for k in b[:4]:
+        assert Path(m / k).read_bytes() == objects[k]
+    keys = started(settle(proxy, bucket, 34))
+    assert len(keys) == 34 and sorted(keys[30:]) == sorted(b[10:14])
+
+
+def test_eviction_keeps_what_the_other_stream_needs_next(s3, bucket, mount,
+                                                         proxy, tmp_path):
+    size = 100000
+    objects = make_objects(4, "x", size=size)
+    a, b, c, d = sorted(objects)
+    upload(s3, bucket, objects)
+    # Room for three of the four; no reader runs until the end, so every
+    # decision is the engine's and the cache's alone.
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=(f"cache_dir={tmp_path / 'cache'}",
+                       f"cache_size={3 * size + 4096}", "max_inflight=1"))
+    write_hint(m.path, [a, b], stream="rank0")
+    write_hint(m.path, [c], stream="rank1")
+    deadline = time.monotonic() + WAIT_S
+    while hintfs.stats(m.path)["cache"]["objects"] < 3:
+        assert time.monotonic() < deadline, hintfs.stats(m.path)["cache"]
+        time.sleep(0.05)
+    # rank0's next epoch reads d, a, b: to make room for d the cache drops
+    # b (rank0's furthest), not c, which only rank1 needs, and next.
+    write_hint(m.path, [d, a, b], stream="rank0", replace=True)
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        st = hintfs.stats(m.path)
+        if st["cache"]["evictions"] >= 1 and st["requests"]["get"] >= 4:
+            break
+        assert time.monotonic() < deadline, st
+        time.sleep(0.05)
+    assert st["cache"]["evictions"] == 1
+    assert sorted(r.key for r in gets_settled(proxy, bucket, 4)) == \
+        [a, b, c, d]
+    for k in (c, d, a):  # cached: no GET
+        drop_page_cache()
+        assert Path(m / k).read_bytes() == objects[k]
+    assert len(gets_settled(proxy, bucket)) == 4
+    drop_page_cache()
+    assert Path(m / b).read_bytes() == objects[b]  # evicted: fetched again
+    assert sorted(r.key for r in gets_settled(proxy, bucket, 5)) == \
+        [a, b, b, c, d]
