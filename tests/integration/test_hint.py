@@ -128,7 +128,8 @@ def test_bad_hint_lines_are_counted_not_fatal(s3, bucket, mount, proxy):
         "each hinted object once, nothing else"
     last = stats(m)["hint"]["last"]
     assert last == {"entries": 5, "unknown": 2, "too_long": 1, "bad_utf8": 1,
-                    "dotdot": 1, "outside": 1, "epoch": 7}
+                    "dotdot": 1, "outside": 1, "epoch": 7,
+                    "stream": f"pid:{os.getpid()}"}
     assert any("hint from" in l and "refused" in l for l in m.log_lines())
     # The mount still works, and a good hint afterwards is taken.
     assert Path(m / keys[9]).read_bytes() == objects[keys[9]]
