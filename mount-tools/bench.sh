@@ -11,6 +11,7 @@
 #                        [--rtt 0,20] [--systems local,hintfs,hintfs-nohint,s3fs,rclone,ceiling]
 #                        [--sleep-ms-per-batch MS] [--out DIR] [...]   (--help: all)
 #   mount-tools/bench.sh scale [--objects 10000,100000] [...]
+#   mount-tools/bench.sh streams [--ranks 2] [--rate 500] [...]   (hint streams)
 #   mount-tools/bench.sh report [DIR]    tables and plot again from DIR/results.json
 #
 # Runs as root (it drops the page cache and mounts). Builds hintfs in build/

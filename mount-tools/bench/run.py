@@ -692,6 +692,9 @@ def main(argv=None):
     if argv[:1] == ["scale"]:
         from bench import scale
         return scale.main(argv[1:])
+    if argv[:1] == ["streams"]:
+        from bench import streams
+        return streams.main(argv[1:])
     if argv[:1] == ["report"]:
         return rerender(argv[1:])
     bench = Bench(parse_args(argv))
