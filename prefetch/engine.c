@@ -192,6 +192,12 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		return -ENOMEM;
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
+	if (!n && !replace) {
+		/* Nothing to follow: queueing it would only stall the next. */
+		pthread_mutex_unlock(&pf->mu);
+		order_destroy(h);
+		return 0;
+	}
 	i = order_streams_get(&pf->hints, stream);
 	if (i < 0) {
 		/* PF_STREAMS_MAX streams with hints still to read. */
@@ -208,12 +214,6 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		pthread_mutex_unlock(&pf->mu);
 		order_destroy(h);
 		return -EBUSY;
-	}
-	if (!n && !replace) {
-		/* Nothing to follow: queueing it would only stall the next. */
-		pthread_mutex_unlock(&pf->mu);
-		order_destroy(h);
-		return 0;
 	}
 	old = order_streams_add(&pf->hints, i, h, replace);
 	pthread_mutex_unlock(&pf->mu);

@@ -2,7 +2,8 @@
  * prefetch/order.c - the hint position index (see order.h): per object,
  * where its occurrences are in the hinted order and how many are consumed;
  * per hint, the oldest unconsumed entry, the newest consumed one and the
- * prefetcher's cursor; and the queue of hints those move through.
+ * prefetcher's cursor; the queue of hints those move through; and the
+ * streams (one queue per writer) merged by need.
  *
  * Memory is proportional to the hint, not to the listing: the objects a
  * hint names are found through an open-addressing hash of their ids, built

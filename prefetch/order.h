@@ -16,6 +16,9 @@
  * walks a window of entries ahead of the readers, and the cache's eviction
  * asks how soon an object is needed again.
  *
+ * The *streams* are one order queue per writer (a rank), merged by need
+ * (see "streams" below).
+ *
  * Nothing here locks: the caller (the engine, under its mutex) serializes
  * every call on one queue. Nothing here allocates after order_create().
  */
