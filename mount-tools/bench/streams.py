@@ -151,6 +151,12 @@ def main(argv):
                 f"{a.rate:g} files/s each, cold ...")
             res, st = one_run(ctx, px.endpoint, workdir / "runs" / "streams",
                               ranks, keys, a, expect)
+            rd, rq = st.get("reads", {}), st.get("requests", {})
+            log(f"  mount: {rd.get('prefetch_joins')} prefetch joins, "
+                f"{rd.get('demand_fetches')} demand fetches, "
+                f"{rq.get('get')} GETs, in flight peak "
+                f"{rq.get('in_flight_peak')}, engine busy "
+                f"{st.get('engine', {}).get('busy_seconds')} s")
             for r in res:
                 r["ranks"] = ranks
                 rows.append(r)
