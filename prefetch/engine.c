@@ -167,7 +167,9 @@ void pf_note_open(struct pf *pf, uint32_t id)
 	if (who >= 0)
 		pf->opened_by[id] = (uint8_t)(who + 1);
 	pthread_mutex_unlock(&pf->mu);
-	netloop_wake(&pf->net);
+	/* A window moved only if a stream expected this open. */
+	if (who >= 0)
+		netloop_wake(&pf->net);
 }
 
 void pf_note_close(struct pf *pf, uint32_t id)
