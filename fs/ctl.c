@@ -764,6 +764,25 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
 		"\"failed\": %llu, \"refused\": %llu},\n", U(ps.warm_queued),
 		U(ps.warm_done), U(ps.warm_failed), U(ps.warm_refused));
+	if (ps.tier) {
+		uint64_t tl, tg;
+
+		s3_client_counts(fs->tier_s3, &tl, &tg);
+		fprintf(f, "  \"tier\": {\"gets\": %llu, \"hits\": %llu, "
+			"\"misses\": %llu, \"mismatches\": %llu, "
+			"\"fallbacks\": %llu, \"hedged\": %llu, "
+			"\"bypassed\": %llu, \"puts\": %llu, "
+			"\"put_errors\": %llu, \"put_dropped\": %llu, "
+			"\"put_pending\": %llu, \"requests\": {\"get\": %llu, "
+			"\"put\": %llu}},\n",
+			U(ps.tier_st.gets), U(ps.tier_st.hits),
+			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
+			U(ps.tier_st.fallbacks), U(ps.tier_st.hedged),
+			U(ps.tier_st.bypassed), U(ps.tier_st.puts),
+			U(ps.tier_st.put_errors), U(ps.tier_st.put_dropped),
+			U(ps.tier_st.put_pending), U(tg),
+			U(s3_client_puts(fs->tier_s3)));
+	}
 	fs_creds_json(f, s3_client_creds(fs->s3));
 	fprintf(f, "}\n");
 #undef U

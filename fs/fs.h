@@ -61,6 +61,10 @@ struct fs_config {
 	unsigned int max_inflight; /**< 0: default */
 	uint32_t window;           /**< 0: default */
 	uint64_t fetch_mem;        /**< bytes of fetch buffers; 0: default */
+	/* The shared cache tier: tier.bucket NULL for none. */
+	struct s3_config tier;     /**< the tier bucket and how to reach it */
+	const char *tier_prefix;   /**< "" or ending in '/' */
+	unsigned int tier_hedge_ms;
 };
 
 struct fs;

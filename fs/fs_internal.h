@@ -20,6 +20,7 @@ struct fs_store;
 
 struct fs {
 	struct s3_client *s3;
+	struct s3_client *tier_s3; /* the shared cache tier's, or NULL */
 	struct cache *cache;
 	struct pf *_Atomic pf;   /* set once started; the cache's eviction
 				    callback may run before */

@@ -310,13 +310,33 @@ static int run(struct hintfs_opts *o)
 		.max_inflight = o->max_inflight,
 		.window = o->window,
 		.fetch_mem = o->fetch_mem,
+		.tier = {
+			.bucket = o->tier_bucket,
+			.endpoint = o->tier_endpoint,
+			.region = o->tier_region,
+			.path_style = o->tier_path_style,
+			.no_sign = o->no_sign && !o->tier_profile,
+			.insecure = o->insecure,
+			.ca_file = o->ca_file,
+			.access_key = o->access_key,
+			.secret_key = o->secret_key,
+			.session_token = o->session_token,
+			/* A tier that fails costs the reader time: two
+			 * attempts within 5 s, then the origin serves and
+			 * the PUT is dropped. */
+			.max_attempts = 2,
+			.retry_time_ms = 5000,
+			.stall_timeout_s = 2,
+		},
+		.tier_prefix = o->tier_prefix,
+		.tier_hedge_ms = o->tier_hedge_ms,
 	};
 	char *mnt_abs = NULL;
 	int ready_fd = -1;
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct fuse_session *se = NULL;
 	struct fs *fs = NULL;
-	struct creds *creds = NULL;
+	struct creds *creds = NULL, *tier_creds = NULL;
 	char err[1024];
 	int rc;
 
@@ -373,6 +393,24 @@ static int run(struct hintfs_opts *o)
 		cfg.s3.creds = creds;
 		cfg.s3.access_key = cfg.s3.secret_key = NULL;
 		cfg.s3.session_token = NULL;
+	}
+	/* The tier signs with the origin's credentials unless it has its
+	 * own profile. */
+	if (o->n_tier_chain) {
+		rc = creds_start(o->tier_chain, o->n_tier_chain, &tier_creds,
+				 err, sizeof(err));
+		o->n_tier_chain = 0;
+		if (rc) {
+			log_error("shared cache: %s", err);
+			goto out_session;
+		}
+		cfg.tier.creds = tier_creds;
+	} else if (o->tier_bucket) {
+		cfg.tier.creds = creds;
+	}
+	if (cfg.tier.creds) {
+		cfg.tier.access_key = cfg.tier.secret_key = NULL;
+		cfg.tier.session_token = NULL;
 	}
 	rc = fs_create(&cfg, &fs, err, sizeof(err));
 	if (rc) {
@@ -432,6 +470,7 @@ out_session:
 	fuse_session_destroy(se);
 out:
 	fs_destroy(fs);
+	creds_stop(tier_creds);
 	creds_stop(creds);
 	free(mnt_abs);
 	return rc;

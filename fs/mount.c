@@ -291,6 +291,14 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 		goto fail;
 	}
 
+	if (cfg->tier.bucket) {
+		rc = s3_client_create(&cfg->tier, &fs->tier_s3, why, sizeof(why));
+		if (rc) {
+			snprintf(err, err_len, "shared cache: %s", why);
+			goto fail;
+		}
+	}
+
 	rc = mkdir_p(cfg->cache_dir, 0700);
 	if (rc) {
 		snprintf(err, err_len, "cache directory '%s': %s", cfg->cache_dir,
@@ -327,6 +335,10 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.max_inflight = cfg->max_inflight;
 	pc.window_objects = cfg->window;
 	pc.fetch_mem = cfg->fetch_mem;
+	pc.tier_s3 = fs->tier_s3;
+	pc.tier_prefix = cfg->tier_prefix;
+	pc.origin_bucket = cfg->s3.bucket;
+	pc.tier_hedge_ms = cfg->tier_hedge_ms;
 	rc = pf_start(&pc, &pf);
 	if (rc) {
 		snprintf(err, err_len, "cannot start the prefetch engine: %s",
@@ -364,6 +376,7 @@ void fs_destroy(struct fs *fs)
 	cache_close(fs->cache);
 	tree_destroy(fs->tree);
 	s3_client_destroy(fs->s3);
+	s3_client_destroy(fs->tier_s3);
 	pthread_mutex_destroy(&fs->hint_mu);
 	pthread_mutex_destroy(&fs->relist_mu);
 	pthread_mutex_destroy(&fs->watch_mu);

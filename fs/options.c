@@ -28,6 +28,12 @@
  * rose 1.2-3x, for the same daemon CPU per file (the copy into the page
  * cache moves from the reply to the push). */
 #define OPTS_STORE_AHEAD_DEFAULT (64ull << 20)
+/* A reader waits 100 ms on the shared cache tier before it reads the
+ * origin: a near tier answers a 110 KB GET in a few ms and a 30 ms origin
+ * in 35-60 ms, so past 100 ms the tier has lost; much less would send
+ * GETs to the origin whenever the tier's node is briefly busy (the
+ * issue's target is <= 1% origin GETs once the tier is warm). */
+#define OPTS_TIER_HEDGE_MS_DEFAULT 100
 #define OPTS_STORE_AHEAD_HELP "64M"
 
 enum {
@@ -65,6 +71,11 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("path_style", path_style, 1),
 	OPT("no_sign", no_sign, 1),
 	OPT("insecure", insecure, 1),
+	OPT("shared_cache=%s", shared_cache, 0),
+	OPT("shared_cache_endpoint=%s", tier_endpoint, 0),
+	OPT("shared_cache_region=%s", tier_region, 0),
+	OPT("shared_cache_profile=%s", tier_profile, 0),
+	OPT("shared_cache_hedge_ms=%s", tier_hedge_str, 0),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -177,10 +188,12 @@ static bool bucket_ok(const char *b)
 	return true;
 }
 
-/* Splits "s3://bucket/some/prefix" into bucket and "some/prefix/". */
-static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
+/* Splits "s3://bucket/some/prefix" (@url) into *@bucket and "some/prefix/"
+ * in *@prefix, both malloc'd (freed by the caller, failure or not). */
+static int parse_s3_url(const char *url, char **bucket, char **prefix,
+			char *err, size_t err_len)
 {
-	const char *s = o->source, *slash;
+	const char *s = url, *slash;
 	size_t plen;
 
 	if (strncmp(s, "s3://", 5))
@@ -189,12 +202,11 @@ static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
 		    "'%s' is not an S3 URL: expected s3://BUCKET[/PREFIX]", s);
 	s += 5;
 	slash = strchr(s, '/');
-	o->bucket = slash ? strndup(s, slash - s) : strdup(s);
-	if (!o->bucket)
+	*bucket = slash ? strndup(s, slash - s) : strdup(s);
+	if (!*bucket)
 		return -ENOMEM;
-	if (!bucket_ok(o->bucket))
-		return fail_einval(err, err_len, "'%s': bad bucket name",
-				   o->source);
+	if (!bucket_ok(*bucket))
+		return fail_einval(err, err_len, "'%s': bad bucket name", url);
 
 	s = slash ? slash + 1 : "";
 	while (*s == '/')
@@ -204,18 +216,22 @@ static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
 		plen--;
 	/* NOTE(s3): a prefix names a "directory": "a/b" mounts keys under
 	 * "a/b/", not "a/bc". */
-	o->prefix = malloc(plen + 2);
-	if (!o->prefix)
+	*prefix = malloc(plen + 2);
+	if (!*prefix)
 		return -ENOMEM;
-	memcpy(o->prefix, s, plen);
+	memcpy(*prefix, s, plen);
 	if (plen)
-		o->prefix[plen++] = '/';
-	o->prefix[plen] = '\0';
-	if (strstr(o->prefix, "//"))
+		(*prefix)[plen++] = '/';
+	(*prefix)[plen] = '\0';
+	if (strstr(*prefix, "//"))
 		return fail_einval(err, err_len,
-				   "'%s': empty component in the prefix",
-				   o->source);
+				   "'%s': empty component in the prefix", url);
 	return 0;
+}
+
+static int parse_source(struct hintfs_opts *o, char *err, size_t err_len)
+{
+	return parse_s3_url(o->source, &o->bucket, &o->prefix, err, err_len);
 }
 
 /* Whether an endpoint's host is an IP address or localhost, where the
@@ -326,6 +342,90 @@ static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
 		o->cache_dir = NULL;
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/*
+ * The shared cache tier (-o shared_cache=s3://BUCKET[/PREFIX]): its own
+ * endpoint, region and profile, each defaulting to the profile's and then
+ * the origin's; its credentials are the origin's unless a profile is
+ * named (then that profile's chain).
+ */
+static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
+{
+	const char *ep, *rg;
+	int rc;
+
+	if (!o->shared_cache) {
+		if (o->tier_endpoint || o->tier_region || o->tier_profile ||
+		    o->tier_hedge_str)
+			return fail_einval(err, err_len,
+					   "the shared_cache_* options need "
+					   "-o shared_cache=s3://BUCKET[/PREFIX]");
+		return 0;
+	}
+	rc = parse_s3_url(o->shared_cache, &o->tier_bucket, &o->tier_prefix,
+			  err, err_len);
+	if (rc)
+		return rc;
+	o->tier_hedge_ms = OPTS_TIER_HEDGE_MS_DEFAULT;
+	if (o->tier_hedge_str) {
+		unsigned long long v;
+
+		if (!parse_uint(o->tier_hedge_str, 0, 60000, &v))
+			return fail_einval(err, err_len,
+					   "-o shared_cache_hedge_ms=%s: "
+					   "expected ms from 0 (never) to 60000",
+					   o->tier_hedge_str);
+		o->tier_hedge_ms = (unsigned int)v;
+	}
+	if (o->tier_profile) {
+		rc = aws_config_load(&(struct aws_config_req){
+					     .profile = o->tier_profile,
+					     .credentials_file = o->credentials_file,
+					     .config_file = o->config_file,
+					     .need_credentials = false,
+				     }, &o->tier_aws, err, err_len);
+		if (rc)
+			return rc == -ENOMEM ? rc : -EINVAL;
+		o->tier_aws_loaded = true;
+	}
+	ep = o->tier_endpoint ? o->tier_endpoint
+	     : o->tier_aws_loaded && o->tier_aws.endpoint ? o->tier_aws.endpoint
+							 : o->endpoint;
+	rg = o->tier_region ? o->tier_region
+	     : o->tier_aws_loaded && o->tier_aws.region ? o->tier_aws.region
+						       : o->region;
+	if (ep != o->tier_endpoint) {
+		free(o->tier_endpoint);
+		o->tier_endpoint = strdup(ep);
+	}
+	if (rg != o->tier_region) {
+		free(o->tier_region);
+		o->tier_region = strdup(rg);
+	}
+	if (!o->tier_endpoint || !o->tier_region)
+		return -ENOMEM;
+	if (!*o->tier_region)
+		return fail_einval(err, err_len,
+				   "-o shared_cache_region= needs a value");
+	if (strncmp(o->tier_endpoint, "http://", 7) &&
+	    strncmp(o->tier_endpoint, "https://", 8))
+		return fail_einval(err, err_len,
+				   "shared cache endpoint '%s' is not an "
+				   "http:// or https:// URL", o->tier_endpoint);
+	o->tier_path_style = o->path_style ||
+			     endpoint_needs_path_style(o->tier_endpoint);
+	if (o->tier_profile)
+		return creds_chain_build(
+		    &(struct creds_chain_req){
+			.aws = &o->tier_aws,
+			.profile_named = true,
+			.ca_file = o->ca_file,
+			.insecure = o->insecure,
+			.process_timeout_ms = o->process_timeout_s * 1000,
+		    },
+		    o->tier_chain, &o->n_tier_chain);
 	return 0;
 }
 
@@ -508,6 +608,9 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	}
 	if (o->hint_file && !*o->hint_file)
 		return fail_einval(err, err_len, "-o hint= needs a file");
+	rc = resolve_tier(o, err, err_len);
+	if (rc)
+		return rc;
 	/* Last: the providers copy ca_file and the timeout. */
 	if (!o->no_sign)
 		return creds_chain_build(
@@ -561,6 +664,17 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->process_timeout_str);
 	for (size_t i = 0; i < o->n_creds_chain; i++)
 		creds_provider_destroy(o->creds_chain[i]);
+	for (size_t i = 0; i < o->n_tier_chain; i++)
+		creds_provider_destroy(o->tier_chain[i]);
+	free(o->shared_cache);
+	free(o->tier_endpoint);
+	free(o->tier_region);
+	free(o->tier_profile);
+	free(o->tier_hedge_str);
+	free(o->tier_bucket);
+	free(o->tier_prefix);
+	if (o->tier_aws_loaded)
+		aws_config_fini(&o->tier_aws);
 	free(o->bucket);
 	free(o->prefix);
 	fuse_opt_free_args(&o->fuse_args);
@@ -615,6 +729,16 @@ void opts_usage(const char *prog)
 	       "  -o credential_process_timeout=S\n"
 	       "                         kill a profile's credential_process after S\n"
 	       "                         seconds (default 60)\n"
+	       "  -o shared_cache=s3://BUCKET[/PREFIX]\n"
+	       "                         a shared cache tier: read it on a local miss,\n"
+	       "                         write what the origin served to it\n"
+	       "  -o shared_cache_endpoint=URL, shared_cache_region=REGION,\n"
+	       "     shared_cache_profile=NAME\n"
+	       "                         the tier's (default: the profile's, else the\n"
+	       "                         origin's endpoint, region and credentials)\n"
+	       "  -o shared_cache_hedge_ms=MS\n"
+	       "                         a reader waits MS on the tier, then reads the\n"
+	       "                         origin (default 100; 0: never)\n"
 	       "  -o allow_other, ...    options of libfuse, passed on\n"
 	       "  -h, --help             this text\n"
 	       "  -V, --version          the version\n"

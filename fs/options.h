@@ -90,6 +90,24 @@ struct hintfs_opts {
 	const char *session_token;
 	struct aws_config aws;
 
+	/* The shared cache tier (-o shared_cache=s3://BUCKET[/PREFIX]). */
+	char *shared_cache;        /**< as given, or NULL: no tier */
+	char *tier_endpoint;       /**< -o shared_cache_endpoint=; resolved:
+				        the profile's, else the origin's */
+	char *tier_region;         /**< -o shared_cache_region=; likewise */
+	char *tier_profile;        /**< -o shared_cache_profile=: its own
+				        credentials; else the origin's */
+	char *tier_hedge_str;      /**< -o shared_cache_hedge_ms=MS */
+	char *tier_bucket;         /**< derived: malloc'd */
+	char *tier_prefix;         /**< derived: "" or ends in '/' */
+	unsigned int tier_hedge_ms;
+	int tier_path_style;
+	struct aws_config tier_aws; /**< the tier profile's, if named */
+	bool tier_aws_loaded;
+	struct creds_provider *tier_chain[CREDS_CHAIN_MAX]; /**< with a tier
+				        profile; creds_start() takes them */
+	size_t n_tier_chain;
+
 	struct fuse_args fuse_args; /**< what fuse_session_new() gets */
 };
 

@@ -47,6 +47,18 @@
  * position index of prefetch/order.c; the engine feeds it opens and hints
  * and asks it for the next ids to fetch.
  *
+ * The tier. With a shared cache tier (-o shared_cache, tier.h), a whole
+ * fetch of an object that fits in one part reads the tier first: one
+ * attempt, no If-Match (the tier object is named by the origin ETag and
+ * carries it), its answer judged by tier_judge() before any reader sees a
+ * byte. A hit completes the fetch as an origin GET would; a miss, a
+ * mismatch, an error or a timeout turns the part into an origin GET with
+ * the whole retry budget (the tier costs time, never a read), and after a
+ * miss or a mismatch the writer PUTs the origin's bytes to the tier in the
+ * background. A reader that waits on a tier GET longer than the hedge
+ * (tier_hedge_ms) cancels it and reads the origin. Streams never use the
+ * tier. Hints drive prefetches from the tier exactly as from the origin.
+ *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
  * hints, the memory count and the counters but those of the read path
  * (atomic: a cache hit takes no engine lock). Requests are signed outside
@@ -109,6 +121,10 @@
 /* Queued parts looked at per start for one that may start (a stream part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
+/* A tier GET's one attempt ends after 2 s: an 8 MiB part from a near tier
+ * (>= 100 MB/s) takes 80 ms, so 2 s is a tier in trouble; the origin then
+ * has the whole retry budget. */
+#define PF_TIER_TIMEOUT_MS 2000
 
 static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
 
@@ -366,6 +382,7 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 		return f;
 	}
 	mem_add(pf, f, o->size);
+	f->tier = pf->tier && f->n_parts == 1 && tier_use(pf->tier);
 	/* Readers move the parts they need to the front (fetch_ask); the
 	 * rest keep the object's order, behind other readers' parts. */
 	for (uint32_t i = 0; i < f->n_parts; i++) {
@@ -522,12 +539,111 @@ static const struct retry_policy *pf_retry(const struct pf *pf)
 	return s3_client_retry(pf->cfg.s3);
 }
 
+/* ---- the tier --------------------------------------------------------------- */
+
+static void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
+{
+	p->on_tier = true;
+	p->start_ns = now;
+	p->tnext = NULL;
+	p->tprev = pf->tier_run_tail;
+	*(p->tprev ? &p->tprev->tnext : &pf->tier_run) = p;
+	pf->tier_run_tail = p;
+}
+
+static void tier_run_remove(struct pf *pf, struct pf_part *p)
+{
+	if (!p->on_tier)
+		return;
+	*(p->tprev ? &p->tprev->tnext : &pf->tier_run) = p->tnext;
+	*(p->tnext ? &p->tnext->tprev : &pf->tier_run_tail) = p->tprev;
+	p->on_tier = false;
+	p->tprev = p->tnext = NULL;
+}
+
+/*
+ * The tier attempt of @p (running, its handle out of the multi handle)
+ * ended with @v: a hit completes the part as an origin GET would; anything
+ * else makes it an origin GET, first in its queue, with a fresh budget.
+ * mu held.
+ */
+static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		       bool retryable, const struct s3_status *st);
+
+static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+			    enum tier_verdict v, bool hedged,
+			    const struct s3_status *st)
+{
+	struct pf_fetch *f = p->f;
+
+	tier_run_remove(pf, p);
+	tier_note_verdict(pf->tier, v, hedged);
+	if (v == TIER_HIT) {
+		part_ended(pf, p, got, false, st);
+		return;
+	}
+	pf->running--;
+	f->running--;
+	f->tier = false;
+	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH;
+	/* The origin's GET is another request: new handle, If-Match. */
+	s3_xfer_destroy(p->x);
+	p->x = NULL;
+	p->attempts = 0;
+	p->state = PART_QUEUED;
+	queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
+}
+
+/*
+ * Cancels the tier GETs a reader has waited on past the hedge; they go to
+ * the origin. Engine thread (it owns the multi handle), mu held. Returns
+ * whether it cancelled any, and lowers *@timeout_ms to the next hedge due.
+ */
+static bool tier_hedge(struct pf *pf, int *timeout_ms)
+{
+	uint64_t hedge_ns = 1000000ull * tier_hedge_ms(pf->tier);
+	uint64_t now = mono_ns();
+	struct pf_part *p, *next;
+	bool any = false;
+
+	if (!hedge_ns)
+		return false;
+	for (p = pf->tier_run; p; p = next) {
+		struct s3_status st;
+		bool retryable;
+		CURL *easy;
+
+		next = p->tnext;
+		if (!p->f->demand)
+			continue;
+		if (now < p->start_ns + hedge_ns) {
+			int ms = (int)((p->start_ns + hedge_ns - now) / 1000000u) + 1;
+
+			if (ms < *timeout_ms)
+				*timeout_ms = ms;
+			continue;
+		}
+		easy = p->x ? s3_xfer_easy(p->x) : NULL;
+		if (!easy)
+			continue; /* not armed yet: arm_parts() is on it */
+		/* NOTE: a race would keep both answers; for an object of one
+		 * part, the tier answering after the hedge is a tier in
+		 * trouble, and the origin's GET alone is the cheaper bet. */
+		curl_multi_remove_handle(pf->multi, easy);
+		s3_xfer_finish(p->x, CURLE_ABORTED_BY_CALLBACK, &st, &retryable);
+		tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, true, &st);
+		any = true;
+	}
+	return any;
+}
+
 /* Handles the end of one attempt of @p. mu held. */
 static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		       bool retryable, const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
 
+	tier_run_remove(pf, p);
 	pf->running--;
 	f->running--;
 	if (p->over) {
@@ -821,6 +937,10 @@ static void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 		pf->st.inflight_peak = pf->running;
 	f->running++;
 	pf->st.requests++;
+	if (f->tier) {
+		tier_note_get(pf->tier);
+		tier_run_add(pf, p, now);
+	}
 }
 
 /*
@@ -875,7 +995,23 @@ static void arm_parts(struct pf *pf, struct pf_part *list)
 
 		list = p->next;
 		p->next = NULL;
-		if (!rc && !p->x) {
+		/* f->tier changes only on this thread (tier_part_ended()). */
+		if (!rc && !p->x && f->tier) {
+			char name[TIER_NAME_MAX];
+			size_t nlen = tier_name(tier_prefix(pf->tier),
+						tier_origin_bucket(pf->tier),
+						f->key, f->key_len, f->etag,
+						name, sizeof(name));
+
+			rc = nlen ? s3_xfer_create(tier_client(pf->tier), name,
+						   nlen, NULL, 0, p->len, p->buf,
+						   p, &p->x)
+				  : -ENOMEM;
+			if (!rc) {
+				s3_xfer_whole_object(p->x);
+				s3_xfer_want_meta(p->x);
+			}
+		} else if (!rc && !p->x) {
 			rc = s3_xfer_create(pf->cfg.s3, f->key, f->key_len,
 					    f->etag, p->off, p->len, p->buf, p,
 					    &p->x);
@@ -893,6 +1029,8 @@ static void arm_parts(struct pf *pf, struct pf_part *list)
 					  ? (long)((p->first_ns + budget_ns - now) /
 						   1000000u)
 					  : 0;
+			if (f->tier && left_ms > PF_TIER_TIMEOUT_MS)
+				left_ms = PF_TIER_TIMEOUT_MS;
 			curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
 					 left_ms > 0 ? left_ms : 1L);
 			if (curl_multi_add_handle(pf->multi, easy) != CURLM_OK)
@@ -902,7 +1040,10 @@ static void arm_parts(struct pf *pf, struct pf_part *list)
 			struct s3_status st = { .message = "cannot start a transfer" };
 
 			pthread_mutex_lock(&pf->mu);
-			part_ended(pf, p, rc, false, &st);
+			if (f->tier)
+				tier_part_ended(pf, p, rc, TIER_ERROR, false, &st);
+			else
+				part_ended(pf, p, rc, false, &st);
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
@@ -948,6 +1089,9 @@ static void *engine_main(void *arg)
 		}
 		taken = take_parts(pf);
 		timeout = poll_timeout_ms(pf);
+		/* A hedge put a part back in a queue: start it at once. */
+		if (pf->tier && tier_hedge(pf, &timeout))
+			ended = true;
 		pthread_mutex_unlock(&pf->mu);
 		arm_parts(pf, taken);
 
@@ -969,8 +1113,23 @@ static void *engine_main(void *arg)
 			curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
 			curl_multi_remove_handle(pf->multi, easy);
 			got = s3_xfer_finish(x, cc, &st, &retryable);
-			pthread_mutex_lock(&pf->mu);
-			part_ended(pf, s3_xfer_user(x), got, retryable, &st);
+			struct pf_part *p = s3_xfer_user(x);
+			struct pf_fetch *f = p->f;
+
+			if (f->tier) {
+				/* Judged before mu: hashing the bytes may take
+				 * a while, and nobody else touches a running
+				 * part. */
+				enum tier_verdict v = tier_judge(
+				    got, &st, s3_xfer_meta(x), f->etag, f->size,
+				    p->buf);
+
+				pthread_mutex_lock(&pf->mu);
+				tier_part_ended(pf, p, got, v, false, &st);
+			} else {
+				pthread_mutex_lock(&pf->mu);
+				part_ended(pf, p, got, retryable, &st);
+			}
 			pthread_mutex_unlock(&pf->mu);
 			ended = true;
 		}
@@ -1327,6 +1486,23 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 			st->hint_epoch = os.epoch;
 	}
 	pthread_mutex_unlock(&pf->mu);
+	if (pf->tier) {
+		struct tier_stats ts;
+
+		tier_get_stats(pf->tier, &ts);
+		st->tier = true;
+		st->tier_st.gets = ts.gets;
+		st->tier_st.hits = ts.hits;
+		st->tier_st.misses = ts.misses;
+		st->tier_st.mismatches = ts.mismatches;
+		st->tier_st.fallbacks = ts.fallbacks;
+		st->tier_st.hedged = ts.hedged;
+		st->tier_st.bypassed = ts.bypassed;
+		st->tier_st.puts = ts.puts;
+		st->tier_st.put_errors = ts.put_errors;
+		st->tier_st.put_dropped = ts.put_dropped;
+		st->tier_st.put_pending = ts.put_pending;
+	}
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -1383,6 +1559,18 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (rc)
 		goto fail;
 	net_ok = true;
+	if (cfg->tier_s3) {
+		struct tier_config tc = {
+			.s3 = cfg->tier_s3,
+			.origin_bucket = cfg->origin_bucket ? cfg->origin_bucket : "",
+			.prefix = cfg->tier_prefix ? cfg->tier_prefix : "",
+			.hedge_ms = cfg->tier_hedge_ms,
+		};
+
+		rc = tier_start(&tc, &pf->tier);
+		if (rc)
+			goto fail;
+	}
 	rc = -pthread_create(&pf->writer, NULL, pf_writer_main, pf);
 	if (rc)
 		goto fail;
@@ -1398,6 +1586,7 @@ fail:
 		pf_cancel(pf);
 		pthread_join(pf->writer, NULL);
 	}
+	tier_stop(pf->tier);
 	order_streams_fini(&pf->hints);
 	if (pf->multi)
 		curl_multi_cleanup(pf->multi);
@@ -1435,6 +1624,9 @@ void pf_stop(struct pf *pf)
 	pthread_join(pf->thread, NULL);
 	/* The writer ends its batch (a disk write, never the network). */
 	pthread_join(pf->writer, NULL);
+	/* Its PUTs under way end (within the tier client's budget); the
+	 * queued ones are dropped. */
+	tier_stop(pf->tier);
 
 	/* No reader is left (the session loop has ended): take down what is
 	 * still in flight and free every fetch. */

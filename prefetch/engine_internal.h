@@ -16,6 +16,7 @@
 #include "prefetch/order.h"
 #include "prefetch/prefetch.h"
 #include "prefetch/s3_xfer.h"
+#include "prefetch/tier.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -54,6 +55,11 @@ struct pf_part {
 	uint64_t due_ns;        /* when a retry may start */
 	struct pf_queue *q;     /* the queue it is in, or NULL */
 	struct pf_part *prev, *next;
+	/* Running on the shared cache tier: in pf->tier_run since start_ns
+	 * (the hedge's clock). */
+	bool on_tier;
+	uint64_t start_ns;
+	struct pf_part *tprev, *tnext;
 };
 
 struct pf_fetch {
@@ -73,6 +79,10 @@ struct pf_fetch {
 	bool stream;            /* not cached: parts as asked (see the top) */
 	bool demand;            /* a reader waits: parts go first */
 	bool in_table;          /* still in pf->by_id */
+	bool tier;              /* its part is read from the shared cache
+				   tier (engine.c: "The tier") */
+	bool tier_put;          /* the tier missed it: once fetched whole
+				   from the origin, the writer PUTs it */
 	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
 	int refs;               /* readers holding it, + 1 for the table */
 	uint32_t pos;           /* stream: first part of the latest read */
@@ -152,6 +162,11 @@ struct pf {
 	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
 	size_t warm_n, warm_cap;
 	size_t warm_next;          /* next entry to look at */
+	struct tier *tier;         /* the shared cache tier, or NULL */
+	struct pf_part *tier_run;  /* parts running on the tier, oldest
+				      first (by tnext): what the hedge
+				      looks at */
+	struct pf_part *tier_run_tail;
 	struct pf_stats st;        /* counters under mu, but for: */
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */

@@ -136,11 +136,31 @@ ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
 		     const char *etag, uint64_t off, size_t len, void *buf,
 		     struct s3_status *st);
 
+/** One x-amz-meta-NAME header of a PUT: @name without the prefix. */
+struct s3_meta_header {
+	const char *name;  /**< "hintfs-etag": lower case, [a-z0-9-] */
+	const char *value; /**< printable ASCII */
+};
+
+/**
+ * Writes @len bytes at @data as object @key (@key_len bytes) with the
+ * user metadata @meta (@n_meta headers, at most 8), in one PUT, retried
+ * within the client's budget. The body is not signed (UNSIGNED-PAYLOAD):
+ * what protects it is the checksum the caller puts in @meta. Returns 0 or
+ * a -errno with details in @st (may be NULL). Any thread; blocks.
+ */
+int s3_put_object(struct s3_client *c, const char *key, size_t key_len,
+		  const void *data, size_t len, const struct s3_meta_header *meta,
+		  size_t n_meta, struct s3_status *st);
+
 /**
  * The requests sent so far (attempts, retries included): ListObjectsV2
  * pages in *@lists, GETs of objects in *@gets. Any thread.
  */
 void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets);
+
+/** PUTs sent so far (attempts, retries included). Any thread. */
+uint64_t s3_client_puts(struct s3_client *c);
 
 /** The client's credentials (for stats), or NULL with no_sign. */
 struct creds *s3_client_creds(struct s3_client *c);
@@ -216,6 +236,14 @@ struct pf_config {
 	uint64_t fetch_mem;          /**< bytes of fetch buffers at most
 					  (-o fetch_mem); 0 = default
 					  (512 MiB); at least 2 parts */
+	/* The shared cache tier (-o shared_cache): objects that fit in one
+	 * part are read from it first, and written to it after a miss. */
+	struct s3_client *tier_s3;   /**< NULL: no tier; not owned */
+	const char *tier_prefix;     /**< "" or ending in '/'; copied */
+	const char *origin_bucket;   /**< names tier objects; copied */
+	unsigned int tier_hedge_ms;  /**< a reader waits this long on the
+					  tier, then reads the origin; 0:
+					  only the attempt's timeout */
 };
 
 struct pf;
@@ -290,6 +318,23 @@ struct pf_stats {
 				      too many streams */
 	uint32_t n_streams;      /**< streams[] used */
 	struct pf_stream_stats streams[PF_STREAMS_MAX]; /**< in slot order */
+	bool tier;               /**< a shared cache tier is configured */
+	struct {                 /**< its counters (see -o shared_cache) */
+		uint64_t gets;        /**< GETs sent to the tier */
+		uint64_t hits;        /**< answered, checked, served */
+		uint64_t misses;      /**< not there: origin, then PUT */
+		uint64_t mismatches;  /**< there, but not the origin's
+					   version or bytes: not served */
+		uint64_t fallbacks;   /**< errors: read from the origin */
+		uint64_t hedged;      /**< too slow for a waiting reader:
+					   cancelled, read from the origin */
+		uint64_t bypassed;    /**< fetches sent to the origin while
+					   the tier was failing */
+		uint64_t puts;        /**< objects written to the tier */
+		uint64_t put_errors;  /**< PUTs failed after retries */
+		uint64_t put_dropped; /**< PUTs not queued: queue full */
+		uint64_t put_pending; /**< PUTs queued or running now */
+	} tier_st;
 };
 
 /** Creates the engine and starts its thread. Returns 0 or -errno. */

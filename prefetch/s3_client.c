@@ -197,6 +197,11 @@ void s3_client_counts(struct s3_client *c, uint64_t *lists, uint64_t *gets)
 	*gets = atomic_load(&c->n_gets);
 }
 
+uint64_t s3_client_puts(struct s3_client *c)
+{
+	return atomic_load(&c->n_puts);
+}
+
 uint64_t s3_client_connects(struct s3_client *c)
 {
 	return atomic_load(&c->n_connects);

@@ -67,6 +67,7 @@ struct s3_client {
 
 	_Atomic uint64_t n_lists;  /* ListObjectsV2 attempts sent */
 	_Atomic uint64_t n_gets;   /* object GET attempts sent */
+	_Atomic uint64_t n_puts;   /* object PUT attempts sent */
 	_Atomic uint64_t n_connects; /* connections opened (a reused one
 					counts 0): CURLINFO_NUM_CONNECTS */
 
@@ -100,6 +101,9 @@ struct s3_req {
 	char range[64];
 	const char *if_match; /* NULL: none */
 };
+
+/* A PUT's user metadata: at most this many x-amz-meta-* headers. */
+#define S3_META_MAX 8
 
 
 /*
@@ -136,6 +140,16 @@ struct s3_xfer {
 	uint64_t creds_gen;      /* the credentials this attempt signed with */
 	int64_t creds_expires;
 	bool auth_retry;         /* "expired": the last attempt earned a retry */
+	/* A PUT: its body (the caller's, outlives the exchange), how far
+	 * curl has read it in this attempt, and its x-amz-meta-* headers
+	 * ("x-amz-meta-NAME", value; owned). */
+	const char *put_data;
+	size_t put_len, put_off;
+	char *meta_names[S3_META_MAX], *meta_values[S3_META_MAX];
+	size_t n_meta;
+	/* A GET whose answer's headers are kept (s3_xfer_want_meta()). */
+	bool want_meta;
+	struct s3_obj_meta meta;
 };
 
 /* ---- s3_error.c ----------------------------------------------------------- */

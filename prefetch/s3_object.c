@@ -101,3 +101,55 @@ ssize_t s3_get_range(struct s3_client *c, const char *key, size_t key_len,
 	s3_xfer_destroy(x);
 	return rc;
 }
+
+void s3_xfer_want_meta(struct s3_xfer *x)
+{
+	x->want_meta = true;
+}
+
+const struct s3_obj_meta *s3_xfer_meta(const struct s3_xfer *x)
+{
+	return &x->meta;
+}
+
+/* ---- PUT ------------------------------------------------------------------ */
+
+int s3_put_object(struct s3_client *c, const char *key, size_t key_len,
+		  const void *data, size_t len, const struct s3_meta_header *meta,
+		  size_t n_meta, struct s3_status *st)
+{
+	struct s3_xfer *x;
+	int rc = -ENOMEM;
+
+	if (n_meta > S3_META_MAX)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->c = c;
+	x->rq.method = "PUT";
+	/* The answer to a PUT is empty or an error document. */
+	x->body = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
+	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
+	x->put_data = data;
+	x->put_len = len;
+	x->rq.path = object_path(c, key, key_len);
+	x->rq.query = strdup("");
+	for (size_t i = 0; i < n_meta; i++) {
+		if (asprintf(&x->meta_names[i], "x-amz-meta-%s", meta[i].name) < 0) {
+			x->meta_names[i] = NULL;
+			goto out;
+		}
+		x->meta_values[i] = strdup(meta[i].value);
+		x->n_meta = i + 1;
+		if (!x->meta_values[i])
+			goto out;
+	}
+	if (!x->rq.path || !x->rq.query)
+		goto out;
+	rc = s3_perform(x, st);
+out:
+	buf_fini(&x->body.b);
+	s3_xfer_destroy(x);
+	return rc;
+}

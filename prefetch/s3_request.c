@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,10 +121,13 @@ static struct curl_slist *append_header(struct curl_slist *l, bool *ok,
 
 /* Builds the header list of @rq, signed with @cr unless it is NULL (an
  * anonymous mount). */
-static int build_headers(struct s3_client *c, const struct s3_req *rq,
+static int build_headers(struct s3_client *c, const struct s3_xfer *x,
 			 const struct creds_snap *cr, struct curl_slist **out)
 {
-	struct sigv4_header hdrs[8];
+	const struct s3_req *rq = &x->rq;
+	const char *payload = x->put_data ? SIGV4_UNSIGNED_PAYLOAD
+					  : SIGV4_EMPTY_SHA256;
+	struct sigv4_header hdrs[8 + S3_META_MAX];
 	struct sigv4_result sig = { 0 };
 	struct curl_slist *l = NULL;
 	char date[17];
@@ -133,7 +137,7 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 
 	sigv4_format_date((long long)time(NULL), date);
 	hdrs[n++] = (struct sigv4_header){ "Host", c->host_header };
-	hdrs[n++] = (struct sigv4_header){ "x-amz-content-sha256", SIGV4_EMPTY_SHA256 };
+	hdrs[n++] = (struct sigv4_header){ "x-amz-content-sha256", payload };
 	hdrs[n++] = (struct sigv4_header){ "x-amz-date", date };
 	if (cr && cr->session_token)
 		hdrs[n++] = (struct sigv4_header){ "x-amz-security-token",
@@ -142,6 +146,10 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 		hdrs[n++] = (struct sigv4_header){ "Range", rq->range };
 	if (rq->if_match)
 		hdrs[n++] = (struct sigv4_header){ "If-Match", rq->if_match };
+	/* NOTE(s3): every x-amz-* header sent must be signed. */
+	for (size_t i = 0; i < x->n_meta; i++)
+		hdrs[n++] = (struct sigv4_header){ x->meta_names[i],
+						   x->meta_values[i] };
 
 	for (size_t i = 0; i < n; i++)
 		l = append_header(l, &ok, hdrs[i].name, hdrs[i].value);
@@ -151,7 +159,7 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 		struct sigv4_request sr = {
 			.method = rq->method, .path = rq->path, .query = rq->query,
 			.headers = hdrs, .n_headers = n,
-			.payload_hash = SIGV4_EMPTY_SHA256, .amz_date = date,
+			.payload_hash = payload, .amz_date = date,
 			.region = c->region, .service = "s3",
 		};
 		/* The creds snapshot may differ from the last request's (a
@@ -173,6 +181,16 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 		else
 			ok = false;
 	}
+	/* A PUT's body goes at once: waiting for "100 Continue" costs a
+	 * round trip (or curl's one-second wait) per object. */
+	if (ok && x->put_data) {
+		struct curl_slist *nl = curl_slist_append(l, "Expect:");
+
+		if (nl)
+			l = nl;
+		else
+			ok = false;
+	}
 	if (!ok && !rc)
 		rc = -ENOMEM;
 	if (rc) {
@@ -181,6 +199,82 @@ static int build_headers(struct s3_client *c, const struct s3_req *rq,
 	}
 	*out = l;
 	return 0;
+}
+
+/* Feeds a PUT's body to curl; each attempt starts again at its start. */
+static size_t put_read(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct s3_xfer *x = arg;
+	size_t n = x->put_len - x->put_off;
+
+	if (n > size * nmemb)
+		n = size * nmemb;
+	memcpy(ptr, x->put_data + x->put_off, n);
+	x->put_off += n;
+	return n;
+}
+
+/* Copies header value @v (@n bytes, CRLF and spaces trimmed) into @dst. */
+static void header_value(char *dst, size_t cap, const char *v, size_t n)
+{
+	while (n && (*v == ' ' || *v == '\t')) {
+		v++;
+		n--;
+	}
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	if (n >= cap)
+		n = cap - 1; /* too long to match anything we wrote */
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+}
+
+/* Whether header line @line (@n bytes) is @name: and where its value is. */
+static bool header_is(const char *line, size_t n, const char *name,
+		      const char **val, size_t *vlen)
+{
+	size_t k = strlen(name);
+
+	if (n <= k || line[k] != ':' || strncasecmp(line, name, k))
+		return false;
+	*val = line + k + 1;
+	*vlen = n - k - 1;
+	return true;
+}
+
+/*
+ * Keeps the headers s3_obj_meta describes. NOTE(s3): a response to a
+ * retried or redirected request starts a new header block; the status
+ * line resets what an earlier block said.
+ */
+static size_t header_line(char *line, size_t size, size_t nmemb, void *arg)
+{
+	struct s3_xfer *x = arg;
+	struct s3_obj_meta *m = &x->meta;
+	size_t n = size * nmemb, vlen;
+	const char *v;
+	char num[32];
+
+	if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
+		memset(m, 0, sizeof(*m));
+	} else if (header_is(line, n, "x-amz-meta-hintfs-etag", &v, &vlen)) {
+		header_value(m->origin_etag, sizeof(m->origin_etag), v, vlen);
+	} else if (header_is(line, n, "x-amz-meta-hintfs-xxh3", &v, &vlen)) {
+		header_value(m->sum, sizeof(m->sum), v, vlen);
+	} else if (header_is(line, n, "x-amz-meta-hintfs-size", &v, &vlen)) {
+		char *end;
+
+		header_value(num, sizeof(num), v, vlen);
+		m->origin_size = strtoull(num, &end, 10);
+		m->has_origin_size = num[0] && !*end;
+	} else if (header_is(line, n, "content-length", &v, &vlen)) {
+		char *end;
+
+		header_value(num, sizeof(num), v, vlen);
+		m->length = strtoull(num, &end, 10);
+		m->has_length = num[0] && !*end;
+	}
+	return n;
 }
 
 /* Gives the handle back and frees what one attempt built. */
@@ -228,10 +322,10 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 
 		x->creds_gen = cr->gen;
 		x->creds_expires = cr->expires;
-		rc = build_headers(c, &x->rq, cr, &x->hdrs);
+		rc = build_headers(c, x, cr, &x->hdrs);
 		creds_put(cr);
 	} else {
-		rc = build_headers(c, &x->rq, NULL, &x->hdrs);
+		rc = build_headers(c, x, NULL, &x->hdrs);
 	}
 	if (rc)
 		return rc;
@@ -243,7 +337,10 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 	h = x->h = pool_get(c);
 	if (!h)
 		return -ENOMEM;
-	atomic_fetch_add(x->ranged ? &c->n_gets : &c->n_lists, 1);
+	atomic_fetch_add(x->put_data ? &c->n_puts
+		       : x->ranged ? &c->n_gets : &c->n_lists, 1);
+	x->put_off = 0;
+	memset(&x->meta, 0, sizeof(x->meta));
 	x->sink = (struct s3_sink){ h, &x->body, &x->errbody };
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, x->url);
@@ -267,6 +364,17 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, S3_RECV_BUFFER_BYTES);
 	if (retry)
 		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+	if (x->want_meta) {
+		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_line);
+		curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+	}
+	if (x->put_data) {
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, put_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, x);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+				 (curl_off_t)x->put_len);
+	}
 	if (c->insecure) {
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -399,6 +507,10 @@ void s3_xfer_destroy(struct s3_xfer *x)
 	free(x->rq.path);
 	free(x->rq.query);
 	free(x->etag);
+	for (size_t i = 0; i < x->n_meta; i++) {
+		free(x->meta_names[i]);
+		free(x->meta_values[i]);
+	}
 	free(x);
 }
 

@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "prefetch/prefetch.h"
 #include "common/retry.h"
@@ -67,6 +68,27 @@ void s3_xfer_whole_object(struct s3_xfer *x);
  * its transfers by it as s3_perform() does. Valid while @c lives.
  */
 const struct retry_policy *s3_client_retry(const struct s3_client *c);
+
+/**
+ * What a GET's answer said about its object, from its headers: filled
+ * after s3_xfer_want_meta(), reset by each attempt. The x-amz-meta-hintfs-*
+ * fields are those a shared cache tier's objects carry (prefetch/tier.h);
+ * "" or has_* false when the answer did not carry them.
+ */
+struct s3_obj_meta {
+	char origin_etag[128];   /**< x-amz-meta-hintfs-etag */
+	char sum[32];            /**< x-amz-meta-hintfs-xxh3, hex */
+	uint64_t origin_size;    /**< x-amz-meta-hintfs-size */
+	bool has_origin_size;
+	uint64_t length;         /**< Content-Length of a 2xx answer */
+	bool has_length;
+};
+
+/** Asks @x to keep its answers' headers (s3_xfer_meta()). */
+void s3_xfer_want_meta(struct s3_xfer *x);
+
+/** The headers the last attempt of @x received (see s3_obj_meta). */
+const struct s3_obj_meta *s3_xfer_meta(const struct s3_xfer *x);
 
 /** The @user given to s3_xfer_create(). */
 void *s3_xfer_user(const struct s3_xfer *x);

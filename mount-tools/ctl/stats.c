@@ -122,6 +122,22 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			       B(4, json_num(st, "requests.fetch_mem_peak", 0)));
 		printf("\n");
 	}
+	if (json_get(st, "tier")) {
+		printf("  %-9s %s GET: %s hits, %s misses, %s mismatches, "
+		       "%s fallbacks, %s hedged\n", "tier",
+		       N(0, u64(st, "tier.gets")), N(1, u64(st, "tier.hits")),
+		       N(2, u64(st, "tier.misses")),
+		       N(3, u64(st, "tier.mismatches")),
+		       N(4, u64(st, "tier.fallbacks")),
+		       N(5, u64(st, "tier.hedged")));
+		printf("  %-9s %s PUT, %s failed, %s dropped, %s pending; "
+		       "%s bypassed\n", "",
+		       N(0, u64(st, "tier.puts")),
+		       N(1, u64(st, "tier.put_errors")),
+		       N(2, u64(st, "tier.put_dropped")),
+		       N(3, u64(st, "tier.put_pending")),
+		       N(4, u64(st, "tier.bypassed")));
+	}
 	if (json_get(st, "errors"))
 		printf("  %-9s %s slowdown, %s server, %s network, %s stale, "
 		       "%s other\n", "errors",

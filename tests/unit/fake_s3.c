@@ -33,6 +33,8 @@ struct fake_obj {
 	char *data;
 	size_t size;
 	char etag[40];
+	/* What a PUT gave as x-amz-meta-hintfs-*, "" if nothing. */
+	char m_etag[128], m_sum[32], m_size[32];
 };
 
 struct fake_fault {
@@ -50,7 +52,7 @@ static struct {
 	bool ignore_start_after;
 	struct fake_fault faults[16];
 	size_t n_faults;
-	uint64_t gets, lists, version;
+	uint64_t gets, lists, puts, version;
 } F = { .mu = PTHREAD_MUTEX_INITIALIZER, .page_max = 1000 };
 
 void fake_s3_reset(void)
@@ -66,7 +68,7 @@ void fake_s3_reset(void)
 	F.page_max = 1000;
 	F.ignore_start_after = false;
 	F.n_faults = 0;
-	F.gets = F.lists = 0;
+	F.gets = F.lists = F.puts = 0;
 	pthread_mutex_unlock(&F.mu);
 }
 
@@ -125,6 +127,7 @@ int fake_s3_put(const char *key, const void *data, size_t len)
 	free(o->data);
 	o->data = copy;
 	o->size = len;
+	o->m_etag[0] = o->m_sum[0] = o->m_size[0] = '\0';
 	snprintf(o->etag, sizeof(o->etag), "\"v%llu-%zu\"",
 		 (unsigned long long)++F.version, len);
 	pthread_mutex_unlock(&F.mu);
@@ -176,6 +179,16 @@ uint64_t fake_s3_gets(void)
 {
 	pthread_mutex_lock(&F.mu);
 	uint64_t n = F.gets;
+	pthread_mutex_unlock(&F.mu);
+	return n;
+}
+
+uint64_t fake_s3_puts(void)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&F.mu);
+	n = F.puts;
 	pthread_mutex_unlock(&F.mu);
 	return n;
 }
@@ -366,12 +379,51 @@ static int answer_get(struct s3_xfer *x, const char *key,
 		return answer_error(st, 404, "NoSuchKey");
 	if (x->etag && strcmp(x->etag, o->etag))
 		return answer_error(st, 412, "PreconditionFailed");
+	/* The headers a server sends with the body. */
+	memset(&x->meta, 0, sizeof(x->meta));
+	if (x->want_meta) {
+		char *end;
+
+		snprintf(x->meta.origin_etag, sizeof(x->meta.origin_etag), "%s",
+			 o->m_etag);
+		snprintf(x->meta.sum, sizeof(x->meta.sum), "%s", o->m_sum);
+		x->meta.origin_size = strtoull(o->m_size, &end, 10);
+		x->meta.has_origin_size = o->m_size[0] && !*end;
+		x->meta.length = o->size;
+		x->meta.has_length = true;
+	}
 	if (to > o->size)
 		to = o->size;
 	if (from < to) {
 		memcpy(x->body.b.data + x->body.b.len, o->data + from,
 		       (size_t)(to - from));
 		x->body.b.len += (size_t)(to - from);
+	}
+	return 0;
+}
+
+/* A PUT of object @key with its metadata. F.mu held. */
+static int answer_put(struct s3_xfer *x, const char *key)
+{
+	struct fake_obj *o;
+	bool found;
+	int rc;
+
+	pthread_mutex_unlock(&F.mu);
+	rc = fake_s3_put(key, x->put_data, x->put_len);
+	pthread_mutex_lock(&F.mu);
+	if (rc)
+		return rc;
+	o = &F.objs[find(key, &found)];
+	for (size_t i = 0; i < x->n_meta; i++) {
+		const char *n = x->meta_names[i], *v = x->meta_values[i];
+
+		if (!strcmp(n, "x-amz-meta-hintfs-etag"))
+			snprintf(o->m_etag, sizeof(o->m_etag), "%s", v);
+		else if (!strcmp(n, "x-amz-meta-hintfs-xxh3"))
+			snprintf(o->m_sum, sizeof(o->m_sum), "%s", v);
+		else if (!strcmp(n, "x-amz-meta-hintfs-size"))
+			snprintf(o->m_size, sizeof(o->m_size), "%s", v);
 	}
 	return 0;
 }
@@ -393,10 +445,14 @@ static int answer(struct s3_xfer *x, bool retry, struct s3_status *st)
 	pthread_mutex_lock(&F.mu);
 	if (list)
 		F.lists++;
+	else if (x->put_data)
+		F.puts++;
 	else
 		F.gets++;
 	if (take_fault(list ? "LIST" : key, &http, code, sizeof(code)))
 		rc = answer_error(st, http, code);
+	else if (x->put_data)
+		rc = answer_put(x, key);
 	else if (list)
 		rc = answer_list(x->rq.query, &x->body);
 	else
@@ -441,6 +497,10 @@ void s3_xfer_destroy(struct s3_xfer *x)
 	free(x->rq.path);
 	free(x->rq.query);
 	free(x->etag);
+	for (size_t i = 0; i < x->n_meta; i++) {
+		free(x->meta_names[i]);
+		free(x->meta_values[i]);
+	}
 	free(x);
 }
 

@@ -43,5 +43,7 @@ void fake_s3_fail(const char *what, long http, const char *code, int times);
 /** Requests answered (each attempt counts): GETs of objects, list pages. */
 uint64_t fake_s3_gets(void);
 uint64_t fake_s3_lists(void);
+/** PUTs answered (s3_put_object(); each attempt counts). */
+uint64_t fake_s3_puts(void);
 
 #endif /* HINTFS_TESTS_FAKE_S3_H */

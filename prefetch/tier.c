@@ -1,0 +1,400 @@
+/*
+ * prefetch/tier.c - the shared cache tier: naming, the check of what it
+ * answers, the background PUTs and the breaker (tier.h says what each is
+ * for; engine.c routes the GETs).
+ *
+ * Invariants:
+ * - A tier object is served only when its headers name the origin's ETag
+ *   and size and its bytes hash to the xxh3 it carries: whoever else
+ *   writes to the bucket, a reader gets the origin's bytes or a fallback.
+ * - Only objects fetched whole from the origin (If-Match on the listed
+ *   ETag) are PUT, under the name of that ETag.
+ * - A PUT never delays a read: tier_put() copies into a bounded queue or
+ *   drops; the workers own the network side. Nothing here deletes.
+ */
+#include "prefetch/tier.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* 256 MiB of objects waiting for their PUT: an epoch-1 burst of ~2,400
+ * objects of 110 KB (a mount fetches ~2,000/s from a 30 ms origin, the
+ * workers write ~1,000/s to a near tier), as much as the default fetch
+ * memory holds in flight. */
+#define TIER_PUT_MEM_DEFAULT (256ull << 20)
+/* 8 PUTs at once: a near tier takes a 110 KB PUT in ~5-8 ms (RGW on this
+ * machine), so 8 keep up with the origin's ~1,000-2,000 objects/s. */
+#define TIER_PUT_WORKERS 8
+/* The breaker: 8 tier failures in a row (no hit or miss between) send
+ * fetches straight to the origin for 1 s, then one fetch probes again.
+ * A tier that is down then costs 8 failed GETs a second, not one per
+ * object. */
+#define TIER_BREAK_AFTER 8
+#define TIER_BREAK_NS 1000000000ull
+/* Longest prefix accepted: room in TIER_NAME_MAX. */
+#define TIER_PREFIX_MAX 512
+
+#define TIER_SCHEME "hintfs-v1/"
+
+/* One object waiting for its PUT. */
+struct tier_job {
+	char *name;
+	char *etag;
+	uint64_t size;
+	char *data;
+	struct tier_job *next;
+};
+
+struct tier {
+	struct tier_config cfg;
+	char *prefix, *bucket;
+	pthread_t workers[TIER_PUT_WORKERS];
+	unsigned int n_workers;
+
+	pthread_mutex_t mu;       /* guards the queue and stop */
+	pthread_cond_t cv;        /* a job came, or stop */
+	struct tier_job *head, *tail;
+	uint64_t queued_bytes;    /* data of queued and running jobs */
+	bool stop;
+
+	_Atomic uint32_t fail_streak; /* failures since the last answer */
+	_Atomic uint64_t open_until;  /* breaker open until (mono_ns) */
+	struct {
+		_Atomic uint64_t gets, hits, misses, mismatches, fallbacks,
+		    hedged, bypassed, puts, put_errors, put_dropped,
+		    put_pending;
+	} n;
+};
+
+static void add(_Atomic uint64_t *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* ---- naming and checking (pure) ------------------------------------------ */
+
+size_t tier_name(const char *prefix, const char *bucket, const char *key,
+		 size_t key_len, const char *etag, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	size_t plen = strlen(prefix), slen = strlen(TIER_SCHEME);
+	size_t len = plen + slen + 64;
+	EVP_MD_CTX *ctx;
+	bool ok;
+
+	if (len + 1 > cap)
+		return 0;
+	ctx = EVP_MD_CTX_new();
+	/* Each part NUL-terminated: ("a", "b\0c") and ("a\0b", "c") differ. */
+	ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	     EVP_DigestUpdate(ctx, bucket, strlen(bucket) + 1) &&
+	     EVP_DigestUpdate(ctx, key, key_len) &&
+	     EVP_DigestUpdate(ctx, "", 1) &&
+	     EVP_DigestUpdate(ctx, etag, strlen(etag) + 1) &&
+	     EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32;
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return 0;
+	memcpy(out, prefix, plen);
+	memcpy(out + plen, TIER_SCHEME, slen);
+	for (int i = 0; i < 32; i++) {
+		out[plen + slen + 2 * i] = hex[md[i] >> 4];
+		out[plen + slen + 2 * i + 1] = hex[md[i] & 15];
+	}
+	out[len] = '\0';
+	return len;
+}
+
+void tier_sum_hex(const void *data, size_t len, char out[17])
+{
+	snprintf(out, 17, "%016" PRIx64, (uint64_t)XXH3_64bits(data, len));
+}
+
+enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
+			     const struct s3_obj_meta *m, const char *etag,
+			     uint64_t size, const void *body)
+{
+	char sum[17];
+
+	if (got < 0) {
+		/* NoSuchKey (STALE) or a bare 404 (-ENOENT): not there. */
+		if (st->kind == S3_ERR_STALE || got == -ENOENT)
+			return TIER_MISS;
+		/* A body longer than the origin's object. */
+		if (got == -EPROTO && !strcmp(st->code, "BodyTooLarge"))
+			return TIER_MISMATCH;
+		return TIER_ERROR;
+	}
+	/* The headers first: they came whole even when the body did not. */
+	if (strcmp(m->origin_etag, etag) || !m->has_origin_size ||
+	    m->origin_size != size || (m->has_length && m->length != size))
+		return TIER_MISMATCH;
+	if ((uint64_t)got != size)
+		return TIER_ERROR; /* cut short: a truncated body */
+	tier_sum_hex(body, size, sum);
+	return strcmp(sum, m->sum) ? TIER_MISMATCH : TIER_HIT;
+}
+
+/* ---- the breaker and the counters ---------------------------------------- */
+
+bool tier_use(struct tier *t)
+{
+	uint64_t until = atomic_load(&t->open_until);
+
+	if (!until || mono_ns() >= until)
+		return true;
+	add(&t->n.bypassed);
+	return false;
+}
+
+void tier_note_get(struct tier *t)
+{
+	add(&t->n.gets);
+}
+
+void tier_note_verdict(struct tier *t, enum tier_verdict v, bool hedged)
+{
+	switch (v) {
+	case TIER_HIT:
+		add(&t->n.hits);
+		break;
+	case TIER_MISS:
+		add(&t->n.misses);
+		break;
+	case TIER_MISMATCH:
+		add(&t->n.mismatches);
+		break;
+	case TIER_ERROR:
+		add(hedged ? &t->n.hedged : &t->n.fallbacks);
+		break;
+	}
+	if (v != TIER_ERROR) {
+		atomic_store(&t->fail_streak, 0);
+		return;
+	}
+	if (atomic_fetch_add(&t->fail_streak, 1) + 1 >= TIER_BREAK_AFTER) {
+		uint64_t was = atomic_exchange(&t->open_until,
+					       mono_ns() + TIER_BREAK_NS);
+
+		atomic_store(&t->fail_streak, 0);
+		if (!was || mono_ns() >= was)
+			log_warn("shared cache: %d failures in a row; reading "
+				 "from the origin for %llu ms",
+				 TIER_BREAK_AFTER,
+				 (unsigned long long)(TIER_BREAK_NS / 1000000u));
+	}
+}
+
+void tier_get_stats(struct tier *t, struct tier_stats *st)
+{
+	st->gets = atomic_load(&t->n.gets);
+	st->hits = atomic_load(&t->n.hits);
+	st->misses = atomic_load(&t->n.misses);
+	st->mismatches = atomic_load(&t->n.mismatches);
+	st->fallbacks = atomic_load(&t->n.fallbacks);
+	st->hedged = atomic_load(&t->n.hedged);
+	st->bypassed = atomic_load(&t->n.bypassed);
+	st->puts = atomic_load(&t->n.puts);
+	st->put_errors = atomic_load(&t->n.put_errors);
+	st->put_dropped = atomic_load(&t->n.put_dropped);
+	st->put_pending = atomic_load(&t->n.put_pending);
+}
+
+/* ---- PUTs ------------------------------------------------------------------ */
+
+static void job_free(struct tier_job *j)
+{
+	if (!j)
+		return;
+	free(j->name);
+	free(j->etag);
+	free(j->data);
+	free(j);
+}
+
+int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
+	     uint64_t size, const void *data)
+{
+	char name[TIER_NAME_MAX];
+	struct tier_job *j;
+	uint64_t limit = t->cfg.put_mem ? t->cfg.put_mem : TIER_PUT_MEM_DEFAULT;
+
+	if (!tier_name(t->prefix, t->bucket, key, key_len, etag, name,
+		       sizeof(name)))
+		return -ENOMEM;
+	pthread_mutex_lock(&t->mu);
+	if (t->stop || t->queued_bytes + size > limit) {
+		pthread_mutex_unlock(&t->mu);
+		add(&t->n.put_dropped);
+		return -EBUSY;
+	}
+	t->queued_bytes += size; /* reserved before the copy */
+	pthread_mutex_unlock(&t->mu);
+
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->name = strdup(name);
+		j->etag = strdup(etag);
+		j->size = size;
+		j->data = malloc(size ? size : 1);
+	}
+	pthread_mutex_lock(&t->mu);
+	if (!j || !j->name || !j->etag || !j->data) {
+		t->queued_bytes -= size;
+		pthread_mutex_unlock(&t->mu);
+		job_free(j);
+		add(&t->n.put_dropped);
+		return -ENOMEM;
+	}
+	memcpy(j->data, data, size);
+	*(t->tail ? &t->tail->next : &t->head) = j;
+	t->tail = j;
+	add(&t->n.put_pending);
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+/* Writes one object with its metadata. Worker thread, without mu. */
+static void put_one(struct tier *t, struct tier_job *j)
+{
+	char sum[17], size[24], why[512];
+	struct s3_status st;
+	int rc;
+
+	tier_sum_hex(j->data, j->size, sum);
+	snprintf(size, sizeof(size), "%" PRIu64, j->size);
+	const struct s3_meta_header meta[] = {
+		{ "hintfs-etag", j->etag },
+		{ "hintfs-size", size },
+		{ "hintfs-xxh3", sum },
+	};
+	rc = s3_put_object(t->cfg.s3, j->name, strlen(j->name), j->data,
+			   j->size, meta, sizeof(meta) / sizeof(meta[0]), &st);
+	if (!rc) {
+		add(&t->n.puts);
+		return;
+	}
+	add(&t->n.put_errors);
+	s3_status_describe(&st, rc, why, sizeof(why));
+	/* Warning, not error: the object is cached here and at the origin;
+	 * the next node to miss it reads the origin. */
+	log_warn("shared cache: PUT '%s' failed: %s", j->name, why);
+}
+
+static void *put_worker(void *arg)
+{
+	struct tier *t = arg;
+
+	pthread_setname_np(pthread_self(), "hintfs-tierput");
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		struct tier_job *j;
+
+		while (!t->stop && !t->head)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (t->stop)
+			break;
+		j = t->head;
+		t->head = j->next;
+		if (!t->head)
+			t->tail = NULL;
+		pthread_mutex_unlock(&t->mu);
+		put_one(t, j);
+		pthread_mutex_lock(&t->mu);
+		t->queued_bytes -= j->size;
+		atomic_fetch_sub(&t->n.put_pending, 1);
+		job_free(j);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+/* ---- life -------------------------------------------------------------------- */
+
+int tier_start(const struct tier_config *cfg, struct tier **out)
+{
+	struct tier *t;
+	int rc = 0;
+
+	if (strlen(cfg->prefix) > TIER_PREFIX_MAX)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->cfg = *cfg;
+	t->prefix = strdup(cfg->prefix);
+	t->bucket = strdup(cfg->origin_bucket);
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	if (!t->prefix || !t->bucket) {
+		tier_stop(t);
+		return -ENOMEM;
+	}
+	for (; t->n_workers < TIER_PUT_WORKERS; t->n_workers++) {
+		rc = -pthread_create(&t->workers[t->n_workers], NULL,
+				     put_worker, t);
+		if (rc)
+			break;
+	}
+	if (!t->n_workers) {
+		tier_stop(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+void tier_stop(struct tier *t)
+{
+	struct tier_job *j;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->mu);
+	t->stop = true;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	for (unsigned int i = 0; i < t->n_workers; i++)
+		pthread_join(t->workers[i], NULL);
+	while ((j = t->head)) {
+		t->head = j->next;
+		job_free(j);
+	}
+	pthread_cond_destroy(&t->cv);
+	pthread_mutex_destroy(&t->mu);
+	free(t->prefix);
+	free(t->bucket);
+	free(t);
+}
+
+struct s3_client *tier_client(const struct tier *t)
+{
+	return t->cfg.s3;
+}
+
+const char *tier_prefix(const struct tier *t)
+{
+	return t->prefix;
+}
+
+const char *tier_origin_bucket(const struct tier *t)
+{
+	return t->bucket;
+}
+
+unsigned int tier_hedge_ms(const struct tier *t)
+{
+	return t->cfg.hedge_ms;
+}

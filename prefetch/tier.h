@@ -1,0 +1,137 @@
+/*
+ * prefetch/tier.h - the shared cache tier (private to prefetch): a second
+ * S3 bucket, near the readers, that holds copies of origin objects so that
+ * N nodes read each object from the origin once between them.
+ *
+ * Tier objects are named by the origin bucket, key and ETag (tier_name()),
+ * so two versions of a key never mix, and carry the origin ETag, size and
+ * an xxh3-64 of the bytes as x-amz-meta-hintfs-* headers; a read back
+ * whose headers or bytes do not match is a mismatch (tier_judge()), never
+ * served. The engine (engine.c) decides where a GET goes and what its
+ * answer means; this file owns the naming, the check, the background PUTs
+ * of objects the origin served after a tier miss (a bounded queue: full
+ * drops and counts, a reader never waits on it), the breaker that sends
+ * fetches straight to the origin while the tier fails, and the counters.
+ * hintfs never deletes on the tier: its lifecycle rules evict.
+ */
+#ifndef HINTFS_PREFETCH_TIER_H
+#define HINTFS_PREFETCH_TIER_H
+
+#include "prefetch/prefetch.h"
+#include "prefetch/s3_xfer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The longest tier object name: the prefix (at most 512 bytes, checked by
+ * tier_start()), "hintfs-v1/" and 64 hex digits. */
+#define TIER_NAME_MAX 600
+
+/** What the answer to a tier GET means. */
+enum tier_verdict {
+	TIER_HIT,      /**< the object, checked: serve it */
+	TIER_MISS,     /**< not there (NoSuchKey): origin, then PUT */
+	TIER_MISMATCH, /**< there, but its size, ETag or bytes are not the
+			    origin's: origin, then PUT the right one */
+	TIER_ERROR,    /**< no good answer (5xx, reset, truncated, timeout,
+			    refused): origin, no PUT */
+};
+
+/**
+ * Writes into @out (@cap bytes) the tier name of version @etag of key
+ * @key (@key_len bytes) of origin bucket @bucket, under @prefix ("" or
+ * ending in '/'): prefix + "hintfs-v1/" + hex SHA-256 of bucket, key and
+ * ETag, each followed by a NUL. Fixed length after the prefix, whatever
+ * the key holds. Returns the length, or 0 when @cap is too small. Pure.
+ */
+size_t tier_name(const char *prefix, const char *bucket, const char *key,
+		 size_t key_len, const char *etag, char *out, size_t cap);
+
+/** The x-amz-meta-hintfs-xxh3 value of @len bytes at @data (16 hex). */
+void tier_sum_hex(const void *data, size_t len, char out[17]);
+
+/**
+ * Judges the end of a tier GET of an object listed at the origin with
+ * @etag and @size: @got is what s3_xfer_finish() returned (bytes, or a
+ * -errno with @st), @m the answer's headers, @body the bytes. Pure.
+ */
+enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
+			     const struct s3_obj_meta *m, const char *etag,
+			     uint64_t size, const void *body);
+
+struct tier_config {
+	struct s3_client *s3;      /**< the tier's client; not owned */
+	const char *origin_bucket; /**< names tier objects */
+	const char *prefix;        /**< "" or ending in '/' */
+	unsigned int hedge_ms;     /**< see tier_hedge_ms() */
+	uint64_t put_mem;          /**< bytes queued for PUT at most;
+				        0: default */
+};
+
+/** Counters of one tier (a snapshot). */
+struct tier_stats {
+	uint64_t gets;        /**< tier GETs started */
+	uint64_t hits;        /**< answered with the object, checked */
+	uint64_t misses;      /**< not there */
+	uint64_t mismatches;  /**< there but not the origin's: not served */
+	uint64_t fallbacks;   /**< errors, timeouts: read from the origin */
+	uint64_t hedged;      /**< too slow for a waiting reader: origin */
+	uint64_t bypassed;    /**< fetches sent to the origin while the
+				   breaker was open (tier failing) */
+	uint64_t puts;        /**< objects written to the tier */
+	uint64_t put_errors;  /**< PUTs that failed after their retries */
+	uint64_t put_dropped; /**< not queued: queue full */
+	uint64_t put_pending; /**< queued or being written now */
+};
+
+struct tier;
+
+/**
+ * Starts the tier's PUT workers. Returns 0, -EINVAL (prefix too long) or
+ * -ENOMEM. Call from one thread.
+ */
+int tier_start(const struct tier_config *cfg, struct tier **out);
+
+/** Stops the workers (a PUT under way ends first) and frees @t, dropping
+ *  what is still queued. NULL ok. */
+void tier_stop(struct tier *t);
+
+/** The tier's client. */
+struct s3_client *tier_client(const struct tier *t);
+
+/** The tier's bucket naming inputs, for tier_name(). */
+const char *tier_prefix(const struct tier *t);
+const char *tier_origin_bucket(const struct tier *t);
+
+/**
+ * How long a reader waits on a tier GET before its object is read from the
+ * origin instead, in ms; 0: never (the attempt's own timeout).
+ */
+unsigned int tier_hedge_ms(const struct tier *t);
+
+/**
+ * Whether a fetch should try the tier now: false while the breaker is
+ * open (counted in bypassed). Any thread.
+ */
+bool tier_use(struct tier *t);
+
+/** Counts a tier GET's start, and feeds its verdict to the stats and the
+ *  breaker (@hedged: cancelled for being slow). Any thread. */
+void tier_note_get(struct tier *t);
+void tier_note_verdict(struct tier *t, enum tier_verdict v, bool hedged);
+
+/**
+ * Queues a PUT of object @key (@key_len bytes), version @etag, @size bytes
+ * at @data (copied) to the tier. Returns 0, or -EBUSY when the queue is
+ * full (counted in put_dropped) or -ENOMEM. Any thread; never blocks on
+ * the network.
+ */
+int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
+	     uint64_t size, const void *data);
+
+/** Fills @st. Any thread. */
+void tier_get_stats(struct tier *t, struct tier_stats *st);
+
+#endif /* HINTFS_PREFETCH_TIER_H */
