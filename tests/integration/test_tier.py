@@ -1,0 +1,280 @@
+"""The shared cache tier (-o shared_cache, issue 13 part 3), against the RGW:
+the origin is one bucket behind one proxy, the tier a second bucket behind a
+second proxy, so that each proxy's log counts one side's requests.
+
+- write-through: a cold read from the origin writes the object to the tier,
+  named by bucket, key and ETag, with the origin ETag, size and checksum;
+- read-through: a second mount (its own local cache) reads every object
+  from the tier, byte-exact, and sends the origin no GET;
+- a tier object that is not the origin's version (other bytes, another
+  ETag) is never served: the origin's bytes are, it is counted and
+  written again;
+- a tier that is down, answers 503, resets or truncates: every read is
+  byte-exact, none fails, the fallbacks are counted;
+- four mounts, each with a local cache of a third of the data set, read
+  three epochs of a DistributedSampler-like split (a CI-sized version of
+  the benchmark): one origin GET per object in epoch 1, at most 1% of the
+  objects in epochs 2 and 3.
+
+Request counts come from the proxies' logs; no assertion depends on time.
+"""
+
+import random
+import threading
+import time
+
+import pytest
+
+import workload
+from dataset import upload
+from proxy import Proxy
+from workload import object_gets, parallel_read
+
+import hintfs
+from hintfs.torch import write_hint
+
+TIER_PREFIX = "shared"
+# Every read of a test must finish; a hung one fails instead of hanging.
+READ_TIMEOUT_S = 240
+
+
+@pytest.fixture
+def proxies(rgw):
+    """start(**Proxy.start options) -> a Proxy in front of the RGW."""
+    started = []
+
+    def start(**kw):
+        px = Proxy()
+        started.append(px)
+        px.start(rgw, **kw)
+        return px
+
+    yield start
+    for px in started:
+        px.stop()
+
+
+@pytest.fixture
+def buckets(s3, bucket, make_bucket):
+    """(origin bucket, tier bucket, key -> bytes): 40 small objects."""
+    objects = workload.small_objects(n=40, seed=13, tag="t")
+    upload(s3, bucket, objects)
+    return bucket, make_bucket("tier"), objects
+
+
+def tier_options(tier_bucket, tier_px, *extra):
+    return [f"shared_cache=s3://{tier_bucket}/{TIER_PREFIX}",
+            f"shared_cache_endpoint={tier_px.endpoint}", *extra]
+
+
+def wait_puts(m, timeout=60):
+    """Waits until the mount's tier PUT queue is empty; returns its stats."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = hintfs.stats(m.path)["tier"]
+        if st["put_pending"] == 0 or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
+
+
+def tier_objects(s3, tier_bucket):
+    """key -> Metadata of every object in the tier bucket."""
+    out = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=tier_bucket):
+        for o in page.get("Contents", []):
+            out[o["Key"]] = s3.head_object(Bucket=tier_bucket,
+                                           Key=o["Key"])["Metadata"]
+    return out
+
+
+def read_all(m, objects, threads=8):
+    res = parallel_read(m.path, sorted(objects), objects, threads=threads,
+                        timeout=READ_TIMEOUT_S)
+    assert res.errors == {}, res.errors
+    assert res.wrong == 0, res.wrong_keys
+    assert res.files == len(objects)
+    return res
+
+
+def fill_tier(mount, proxies, origin, tier, objects):
+    """A first mount reads everything once: the tier then holds it all."""
+    opx, tpx = proxies(), proxies()
+    m = mount(origin, endpoint=opx.endpoint,
+              options=tier_options(tier, tpx))
+    read_all(m, objects)
+    st = wait_puts(m)
+    assert st["puts"] == len(objects) and st["put_dropped"] == 0, st
+    m.stop()
+    return opx, tpx
+
+
+def test_write_through(s3, buckets, mount, proxies):
+    origin, tier, objects = buckets
+    opx, tpx = proxies(), proxies()
+    m = mount(origin, endpoint=opx.endpoint, options=tier_options(tier, tpx))
+    read_all(m, objects)
+    st = wait_puts(m)
+
+    # Every object missed the tier, came from the origin once, went back.
+    assert st["misses"] == len(objects) and st["hits"] == 0, st
+    assert st["puts"] == len(objects), st
+    assert len(object_gets(opx, origin)) == len(objects)
+    etags = {k: s3.head_object(Bucket=origin, Key=k)["ETag"] for k in objects}
+    stored = tier_objects(s3, tier)
+    assert len(stored) == len(objects)
+    assert all(k.startswith(f"{TIER_PREFIX}/hintfs-v1/") for k in stored)
+    # Named by version: each tier object carries one origin ETag and size.
+    assert sorted(md["hintfs-etag"] for md in stored.values()) == \
+        sorted(etags.values())
+    sizes = {etags[k]: len(v) for k, v in objects.items()}
+    for md in stored.values():
+        assert int(md["hintfs-size"]) == sizes[md["hintfs-etag"]]
+        assert len(md["hintfs-xxh3"]) == 16
+    # hintfs never deletes on the tier, and PUTs only there.
+    assert not [r for r in tpx.requests() if r.method == "DELETE"]
+    assert not [r for r in opx.requests() if r.method != "GET"]
+
+
+def test_read_through(s3, buckets, mount, proxies):
+    origin, tier, objects = buckets
+    opx, tpx = fill_tier(mount, proxies, origin, tier, objects)
+    before = len(object_gets(opx, origin))
+
+    # A second node: its own, empty local cache.
+    m = mount(origin, endpoint=opx.endpoint, options=tier_options(tier, tpx))
+    read_all(m, objects)
+    st = hintfs.stats(m.path)["tier"]
+    assert st["hits"] == len(objects), st
+    assert st["misses"] == st["mismatches"] == st["fallbacks"] == 0, st
+    assert st["puts"] == 0, st
+    assert len(object_gets(opx, origin)) == before  # no origin GET
+    # The first mount's GETs missed (404); this one's were answered.
+    tier_gets = [r for r in object_gets(tpx, tier) if r.status == 200]
+    assert len(tier_gets) == len(objects)
+
+
+def test_etag_mismatch_never_served(s3, buckets, mount, proxies):
+    origin, tier, objects = buckets
+    opx, tpx = fill_tier(mount, proxies, origin, tier, objects)
+    stored = sorted(tier_objects(s3, tier).items())
+    # Other bytes under the right metadata (a checksum mismatch) ...
+    k1, md1 = stored[0]
+    s3.put_object(Bucket=tier, Key=k1, Body=b"x" * int(md1["hintfs-size"]),
+                  Metadata=md1)
+    # ... and another version's ETag with the right size.
+    k2, md2 = stored[1]
+    body = s3.get_object(Bucket=tier, Key=k2)["Body"].read()
+    s3.put_object(Bucket=tier, Key=k2, Body=body,
+                  Metadata=dict(md2, **{"hintfs-etag": '"0123"'}))
+    before = len(object_gets(opx, origin))
+
+    m = mount(origin, endpoint=opx.endpoint, options=tier_options(tier, tpx))
+    read_all(m, objects)
+    st = wait_puts(m)
+    assert st["mismatches"] == 2, st
+    assert st["hits"] == len(objects) - 2, st
+    assert len(object_gets(opx, origin)) - before == 2
+    # The right version is written back over the wrong one.
+    assert st["puts"] == 2, st
+    fixed = tier_objects(s3, tier)
+    assert fixed[k1] == md1 and fixed[k2] == md2
+
+
+def test_tier_down(buckets, mount, proxies):
+    origin, tier, objects = buckets
+    opx = proxies()
+    # Nothing listens on port 1: every tier GET is refused at once.
+    m = mount(origin, endpoint=opx.endpoint,
+              options=[f"shared_cache=s3://{tier}",
+                       "shared_cache_endpoint=http://127.0.0.1:1"])
+    read_all(m, objects)
+    st = hintfs.stats(m.path)["tier"]
+    assert hintfs.stats(m.path)["reads"]["failed"] == 0
+    # Each object tried the tier and fell back, or skipped it while the
+    # breaker was open: the origin served every one, once.
+    assert st["fallbacks"] + st["bypassed"] >= len(objects), st
+    assert st["hits"] == 0
+    assert len(object_gets(opx, origin)) == len(objects)
+
+
+@pytest.mark.parametrize("fault", [
+    pytest.param(dict(slowdown=40), id="503"),
+    pytest.param(dict(reset=40), id="reset"),
+    pytest.param(dict(truncate=40), id="truncate"),
+    pytest.param(dict(stall=40, stall_ms=4000), id="stall"),
+])
+def test_tier_faults(buckets, mount, proxies, fault):
+    origin, tier, objects = buckets
+    fill_tier(mount, proxies, origin, tier, objects)
+    opx, tpx = proxies(), proxies(seed=7, **fault)
+    m = mount(origin, endpoint=opx.endpoint,
+              options=tier_options(tier, tpx, "shared_cache_hedge_ms=200"))
+    read_all(m, objects)
+    st = hintfs.stats(m.path)["tier"]
+    assert hintfs.stats(m.path)["reads"]["failed"] == 0
+    assert st["mismatches"] == 0, st
+    faults = [r for r in tpx.requests()
+              if r.outcome in ("503", "reset", "truncated", "stalled")]
+    assert faults, "the proxy injected nothing"
+    # What the tier did not serve, the origin did, once per object.
+    assert st["hits"] + len(object_gets(opx, origin)) == len(objects), st
+    assert st["fallbacks"] + st["hedged"] + st["bypassed"] == \
+        len(object_gets(opx, origin)), st
+
+
+# ------------------------------------------------- four mounts, three epochs
+
+WORLD = 4
+EPOCHS = 3
+N_OBJECTS = 200
+
+
+def shard(keys, epoch, rank):
+    """DistributedSampler(world=4, shuffle=True, seed=0).set_epoch(epoch)'s
+    share of rank @rank: a fresh permutation per epoch, every 4th entry."""
+    order = sorted(keys)
+    random.Random(1000 + epoch).shuffle(order)
+    return order[rank::WORLD]
+
+
+def test_four_mounts_three_epochs(s3, bucket, make_bucket, mount, proxies):
+    objects = workload.small_objects(n=N_OBJECTS, seed=14, tag="e")
+    upload(s3, bucket, objects)
+    tier = make_bucket("tier4")
+    opx, tpx = proxies(), proxies()
+    third = sum(len(v) for v in objects.values()) // 3
+    # The hedge is off: a loaded CI box must not turn a slow tier answer
+    # into an origin GET the counts below would see.
+    mounts = [mount(bucket, endpoint=opx.endpoint,
+                    options=tier_options(tier, tpx, f"cache_size={third}",
+                                         "shared_cache_hedge_ms=0"))
+              for _ in range(WORLD)]
+    per_epoch = []
+    for epoch in range(EPOCHS):
+        before = len(object_gets(opx, bucket))
+        results = [None] * WORLD
+
+        def rank_run(r):
+            keys = shard(objects, epoch, r)
+            write_hint(mounts[r].path, keys, epoch=epoch)
+            results[r] = parallel_read(mounts[r].path, keys, objects,
+                                       threads=4, timeout=READ_TIMEOUT_S)
+
+        threads = [threading.Thread(target=rank_run, args=(r,))
+                   for r in range(WORLD)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for r, res in enumerate(results):
+            assert res.errors == {} and res.wrong == 0, (epoch, r, res)
+            assert res.files == N_OBJECTS // WORLD
+        for m in mounts:
+            assert wait_puts(m)["put_dropped"] == 0
+        per_epoch.append(len(object_gets(opx, bucket)) - before)
+
+    assert per_epoch[0] == N_OBJECTS, per_epoch
+    assert all(n <= N_OBJECTS // 100 for n in per_epoch[1:]), per_epoch
+    hits = sum(hintfs.stats(m.path)["tier"]["hits"] for m in mounts)
+    assert hits > 0
