@@ -61,6 +61,28 @@ static void test_good(void)
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "fetch_mem=1G") == 0);
 	CHECK(o.fetch_mem == 1ull << 30);
 	opts_fini(&o);
+	/* The shared cache tier: the origin's endpoint and region unless
+	 * its own are given. */
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
+		    "endpoint=http://10.0.0.1:7480,"
+		    "shared_cache=s3://near/a/b/") == 0);
+	CHECK(!strcmp(o.tier_bucket, "near") && !strcmp(o.tier_prefix, "a/b/"));
+	CHECK(!strcmp(o.tier_endpoint, "http://10.0.0.1:7480"));
+	CHECK(!strcmp(o.tier_region, "us-east-1"));
+	CHECK(o.tier_path_style && o.tier_hedge_ms == 100);
+	opts_fini(&o);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
+		    "shared_cache=s3://near,shared_cache_endpoint="
+		    "https://s3express.example,shared_cache_region=eu-west-1,"
+		    "shared_cache_hedge_ms=0") == 0);
+	CHECK(!strcmp(o.tier_prefix, "") &&
+	      !strcmp(o.tier_endpoint, "https://s3express.example"));
+	CHECK(!strcmp(o.tier_region, "eu-west-1") && !o.tier_path_style);
+	CHECK(o.tier_hedge_ms == 0 && !strcmp(o.region, "us-east-1"));
+	opts_fini(&o);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
+	CHECK(o.tier_bucket == NULL);
+	opts_fini(&o);
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "store_ahead=0") == 0);
 	CHECK(o.store_ahead == 0);
 	opts_fini(&o);
@@ -149,6 +171,16 @@ static void test_bad(void)
 		{ "s3://bkt", "/mnt", "-o", "store_ahead=10%",
 		  "-o store_ahead=10%: expected bytes" },
 		{ "s3://bkt", "/mnt", "-o", "store_ahead=x", "store_ahead=x" },
+		{ "s3://bkt", "/mnt", "-o", "shared_cache=near",
+		  "not an S3 URL" },
+		{ "s3://bkt", "/mnt", "-o", "shared_cache_region=x",
+		  "need -o shared_cache=" },
+		{ "s3://bkt", "/mnt", "-o",
+		  "shared_cache=s3://n,shared_cache_endpoint=ftp://x",
+		  "shared cache endpoint 'ftp://x'" },
+		{ "s3://bkt", "/mnt", "-o",
+		  "shared_cache=s3://n,shared_cache_hedge_ms=x",
+		  "shared_cache_hedge_ms=x" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
