@@ -54,9 +54,10 @@
  * byte. A hit completes the fetch as an origin GET would; a miss, a
  * mismatch, an error or a timeout turns the part into an origin GET with
  * the whole retry budget (the tier costs time, never a read), and after a
- * miss or a mismatch the writer PUTs the origin's bytes to the tier in the
- * background. A reader that waits on a tier GET longer than the hedge
- * (tier_hedge_ms) cancels it and reads the origin. Streams never use the
+ * miss, a mismatch or a hedge the writer PUTs the origin's bytes to the
+ * tier in the background. A tier GET a reader waits on that runs past the
+ * hedge (tier_hedge_ns(): -o shared_cache_hedge_ms, or the tail of the
+ * tier's answer times) is cancelled, and the origin read instead. Streams never use the
  * tier. Hints drive prefetches from the tier exactly as from the origin.
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
@@ -578,6 +579,8 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 
 	tier_run_remove(pf, p);
 	tier_note_verdict(pf->tier, v, hedged);
+	if (v != TIER_ERROR)
+		tier_note_answer_ns(pf->tier, mono_ns() - p->start_ns);
 	if (v == TIER_HIT) {
 		part_ended(pf, p, got, false, st);
 		return;
@@ -585,7 +588,11 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	pf->running--;
 	f->running--;
 	f->tier = false;
-	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH;
+	/* After a miss or a mismatch the tier needs the object; after a
+	 * hedge it may lack it (a slow answer says nothing), and writing it
+	 * again costs a PUT where a miss next epoch costs an origin GET. A
+	 * tier that answers errors gets nothing more to do. */
+	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH || hedged;
 	/* The origin's GET is another request: new handle, If-Match. */
 	s3_xfer_destroy(p->x);
 	p->x = NULL;
@@ -601,7 +608,7 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
  */
 static bool tier_hedge(struct pf *pf, int *timeout_ms)
 {
-	uint64_t hedge_ns = 1000000ull * tier_hedge_ms(pf->tier);
+	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
 	uint64_t now = mono_ns();
 	struct pf_part *p, *next;
 	bool any = false;

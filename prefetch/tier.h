@@ -107,9 +107,15 @@ const char *tier_origin_bucket(const struct tier *t);
 
 /**
  * How long a reader waits on a tier GET before its object is read from the
- * origin instead, in ms; 0: never (the attempt's own timeout).
+ * origin instead, in ns: the configured hedge_ms, or 4 times the tier's
+ * recent answer time when that is longer; 0: never (the attempt's own
+ * timeout). Any thread.
  */
-unsigned int tier_hedge_ms(const struct tier *t);
+uint64_t tier_hedge_ns(const struct tier *t);
+
+/** Feeds the time a tier GET took to its answer (hit, miss or mismatch)
+ *  to tier_hedge_ns(). Any thread. */
+void tier_note_answer_ns(struct tier *t, uint64_t ns);
 
 /**
  * Whether a fetch should try the tier now: false while the breaker is
