@@ -1559,9 +1559,11 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	/* Keep one connection per transfer alive between requests. */
+	/* Keep one connection per transfer alive between requests: to the
+	 * tier as well as to the origin when there is one (a fetch moves
+	 * from one to the other, so both sides have max_inflight in use). */
 	curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
-			  (long)pf->cfg.max_inflight + 16);
+			  (long)pf->cfg.max_inflight * (cfg->tier_s3 ? 2 : 1) + 16);
 	rc = netloop_init(&pf->net, pf->multi);
 	if (rc)
 		goto fail;
