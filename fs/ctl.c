@@ -774,14 +774,15 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 			"\"bypassed\": %llu, \"puts\": %llu, "
 			"\"put_errors\": %llu, \"put_dropped\": %llu, "
 			"\"put_pending\": %llu, \"requests\": {\"get\": %llu, "
-			"\"put\": %llu}},\n",
+			"\"put\": %llu, \"connects\": %llu}},\n",
 			U(ps.tier_st.gets), U(ps.tier_st.hits),
 			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
 			U(ps.tier_st.fallbacks), U(ps.tier_st.hedged),
 			U(ps.tier_st.bypassed), U(ps.tier_st.puts),
 			U(ps.tier_st.put_errors), U(ps.tier_st.put_dropped),
 			U(ps.tier_st.put_pending), U(tg),
-			U(s3_client_puts(fs->tier_s3)));
+			U(s3_client_puts(fs->tier_s3)),
+			U(s3_client_connects(fs->tier_s3)));
 	}
 	fs_creds_json(f, s3_client_creds(fs->s3));
 	fprintf(f, "}\n");
