@@ -437,6 +437,9 @@ static int run(struct hintfs_opts *o)
 	if (ready_fd >= 0)
 		detach_end(ready_fd);
 	log_info("mounted %s at %s", o->source, o->mountpoint);
+	if (o->shared_cache)
+		log_info("shared cache %s at %s", o->shared_cache,
+			 o->tier_endpoint);
 	if (creds)
 		log_creds(creds);
 

@@ -589,10 +589,11 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	f->running--;
 	f->tier = false;
 	/* After a miss or a mismatch the tier needs the object; after a
-	 * hedge it may lack it (a slow answer says nothing), and writing it
-	 * again costs a PUT where a miss next epoch costs an origin GET. A
-	 * tier that answers errors gets nothing more to do. */
-	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH || hedged;
+	 * hedge or a timeout it may lack it (a slow answer says nothing),
+	 * and writing it again costs a PUT where a miss next epoch costs an
+	 * origin GET. A tier that answers errors gets nothing more to do. */
+	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH || hedged ||
+		      got == -ETIMEDOUT;
 	/* The origin's GET is another request: new handle, If-Match. */
 	s3_xfer_destroy(p->x);
 	p->x = NULL;
