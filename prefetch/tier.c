@@ -184,7 +184,10 @@ void tier_note_answer_ns(struct tier *t, uint64_t ns)
 uint64_t tier_hedge_ns(const struct tier *t)
 {
 	uint64_t floor = 1000000ull * t->cfg.hedge_ms;
-	uint64_t tail = TIER_HEDGE_TAIL * atomic_load(&t->answer_ns);
+	uint64_t avg = atomic_load(&t->answer_ns);
+	/* No answer yet (a mount's first GETs all start at once): the tail
+	 * is not known, so the hedge waits 4 times its floor. */
+	uint64_t tail = TIER_HEDGE_TAIL * (avg ? avg : floor);
 
 	if (!floor)
 		return 0;
