@@ -497,7 +497,10 @@ static void whole_complete(struct pf *pf, struct pf_fetch *f)
 		pf->done[pf->n_done++] = f;
 		pthread_cond_signal(&pf->wcv);
 	} else {
-		/* No room to remember it: leave it uncached. */
+		/* No room to remember it: leave it uncached (and unwritten to
+		 * the tier). */
+		if (f->tier_put)
+			tier_put_forget(pf->tier);
 		pf->st.warm_failed += f->warm_refs;
 		pf_fetch_leave(pf, f);
 	}
@@ -594,6 +597,8 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	 * origin GET. A tier that answers errors gets nothing more to do. */
 	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH || hedged ||
 		      got == -ETIMEDOUT;
+	if (f->tier_put)
+		tier_put_expect(pf->tier);
 	/* The origin's GET is another request: new handle, If-Match. */
 	s3_xfer_destroy(p->x);
 	p->x = NULL;

@@ -259,6 +259,16 @@ static void job_free(struct tier_job *j)
 	free(j);
 }
 
+void tier_put_expect(struct tier *t)
+{
+	add(&t->n.put_pending);
+}
+
+void tier_put_forget(struct tier *t)
+{
+	atomic_fetch_sub(&t->n.put_pending, 1);
+}
+
 int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	     uint64_t size, const void *data)
 {
@@ -267,12 +277,15 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	uint64_t limit = t->cfg.put_mem ? t->cfg.put_mem : TIER_PUT_MEM_DEFAULT;
 
 	if (!tier_name(t->prefix, t->bucket, key, key_len, etag, name,
-		       sizeof(name)))
+		       sizeof(name))) {
+		tier_put_forget(t);
 		return -ENOMEM;
+	}
 	pthread_mutex_lock(&t->mu);
 	if (t->stop || t->queued_bytes + size > limit) {
 		pthread_mutex_unlock(&t->mu);
 		add(&t->n.put_dropped);
+		tier_put_forget(t);
 		return -EBUSY;
 	}
 	t->queued_bytes += size; /* reserved before the copy */
@@ -291,12 +304,12 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 		pthread_mutex_unlock(&t->mu);
 		job_free(j);
 		add(&t->n.put_dropped);
+		tier_put_forget(t);
 		return -ENOMEM;
 	}
 	memcpy(j->data, data, size);
 	*(t->tail ? &t->tail->next : &t->head) = j;
 	t->tail = j;
-	add(&t->n.put_pending);
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return 0;

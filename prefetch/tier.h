@@ -129,10 +129,20 @@ void tier_note_get(struct tier *t);
 void tier_note_verdict(struct tier *t, enum tier_verdict v, bool hedged);
 
 /**
+ * Says a PUT will follow (the object is being read from the origin): it
+ * counts in put_pending from now, so that a reader of the stats who sees
+ * no PUT pending knows every object read so far is in the tier or was
+ * dropped. Each expectation ends in one tier_put() or tier_put_forget().
+ * Any thread.
+ */
+void tier_put_expect(struct tier *t);
+void tier_put_forget(struct tier *t);
+
+/**
  * Queues a PUT of object @key (@key_len bytes), version @etag, @size bytes
- * at @data (copied) to the tier. Returns 0, or -EBUSY when the queue is
- * full (counted in put_dropped) or -ENOMEM. Any thread; never blocks on
- * the network.
+ * at @data (copied) to the tier, ending one tier_put_expect(). Returns 0,
+ * or -EBUSY when the queue is full (counted in put_dropped) or -ENOMEM.
+ * Any thread; never blocks on the network.
  */
 int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	     uint64_t size, const void *data);

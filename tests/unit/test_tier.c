@@ -166,6 +166,7 @@ static void test_put_and_read_back(void)
 	CHECK(tier_start(&tc, &t) == 0);
 	/* Not there yet: a miss. */
 	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_MISS);
+	tier_put_expect(t);
 	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == 0);
 	for (int i = 0; i < 500; i++) {
 		tier_get_stats(t, &ts);
@@ -184,6 +185,7 @@ static void test_put_and_read_back(void)
 	fake_s3_fail(name, 503, "SlowDown", -1);
 	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_ERROR);
 	/* A PUT the tier refuses is counted, not retried for ever. */
+	tier_put_expect(t);
 	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == 0);
 	for (int i = 0; i < 500; i++) {
 		tier_get_stats(t, &ts);
@@ -199,6 +201,7 @@ static void test_put_and_read_back(void)
 	 * past it is dropped and counted at once. */
 	tc.put_mem = sizeof(data) - 1;
 	CHECK(tier_start(&tc, &t) == 0);
+	tier_put_expect(t);
 	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == -EBUSY);
 	tier_get_stats(t, &ts);
 	CHECK(ts.put_dropped == 1 && ts.put_pending == 0);
