@@ -7,7 +7,9 @@
  * connections from a pool, so readers of different files never wait on
  * each other. The prefetch engine (pf_*): one thread that fetches objects
  * into the cache ahead of the readers along the hinted order, and serves
- * reads that miss.
+ * reads that miss. With a shared cache tier (pf_config.tier_s3: a second
+ * client, another bucket) the engine reads an object there before the
+ * origin and writes what the origin served back to it (prefetch/tier.h).
  *
  * Errors are -errno values. The mapping from HTTP statuses, S3 error codes
  * and curl codes happens once, in the S3 client (s3_error.c); callers that
