@@ -188,8 +188,9 @@ uint64_t order_next_pos(const struct order *o, uint32_t id)
 
 /* ---- the queue ------------------------------------------------------------ */
 
-size_t order_ahead(const struct order *o, size_t window, size_t skip,
-		   uint32_t *ids, size_t max)
+/* order_ahead(), storing the i-th id at ids[i * stride]. */
+static size_t ahead_stride(const struct order *o, size_t window, size_t skip,
+			   uint32_t *ids, size_t stride, size_t max)
 {
 	size_t end = o->oldest + window < o->n ? o->oldest + window : o->n;
 	size_t got = 0;
@@ -200,9 +201,15 @@ size_t order_ahead(const struct order *o, size_t window, size_t skip,
 		if (skip)
 			skip--;
 		else
-			ids[got++] = o->ids[at];
+			ids[stride * got++] = o->ids[at];
 	}
 	return got;
+}
+
+size_t order_ahead(const struct order *o, size_t window, size_t skip,
+		   uint32_t *ids, size_t max)
+{
+	return ahead_stride(o, window, skip, ids, 1, max);
 }
 
 void order_queue_init(struct order_queue *q)
@@ -481,23 +488,6 @@ size_t order_streams_pick(struct order_streams *ss, size_t window,
 	return got;
 }
 
-/* order_ahead(), storing the i-th id at ids[i * stride]. */
-static size_t ahead_stride(const struct order *o, size_t window, size_t skip,
-			   uint32_t *ids, size_t stride, size_t max)
-{
-	size_t end = o->oldest + window < o->n ? o->oldest + window : o->n;
-	size_t got = 0;
-
-	for (size_t at = o->oldest; at < end && got < max; at++) {
-		if (o->read[at])
-			continue;
-		if (skip)
-			skip--;
-		else
-			ids[stride * got++] = o->ids[at];
-	}
-	return got;
-}
 
 size_t order_streams_ahead(const struct order_streams *ss, size_t window,
 			   size_t *at, uint32_t *ids, size_t max)

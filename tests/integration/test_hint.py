@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from dataset import sha256, upload
-from workload import gets_settled, object_gets
+from workload import gets_settled, object_gets, wait_gets
 
 import hintfs
 from hintfs.torch import write_hint
 
 N_OBJECTS = 120
-WAIT_S = 60
 
 
 def make_objects(n=N_OBJECTS, size=2000, tag="f"):
@@ -28,17 +27,6 @@ def make_objects(n=N_OBJECTS, size=2000, tag="f"):
             for i in range(n)}
 
 
-
-
-def wait_gets(px, bucket, n, timeout=WAIT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        gets = object_gets(px, bucket)
-        if len(gets) >= n:
-            return gets
-        time.sleep(0.05)
-    pytest.fail(f"only {len(object_gets(px, bucket))} of {n} GETs arrived "
-                f"within {timeout}s")
 
 
 def stats(m):

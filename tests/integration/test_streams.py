@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dataset import sha256, upload
-from workload import drop_page_cache, gets_settled, object_gets
+from workload import drop_page_cache, gets_settled, object_gets, wait_gets
 
 import hintfs
 from hintfs.torch import write_hint
@@ -29,17 +29,6 @@ def make_objects(n, tag, size=2000):
 
 def shuffled(keys):
     return sorted(keys, key=lambda k: sha256(k.encode()))
-
-
-def wait_gets(px, bucket, n, timeout=WAIT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        gets = object_gets(px, bucket)
-        if len(gets) >= n:
-            return gets
-        time.sleep(0.05)
-    pytest.fail(f"only {len(object_gets(px, bucket))} of {n} GETs arrived "
-                f"within {timeout}s")
 
 
 def settle(px, bucket, n):

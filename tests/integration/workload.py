@@ -5,7 +5,8 @@ daemon (its RSS, whether it was built with ASan) and of the proxy's log,
 a way to corrupt a cached blob as a bad disk would,
 and where the build under test is.
 
-Nothing here asserts: the tests decide what must hold.
+Nothing here asserts: the tests decide what must hold (but for
+wait_gets(), which fails the test when the GETs it waits for do not come).
 """
 
 import errno
@@ -142,6 +143,20 @@ def object_gets(px, bucket, key=None):
     return [r for r in px.requests()
             if r.method == "GET" and not r.is_listing and r.bucket == bucket
             and (key is None or r.key == key)]
+
+
+def wait_gets(px, bucket, n, timeout=60):
+    """Waits until the proxy logged @n object GETs in @bucket; returns
+    them. Fails the test, saying how many came, after @timeout seconds."""
+    import pytest
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gets = object_gets(px, bucket)
+        if len(gets) >= n:
+            return gets
+        time.sleep(0.05)
+    pytest.fail(f"only {len(object_gets(px, bucket))} of {n} GETs arrived "
+                f"within {timeout}s")
 
 
 def listings(px, bucket):
