@@ -1520,6 +1520,16 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
+/* Ends the cache writer once it has committed every completed fetch. */
+static void stop_writer(struct pf *pf)
+{
+	pthread_mutex_lock(&pf->mu);
+	pf->writer_stop = true;
+	pthread_cond_signal(&pf->wcv);
+	pthread_mutex_unlock(&pf->mu);
+	pthread_join(pf->writer, NULL);
+}
+
 int pf_start(const struct pf_config *cfg, struct pf **out)
 {
 	struct pf *pf = calloc(1, sizeof(*pf));
@@ -1597,10 +1607,8 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	*out = pf;
 	return 0;
 fail:
-	if (pf->writer_started) {
-		pf_cancel(pf);
-		pthread_join(pf->writer, NULL);
-	}
+	if (pf->writer_started)
+		stop_writer(pf);
 	tier_stop(pf->tier);
 	order_streams_fini(&pf->hints);
 	if (pf->multi)
@@ -1637,8 +1645,9 @@ void pf_stop(struct pf *pf)
 	cache_set_next_use(pf->cfg.cache, NULL, NULL);
 	pf_cancel(pf);
 	pthread_join(pf->thread, NULL);
-	/* The writer ends its batch (a disk write, never the network). */
-	pthread_join(pf->writer, NULL);
+	/* The network thread completes no more fetches: the writer commits
+	 * those done (disk writes, never the network), then ends. */
+	stop_writer(pf);
 	/* Its PUTs under way end (within the tier client's budget); the
 	 * queued ones are dropped. */
 	tier_stop(pf->tier);

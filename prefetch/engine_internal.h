@@ -133,6 +133,9 @@ struct pf {
 	pthread_cond_t wcv;        /* a fetch completed, or the engine stops:
 				      the writer looks */
 	bool stop;
+	bool writer_stop;          /* the network thread has ended: the
+				      writer commits what is done, then
+				      ends (pf_stop()) */
 	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
 	struct pf_fetch *streams;  /* the streams in by_id */
 	struct pf_queue demand;    /* parts of fetches readers wait on */

@@ -116,9 +116,12 @@ void *pf_writer_main(void *arg)
 		uint64_t bytes = 0;
 		size_t n = 0;
 
-		while (!pf->stop && !pf->n_done)
+		/* At the stop, what completed is committed first: bytes
+		 * fetched before a clean unmount are in the next mount's
+		 * cache (disk writes only, bounded by the engine's memory). */
+		while (!pf->writer_stop && !pf->n_done)
 			pthread_cond_wait(&pf->wcv, &pf->mu);
-		if (pf->stop)
+		if (!pf->n_done)
 			break;
 		while (n < pf->n_done && n < PF_COMMIT_BATCH &&
 		       (!n || bytes + pf->done[n]->size <= PF_COMMIT_BYTES)) {

@@ -10,9 +10,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <lmdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char cache_dir[] = "/tmp/hintfs-test-fs-XXXXXX";
@@ -311,6 +314,96 @@ static void test_queue_caps(void)
 	fs_destroy(fs);
 }
 
+/*
+ * A process that holds the cache index's write lock on command, so that
+ * the engine's cache writer blocks in its commit: forked while this
+ * process has no other thread. Commands on @cmd: 'l' locks (answers 'l'
+ * on @ack once held), 'u' unlocks and exits.
+ */
+static pid_t index_locker(int *cmd_fd, int *ack_fd)
+{
+	int cmd[2], ack[2];
+	pid_t pid;
+
+	if (pipe(cmd) || pipe(ack))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char path[256], c = 0;
+		MDB_env *env = NULL;
+		MDB_txn *txn = NULL;
+
+		close(cmd[1]);
+		close(ack[0]);
+		snprintf(path, sizeof(path), "%s/index.mdb", cache_dir);
+		if (read(cmd[0], &c, 1) != 1 || c != 'l' ||
+		    mdb_env_create(&env) || mdb_env_set_maxdbs(env, 3) ||
+		    mdb_env_open(env, path, MDB_NOSUBDIR, 0600) ||
+		    mdb_txn_begin(env, NULL, 0, &txn))
+			_exit(1);
+		if (write(ack[1], "l", 1) != 1 || read(cmd[0], &c, 1) != 1)
+			_exit(1);
+		mdb_txn_abort(txn);
+		mdb_env_close(env);
+		_exit(0);
+	}
+	close(cmd[0]);
+	close(ack[1]);
+	*cmd_fd = cmd[1];
+	*ack_fd = ack[0];
+	return pid;
+}
+
+static void *destroy_fs(void *fs)
+{
+	fs_destroy(fs);
+	return NULL;
+}
+
+/*
+ * An unmount commits what was fetched: an object read from the fetch's
+ * buffers while the cache writer was busy is in the next mount's cache.
+ */
+static void test_stop_commits_what_was_fetched(void)
+{
+	int cmd = -1, ack = -1, status = 0;
+	pthread_t t;
+	struct fs *fs;
+	pid_t locker;
+	char c = 0;
+
+	fake_s3_reset();
+	put("ds/s/a", 100000);
+	put("ds/s/b", 100000);
+	locker = index_locker(&cmd, &ack);
+	CHECK(locker > 0);
+	fs = mount_fs(0);
+	if (!fs || locker <= 0)
+		return;
+	/* The writer takes a, then waits for the index: b is read from its
+	 * fetch and stays in the writer's queue. */
+	CHECK(write(cmd, "l", 1) == 1 && read(ack, &c, 1) == 1 && c == 'l');
+	CHECK(same(fs, "s/a", "ds/s/a", 100000));
+	CHECK(same(fs, "s/b", "ds/s/b", 100000));
+	CHECK(fake_s3_gets() == 2);
+	/* The unmount begins (the engine is told to stop) before the index
+	 * is free again. */
+	CHECK(pthread_create(&t, NULL, destroy_fs, fs) == 0);
+	usleep(300000);
+	CHECK(write(cmd, "u", 1) == 1);
+	pthread_join(t, NULL);
+	CHECK(waitpid(locker, &status, 0) == locker && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0);
+	close(cmd);
+	close(ack);
+
+	fs = mount_fs(0);
+	CHECK(fs && same(fs, "s/a", "ds/s/a", 100000) &&
+	      same(fs, "s/b", "ds/s/b", 100000));
+	CHECK(fake_s3_gets() == 2);
+	fs_destroy(fs);
+}
+
 int main(void)
 {
 	char cmd[128];
@@ -330,6 +423,9 @@ int main(void)
 	if (system(cmd))
 		fprintf(stderr, "cannot empty %s\n", cache_dir);
 	test_queue_caps();
+	if (system(cmd))
+		fprintf(stderr, "cannot empty %s\n", cache_dir);
+	test_stop_commits_what_was_fetched();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", cache_dir);
