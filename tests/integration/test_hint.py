@@ -55,6 +55,37 @@ def test_gets_follow_the_hint_order(s3, bucket, mount, proxy):
     assert st["requests"]["prefetched_objects"] == len(order)
 
 
+def test_prefetch_keeps_the_readers_pace(s3, bucket, mount, proxy):
+    """Before any read a hint fetches 256 files ahead (PF_PACE_MIN), not
+    its whole window of 4,096; as the readers move on, the prefetch
+    follows them, 256 past the furthest file read."""
+    objects = make_objects(400, size=100, tag="p")
+    upload(s3, bucket, objects)
+    m = mount(bucket, endpoint=proxy.endpoint)
+    order = sorted(objects, key=lambda k: sha256(k.encode()))
+    write_hint(m.path, order)
+    wait_gets(proxy, bucket, 256)
+    time.sleep(1)
+    assert sorted(r.key for r in gets_settled(proxy, bucket)) == \
+        sorted(order[:256])
+    for k in order[:100]:
+        assert Path(m / k).read_bytes() == objects[k]
+    wait_gets(proxy, bucket, 356)
+    time.sleep(1)
+    assert sorted(r.key for r in gets_settled(proxy, bucket)) == \
+        sorted(order[:356])
+
+
+def test_pace_off_fetches_the_whole_window(s3, bucket, mount, proxy):
+    """-o pace_ms=0: the hint's whole window at once, with no read."""
+    objects = make_objects(400, size=100, tag="q")
+    upload(s3, bucket, objects)
+    m = mount(bucket, endpoint=proxy.endpoint, options=("pace_ms=0",))
+    write_hint(m.path, sorted(objects))
+    wait_gets(proxy, bucket, 400)
+    assert len(gets_settled(proxy, bucket)) == 400
+
+
 def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):
     objects = make_objects(60)
     upload(s3, bucket, objects)
@@ -71,7 +102,14 @@ def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):
     assert {r.key for r in object_gets(proxy, bucket)} <= set(first[:12])
     assert stats(m)["hint"]["queued"] == 1
 
-    for k in first:  # epoch 1 reads its files, in its order
+    # Epoch 1 reads its files in its order, each once its prefetch has
+    # ended: a reader that overtook the prefetcher would fetch its file on
+    # demand, after the cursor had moved on into the second hint.
+    for k in first:
+        deadline = time.monotonic() + 60
+        while not object_gets(proxy, bucket, k):
+            assert time.monotonic() < deadline, f"{k} never prefetched"
+            time.sleep(0.02)
         assert Path(m / k).read_bytes() == objects[k]
     gets = wait_gets(proxy, bucket, 40)
     assert stats(m)["hint"]["epoch"] == 2
