@@ -756,9 +756,11 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		json_str(f, s->name);
 		fprintf(f, ", \"position\": %llu, \"length\": %llu, "
 			"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
-			"\"stalls\": %llu, \"stall_seconds\": %.6f}",
+			"\"stalls\": %llu, \"stall_seconds\": %.6f, "
+			"\"pace\": %llu}",
 			U(s->pos), U(s->len), (long long)s->epoch, s->queued,
-			U(s->hints), U(s->stalls), (double)s->stall_ns / 1e9);
+			U(s->hints), U(s->stalls), (double)s->stall_ns / 1e9,
+			U(s->pace));
 	}
 	fprintf(f, "]},\n");
 	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "

@@ -60,6 +60,7 @@ struct fs_config {
 	const char *hint_file;     /**< watched hint file, or NULL */
 	unsigned int max_inflight; /**< 0: default */
 	uint32_t window;           /**< 0: default */
+	uint32_t pace_ms;          /**< pf_config.pace_ms */
 	uint64_t fetch_mem;        /**< bytes of fetch buffers; 0: default */
 	/* The shared cache tier: tier.bucket NULL for none. */
 	struct s3_config tier;     /**< the tier bucket and how to reach it */

@@ -309,6 +309,7 @@ static int run(struct hintfs_opts *o)
 		.hint_file = o->hint_file,
 		.max_inflight = o->max_inflight,
 		.window = o->window,
+		.pace_ms = o->pace_ms,
 		.fetch_mem = o->fetch_mem,
 		.tier = {
 			.bucket = o->tier_bucket,

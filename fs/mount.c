@@ -334,6 +334,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.n_ids = tree_count(fs->tree);
 	pc.max_inflight = cfg->max_inflight;
 	pc.window_objects = cfg->window;
+	pc.pace_ms = cfg->pace_ms;
 	pc.fetch_mem = cfg->fetch_mem;
 	pc.tier_s3 = fs->tier_s3;
 	pc.tier_prefix = cfg->tier_prefix;

@@ -10,6 +10,7 @@
 #include "fs/options.h"
 
 #include "common/log.h"
+#include "prefetch/prefetch.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,6 +57,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("hint=%s", hint_file, 0),
 	OPT("max_inflight=%s", max_inflight_str, 0),
 	OPT("window=%s", window_str, 0),
+	OPT("pace_ms=%s", pace_str, 0),
 	OPT("fetch_mem=%s", fetch_mem_str, 0),
 	OPT("profile=%s", profile, 0),
 	OPT("--profile %s", profile, 0),
@@ -532,6 +534,16 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 					   o->window_str);
 		o->window = (uint32_t)v;
 	}
+	if (o->pace_str) {
+		unsigned long long v;
+
+		if (!parse_uint(o->pace_str, 0, 60000, &v))
+			return fail_einval(err, err_len,
+					   "-o pace_ms=%s: expected ms from 0 "
+					   "(the whole window at once) to 60000",
+					   o->pace_str);
+		o->pace_ms = v ? (uint32_t)v : PF_PACE_OFF;
+	}
 	static const struct {
 		const char *name;
 		size_t str_off, val_off;
@@ -652,6 +664,7 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->hint_file);
 	free(o->max_inflight_str);
 	free(o->window_str);
+	free(o->pace_str);
 	free(o->fetch_mem_str);
 	free(o->profile);
 	free(o->credentials_file);
@@ -712,6 +725,9 @@ void opts_usage(const char *prog)
 	       "                         opened (default " OPTS_STORE_AHEAD_HELP "; 0: off)\n"
 	       "  -o max_inflight=N      GETs in flight at once (default 64)\n"
 	       "  -o window=N            hinted objects fetched ahead (default 4096)\n"
+	       "  -o pace_ms=MS          within the window, fetch as far ahead of the\n"
+	       "                         readers as they read in MS (default 1000, at\n"
+	       "                         least 256 files; 0: the whole window at once)\n"
 	       "  -o fetch_mem=SIZE      memory for objects in flight (default 512M)\n"
 	       "  -o relist              list the bucket again instead of using the\n"
 	       "                         listing saved in the cache\n"

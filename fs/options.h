@@ -34,6 +34,7 @@ struct hintfs_opts {
 	char *hint_file;  /**< -o hint=FILE: watched and re-read */
 	char *max_inflight_str; /**< -o max_inflight=N */
 	char *window_str; /**< -o window=N objects ahead */
+	char *pace_str;   /**< -o pace_ms=MS */
 	char *fetch_mem_str; /**< -o fetch_mem=SIZE */
 	char *profile;    /**< -o profile= / --profile: AWS profile name */
 	char *credentials_file; /**< -o credentials_file=: replaces
@@ -65,6 +66,8 @@ struct hintfs_opts {
 	unsigned int max_threads; /**< FUSE worker threads */
 	unsigned int max_inflight; /**< 0: the engine's default */
 	uint32_t window;           /**< 0: the engine's default */
+	uint32_t pace_ms;          /**< pf_config.pace_ms: 0 the engine's
+					default, PF_PACE_OFF none */
 	uint64_t fetch_mem;        /**< 0: the engine's default */
 	int retries;               /**< attempts per request; 0: default */
 	int retry_time_s;          /**< 0: default */

@@ -281,7 +281,7 @@ uint64_t order_queue_next_use(const struct order_queue *q, uint32_t id)
 	return ORDER_NONE;
 }
 
-size_t order_queue_pick(struct order_queue *q, size_t window,
+size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 			order_skip_cb skip, void *arg, uint32_t *ids,
 			size_t room)
 {
@@ -289,11 +289,17 @@ size_t order_queue_pick(struct order_queue *q, size_t window,
 
 	for (struct order *o = q->head; o && got < room; o = o->next) {
 		size_t base = o == q->head ? order_base(o, window) : 0;
+		/* The readers' front: entries behind it are open already or
+		 * being read by other workers (a DataLoader's batches). */
+		size_t front = o == q->head && o->newest > base ? o->newest
+								: base;
 		size_t end;
 
 		if (o->next_pf < base)
 			o->next_pf = base;
 		end = base + budget < o->n ? base + budget : o->n;
+		if (ahead < end - front)
+			end = front + ahead;
 		while (o->next_pf < end && got < room) {
 			size_t at = o->next_pf++;
 			uint32_t id = o->ids[at];
@@ -304,7 +310,8 @@ size_t order_queue_pick(struct order_queue *q, size_t window,
 		if (o->next_pf < o->n)
 			break; /* window full inside this hint */
 		budget -= end - base;
-		if (!budget)
+		ahead -= ahead == SIZE_MAX ? 0 : end - front;
+		if (!budget || !ahead)
 			break;
 	}
 	return got;
@@ -353,6 +360,44 @@ void order_streams_fini(struct order_streams *ss)
 	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
 		order_queue_fini(&ss->s[i].q);
 	order_streams_init(ss);
+}
+
+void order_streams_set_pace(struct order_streams *ss, uint64_t horizon_ns,
+			    uint32_t min)
+{
+	ss->pace_ns = horizon_ns;
+	ss->pace_min = min;
+}
+
+/* Moves @p's ring to the slice of @now_ns, emptying the slices passed. */
+static void pace_advance(const struct order_streams *ss, struct order_pace *p,
+			 uint64_t now_ns)
+{
+	uint64_t at = now_ns / (ss->pace_ns / ORDER_PACE_BUCKETS + 1);
+
+	if (at <= p->at)
+		return;
+	if (at - p->at >= ORDER_PACE_BUCKETS)
+		memset(p->n, 0, sizeof(p->n));
+	else
+		for (uint64_t k = p->at + 1; k <= at; k++)
+			p->n[k % ORDER_PACE_BUCKETS] = 0;
+	p->at = at;
+}
+
+/* How far stream @st's cursor may go past its readers' front at @now_ns:
+ * what they consumed over the horizon, at least pace_min. */
+static size_t pace_ahead(const struct order_streams *ss,
+			 struct order_stream *st, uint64_t now_ns)
+{
+	size_t sum = 0;
+
+	if (!ss->pace_ns)
+		return SIZE_MAX;
+	pace_advance(ss, &st->pace, now_ns);
+	for (int k = 0; k < ORDER_PACE_BUCKETS; k++)
+		sum += st->pace.n[k];
+	return sum > ss->pace_min ? sum : ss->pace_min;
 }
 
 /* Whether stream @st has nothing left to read: no hint, or only the last
@@ -411,7 +456,13 @@ struct order *order_streams_add(struct order_streams *ss, int i,
 	return order_queue_add(&st->q, o, replace);
 }
 
-int order_streams_note_open(struct order_streams *ss, uint32_t id)
+size_t order_streams_pace(struct order_streams *ss, int i, uint64_t now_ns)
+{
+	return pace_ahead(ss, &ss->s[i], now_ns);
+}
+
+int order_streams_note_open(struct order_streams *ss, uint32_t id,
+			    uint64_t now_ns)
 {
 	uint64_t best = ORDER_NONE;
 	int who = -1;
@@ -430,8 +481,15 @@ int order_streams_note_open(struct order_streams *ss, uint32_t id)
 			who = i;
 		}
 	}
-	if (who >= 0)
+	if (who >= 0) {
+		struct order_pace *p = &ss->s[who].pace;
+
 		order_queue_note_open(&ss->s[who].q, id);
+		if (ss->pace_ns) {
+			pace_advance(ss, p, now_ns);
+			p->n[p->at % ORDER_PACE_BUCKETS]++;
+		}
+	}
 	return who;
 }
 
@@ -452,8 +510,8 @@ uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id)
 }
 
 size_t order_streams_pick(struct order_streams *ss, size_t window,
-			  order_skip_cb skip, void *arg, uint32_t *ids,
-			  size_t room)
+			  uint64_t now_ns, order_skip_cb skip, void *arg,
+			  uint32_t *ids, size_t room)
 {
 	uint64_t dry = 0; /* bit i: stream i has nothing more in its window */
 	size_t got = 0;
@@ -476,8 +534,9 @@ size_t order_streams_pick(struct order_streams *ss, size_t window,
 		}
 		if (best < 0)
 			break;
-		if (order_queue_pick(&ss->s[best].q, window, skip, arg,
-				     ids + got, 1)) {
+		if (order_queue_pick(&ss->s[best].q, window,
+				     pace_ahead(ss, &ss->s[best], now_ns), skip,
+				     arg, ids + got, 1)) {
 			got++;
 			/* The next tie goes to the stream after it. */
 			ss->rr = (unsigned int)(best + 1) % ORDER_STREAMS_MAX;

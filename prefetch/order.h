@@ -129,10 +129,12 @@ typedef bool (*order_skip_cb)(void *arg, uint32_t id);
  * Walks the window of @window entries from the current hint's base
  * (order_base()) on into the queued hints, from where the last call left
  * off, and stores up to @room ids not consumed and not skipped by @skip
- * in @ids. Each entry is offered once per order: the cursor moves past
+ * in @ids; never more than @ahead entries past the readers' front (the
+ * newest consumed entry, or the base if that is further on; SIZE_MAX: no
+ * such limit). Each entry is offered once per order: the cursor moves past
  * what it returns and what it skips. Returns how many were stored.
  */
-size_t order_queue_pick(struct order_queue *q, size_t window,
+size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 			order_skip_cb skip, void *arg, uint32_t *ids,
 			size_t room);
 
@@ -182,6 +184,16 @@ uint64_t order_queue_lead(const struct order_queue *q, size_t window);
 /** A stream's name: "rank5" (1-32 of [A-Za-z0-9._-]) or "pid:1234". */
 #define ORDER_STREAM_NAME_MAX 40
 
+/**
+ * The pace of a stream's readers: the entries they consumed in each of the
+ * last ORDER_PACE_BUCKETS slices of the pace horizon.
+ */
+#define ORDER_PACE_BUCKETS 8
+struct order_pace {
+	uint64_t at;                    /**< the current slice (time / width) */
+	uint32_t n[ORDER_PACE_BUCKETS]; /**< consumed per slice, ring */
+};
+
 /** One stream. */
 struct order_stream {
 	char name[ORDER_STREAM_NAME_MAX]; /**< "" when the slot is free */
@@ -192,6 +204,7 @@ struct order_stream {
 	uint64_t last_hint;    /**< order_streams.hints_seen at its last hint:
 				    the slot of the stream idle longest is
 				    reused first */
+	struct order_pace pace; /**< how fast its readers consume */
 };
 
 /** The streams of one mount. Caller-owned storage; the caller locks. */
@@ -200,13 +213,26 @@ struct order_streams {
 	unsigned int rr;      /**< where the next tie-break starts */
 	uint64_t hints_seen;  /**< hints added, over all streams */
 	int latest;           /**< the stream of the latest hint, or -1 */
+	uint64_t pace_ns;     /**< the pace horizon; 0: no pacing (see
+				   order_streams_set_pace()) */
+	uint32_t pace_min;    /**< entries ahead of the front at least */
 };
 
 /** Readies @ss with no stream. */
 void order_streams_init(struct order_streams *ss);
 
-/** Frees every stream's hints. */
+/** Frees every stream's hints (and forgets the pace settings). */
 void order_streams_fini(struct order_streams *ss);
+
+/**
+ * Paces the prefetch: a stream's cursor goes no further past its readers'
+ * front than the entries they consumed in the last @horizon_ns, and at
+ * least @min entries (still within the window). Readers that consume 250
+ * entries a second then have about 250 fetched ahead, not the whole
+ * window at once. @horizon_ns 0: no pacing (the default).
+ */
+void order_streams_set_pace(struct order_streams *ss, uint64_t horizon_ns,
+			    uint32_t min);
 
 /**
  * The stream named @name (NUL-terminated, shorter than
@@ -226,11 +252,18 @@ struct order *order_streams_add(struct order_streams *ss, int i,
 				struct order *o, bool replace);
 
 /**
- * A reader opened @id: the stream that needs it soonest consumes it
- * (order_queue_note_open()). Returns that stream's index, or -1 when no
- * stream expects @id.
+ * A reader opened @id at @now_ns (CLOCK_MONOTONIC): the stream that needs
+ * it soonest consumes it (order_queue_note_open()), and counts it in its
+ * pace. Returns that stream's index, or -1 when no stream expects @id.
  */
-int order_streams_note_open(struct order_streams *ss, uint32_t id);
+int order_streams_note_open(struct order_streams *ss, uint32_t id,
+			    uint64_t now_ns);
+
+/**
+ * How far stream @i's prefetch may run past its readers' front at @now_ns
+ * (order_streams_set_pace()), in entries; SIZE_MAX when unpaced.
+ */
+size_t order_streams_pace(struct order_streams *ss, int i, uint64_t now_ns);
 
 /** The earliest order_queue_next_use() of @id over the streams. */
 uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id);
@@ -238,13 +271,14 @@ uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id);
 /**
  * Fills @ids with up to @room ids to prefetch, one at a time from the
  * stream whose cursor is the fewest entries ahead of its readers (ties
- * round-robin), each stream within its own window of @window entries
- * (order_queue_pick()). An id two streams expect is offered by each:
- * @skip (in flight already) passes over the second. Returns how many.
+ * round-robin), each stream within its own window of @window entries and
+ * its pace at @now_ns (order_queue_pick(), order_streams_set_pace()). An
+ * id two streams expect is offered by each: @skip (in flight already)
+ * passes over the second. Returns how many.
  */
 size_t order_streams_pick(struct order_streams *ss, size_t window,
-			  order_skip_cb skip, void *arg, uint32_t *ids,
-			  size_t room);
+			  uint64_t now_ns, order_skip_cb skip, void *arg,
+			  uint32_t *ids, size_t room);
 
 /**
  * The streams' unread entries within @window of their readers, merged

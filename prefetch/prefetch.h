@@ -214,6 +214,9 @@ typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
 /** No object: what an id lookup gives for a key or path not in the listing. */
 #define PF_NO_ID UINT32_MAX
 
+/** pf_config.pace_ms: no pacing, the whole window is fetched at once. */
+#define PF_PACE_OFF UINT32_MAX
+
 /**
  * The engine's configuration. Its GETs follow the client's retry policy
  * (s3_config.max_attempts, retry_time_ms): one budget per mount.
@@ -230,6 +233,11 @@ struct pf_config {
 	unsigned int max_inflight;   /**< GETs at once; 0 = default */
 	uint32_t window_objects;     /**< hinted objects fetched ahead of the
 					  oldest unread one; 0 = default */
+	uint32_t pace_ms;            /**< within the window, fetch as far
+					  past the readers as they read in
+					  this long (at least PF_PACE_MIN
+					  entries); 0 = default (1,000 ms),
+					  PF_PACE_OFF: the whole window */
 	uint64_t part_size;          /**< bytes per ranged GET of large
 					  objects; 0 = default (8 MiB) */
 	uint64_t max_object_mem;     /**< objects above this are streamed,
@@ -266,6 +274,9 @@ struct pf_stream_stats {
 	uint64_t stalls;         /**< reads that waited, of objects whose
 				      open consumed this stream's entry */
 	uint64_t stall_ns;       /**< total time they waited */
+	uint64_t pace;           /**< entries its prefetch may run past the
+				      furthest one read (pf_config.pace_ms);
+				      0 when unpaced */
 };
 
 /** Counters for .hintfs/stats; a snapshot. */

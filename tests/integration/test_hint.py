@@ -68,6 +68,7 @@ def test_prefetch_keeps_the_readers_pace(s3, bucket, mount, proxy):
     time.sleep(1)
     assert sorted(r.key for r in gets_settled(proxy, bucket)) == \
         sorted(order[:256])
+    assert stats(m)["hint"]["streams"][0]["pace"] == 256
     for k in order[:100]:
         assert Path(m / k).read_bytes() == objects[k]
     wait_gets(proxy, bucket, 356)
@@ -84,6 +85,7 @@ def test_pace_off_fetches_the_whole_window(s3, bucket, mount, proxy):
     write_hint(m.path, sorted(objects))
     wait_gets(proxy, bucket, 400)
     assert len(gets_settled(proxy, bucket)) == 400
+    assert stats(m)["hint"]["streams"][0]["pace"] == 0
 
 
 def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):

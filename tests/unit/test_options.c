@@ -4,6 +4,7 @@
  * mount(8) options dropped, and a clear error for each bad value.
  */
 #include "fs/options.h"
+#include "prefetch/prefetch.h"
 #include "check.h"
 
 #include <stdlib.h>
@@ -60,6 +61,15 @@ static void test_good(void)
 
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "fetch_mem=1G") == 0);
 	CHECK(o.fetch_mem == 1ull << 30);
+	CHECK(o.pace_ms == 0); /* the engine's default */
+	opts_fini(&o);
+
+	/* The pace: milliseconds, 0 for none (the whole window at once). */
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "pace_ms=250") == 0);
+	CHECK(o.pace_ms == 250);
+	opts_fini(&o);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "pace_ms=0") == 0);
+	CHECK(o.pace_ms == PF_PACE_OFF);
 	opts_fini(&o);
 	/* The shared cache tier: the origin's endpoint and region unless
 	 * its own are given. */
@@ -165,6 +175,9 @@ static void test_bad(void)
 		{ "s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs" },
 		{ "s3://bkt", "/mnt", "-o", "fetch_mem=8M", "at least 16M" },
 		{ "s3://bkt", "/mnt", "-o", "fetch_mem=10%", "fetch_mem=10%" },
+		{ "s3://bkt", "/mnt", "-o", "pace_ms=60001",
+		  "-o pace_ms=60001: expected ms from 0" },
+		{ "s3://bkt", "/mnt", "-o", "pace_ms=1s", "pace_ms=1s" },
 		{ "s3://bkt", "/mnt", "-o", "list_workers=0",
 		  "-o list_workers=0: expected a number from 1 to 256" },
 		{ "s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257" },

@@ -154,17 +154,17 @@ static void test_queue(void)
 
 	/* Picks: the window from the base, skipping what the caller says,
 	 * each entry offered once. */
-	n = order_queue_pick(&q, 3, skip_odd, NULL, got, 1);
+	n = order_queue_pick(&q, 3, SIZE_MAX, skip_odd, NULL, got, 1);
 	CHECK(n == 1 && got[0] == 2); /* room for one */
-	n = order_queue_pick(&q, 3, skip_odd, NULL, got, 16);
+	n = order_queue_pick(&q, 3, SIZE_MAX, skip_odd, NULL, got, 16);
 	CHECK(n == 1 && got[0] == 4); /* entries 2..4, 3 skipped */
-	n = order_queue_pick(&q, 3, skip_odd, NULL, got, 16);
+	n = order_queue_pick(&q, 3, SIZE_MAX, skip_odd, NULL, got, 16);
 	CHECK(n == 0); /* window full until readers move */
 	order_queue_note_open(&q, 2);
 	/* A wider window runs on into the queued hint. */
-	n = order_queue_pick(&q, 10, skip_odd, NULL, got, 16);
+	n = order_queue_pick(&q, 10, SIZE_MAX, skip_odd, NULL, got, 16);
 	CHECK(n == 2 && got[0] == 6 && got[1] == 0);
-	n = order_queue_pick(&q, 10, skip_odd, NULL, got, 16);
+	n = order_queue_pick(&q, 10, SIZE_MAX, skip_odd, NULL, got, 16);
 	CHECK(n == 0);
 
 	/* A finished hint gives way to the next. */
@@ -311,33 +311,33 @@ static void test_streams_merge(void)
 	CHECK(ia != ib && order_streams_get(&ss, "rank1") == ib);
 
 	/* Both 0 entries ahead: turn about, each in its own window of 4. */
-	n = order_streams_pick(&ss, 4, skip_taken, taken, got, 32);
+	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32);
 	CHECK(n == 8);
 	CHECK(got[0] == 0 && got[1] == 30 && got[2] == 1 && got[3] == 10 &&
 	      got[4] == 2 && got[5] == 11 && got[6] == 3 && got[7] == 12);
-	CHECK(order_streams_pick(&ss, 4, skip_taken, taken, got, 32) == 0);
+	CHECK(order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32) == 0);
 
 	/* Rank 0's reader takes four: its stream is now the one closest to
 	 * its readers, and is served first (rank 1 waits, it is 4 ahead). */
 	for (uint32_t id = 0; id < 4; id++)
-		CHECK(order_streams_note_open(&ss, id) == ia);
-	n = order_streams_pick(&ss, 4, skip_taken, taken, got, 3);
+		CHECK(order_streams_note_open(&ss, id, 0) == ia);
+	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 3);
 	CHECK(n == 3 && got[0] == 4 && got[1] == 5 && got[2] == 6);
-	n = order_streams_pick(&ss, 4, skip_taken, taken, got, 32);
+	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32);
 	CHECK(n == 1 && got[0] == 7);
 
 	/* 30: next in rank 1 (0 ahead), 6 ahead in rank 0: next use is the
 	 * earliest, and the open is rank 1's. */
 	CHECK(order_streams_next_use(&ss, 30) == 0);
 	CHECK(order_streams_next_use(&ss, 8) == 4);
-	CHECK(order_streams_note_open(&ss, 30) == ib);
+	CHECK(order_streams_note_open(&ss, 30, 0) == ib);
 	CHECK(order_streams_next_use(&ss, 30) == 5); /* rank 0 still has it */
 	CHECK(order_queue_next_use(&ss.s[ia].q, 30) == 5);
-	CHECK(order_streams_note_open(&ss, 99) == -1); /* nobody's */
+	CHECK(order_streams_note_open(&ss, 99, 0) == -1); /* nobody's */
 
 	/* A window of 6: rank 1 (3 ahead) first, then in turn; rank 0's 30
 	 * (its entry 9) was fetched for rank 1 and is not offered again. */
-	n = order_streams_pick(&ss, 6, skip_taken, taken, got, 32);
+	n = order_streams_pick(&ss, 6, 0, skip_taken, taken, got, 32);
 	CHECK(n == 4);
 	CHECK(got[0] == 13 && got[1] == 8 && got[2] == 14 && got[3] == 15);
 	order_streams_fini(&ss);
@@ -357,7 +357,7 @@ static void test_streams_replace(void)
 	ia = add_stream(&ss, "rank0", a, 4);
 	add_stream(&ss, "rank0", a, 4); /* queued behind */
 	ib = add_stream(&ss, "rank1", b, 3);
-	CHECK(order_streams_note_open(&ss, 4) == ib);
+	CHECK(order_streams_note_open(&ss, 4, 0) == ib);
 	CHECK(ss.latest == ib && ss.s[ia].hints == 2 && ss.s[ib].hints == 1);
 	old = order_streams_add(&ss, ia, make(b, 3, 64), true);
 	CHECK(old != NULL);
@@ -368,9 +368,9 @@ static void test_streams_replace(void)
 	CHECK(st.len == 3 && st.pos == 1 && st.queued == 0);
 	/* 5 is now in both at 1 and 0 entries ahead: rank 1's. */
 	CHECK(order_streams_next_use(&ss, 5) == 0);
-	CHECK(order_streams_note_open(&ss, 5) == ib);
+	CHECK(order_streams_note_open(&ss, 5, 0) == ib);
 	/* 4: rank 1 consumed it; rank 0's new hint has it first. */
-	CHECK(order_streams_note_open(&ss, 4) == ia);
+	CHECK(order_streams_note_open(&ss, 4, 0) == ia);
 	order_streams_fini(&ss);
 }
 
@@ -396,7 +396,7 @@ static void test_streams_limit(void)
 	CHECK(order_streams_get(&ss, "rank0") == -ENOSPC);
 	CHECK(order_streams_get(&ss, "pid:1007") == 7); /* an old one: fine */
 	/* pid 1005's reader reads its one entry: done, its slot is free. */
-	CHECK(order_streams_note_open(&ss, 5) == 5);
+	CHECK(order_streams_note_open(&ss, 5, 0) == 5);
 	i = order_streams_get(&ss, "rank0");
 	CHECK(i == 5 && ss.s[5].hints == 0 && !ss.s[5].q.head);
 	CHECK(!strcmp(ss.s[5].name, "rank0"));
@@ -422,7 +422,7 @@ static void test_streams_ahead(void)
 	CHECK(order_streams_ahead(&ss, 100, &at, got, 16) == 0);
 	add_stream(&ss, "rank0", a, 6);
 	add_stream(&ss, "rank1", b, 2);
-	CHECK(order_streams_note_open(&ss, 0) == 0);
+	CHECK(order_streams_note_open(&ss, 0, 0) == 0);
 	CHECK(order_streams_ahead(&ss, 100, &at, got, 3) == 3);
 	CHECK(got[0] == 1 && got[1] == 10 && got[2] == 2 && at == 3);
 	/* Rank 1 runs out: gaps are left out, the rest is rank 0's. */
@@ -432,6 +432,60 @@ static void test_streams_ahead(void)
 	/* Each within its window: 2 entries of each. */
 	at = 0;
 	CHECK(order_streams_ahead(&ss, 2, &at, got, 16) == 4);
+	order_streams_fini(&ss);
+}
+
+/*
+ * Paced streams: the prefetch runs as far past the readers' front as they
+ * read over the horizon (at least the minimum, within the window), on into
+ * the queued hint; readers that stop leave only the minimum.
+ */
+static void test_streams_pace(void)
+{
+	const uint64_t sec = 1000000000ull;
+	uint32_t a[40], b[20], got[64];
+	uint8_t taken[64] = { 0 };
+	struct order_streams ss;
+	size_t n;
+	int i;
+
+	for (uint32_t k = 0; k < 40; k++)
+		a[k] = k;
+	for (uint32_t k = 0; k < 20; k++)
+		b[k] = 40 + k;
+	order_streams_init(&ss);
+	order_streams_set_pace(&ss, sec, 4);
+	i = add_stream(&ss, "r", a, 40);
+	CHECK(i >= 0 && order_streams_add(&ss, i, make(b, 20, 64), false) ==
+			    NULL);
+
+	/* Before any open: the minimum, not the window of 32. */
+	n = order_streams_pick(&ss, 32, 10 * sec, skip_taken, taken, got, 64);
+	CHECK(n == 4 && got[0] == 0 && got[3] == 3);
+
+	/* Ten read within the horizon: ten past the front (entry 10). */
+	for (uint32_t id = 0; id < 10; id++)
+		CHECK(order_streams_note_open(&ss, id, 10 * sec + id * sec / 20) ==
+		      i);
+	n = order_streams_pick(&ss, 32, 10 * sec + sec / 2, skip_taken, taken,
+			       got, 64);
+	CHECK(n == 10 && got[0] == 10 && got[9] == 19); /* 4-9 opened */
+
+	/* They stop; two seconds on, one more open: the pace has decayed to
+	 * the minimum, and the cursor (at 20) is past front + 4 already. */
+	CHECK(order_streams_note_open(&ss, 10, 12 * sec) == i);
+	CHECK(order_streams_pick(&ss, 32, 12 * sec, skip_taken, taken, got,
+				 64) == 0);
+
+	/* Twenty more in a fifth of a second: 21 past the front (31), nine
+	 * of them in this hint and twelve in the queued one. */
+	for (uint32_t id = 11; id <= 30; id++)
+		CHECK(order_streams_note_open(&ss, id,
+					      12 * sec + id * sec / 100) == i);
+	n = order_streams_pick(&ss, 32, 12 * sec + sec / 2, skip_taken, taken,
+			       got, 64);
+	CHECK(n == 21 && got[0] == 31 && got[8] == 39 && got[9] == 40 &&
+	      got[20] == 51);
 	order_streams_fini(&ss);
 }
 
@@ -448,5 +502,6 @@ int main(void)
 	test_streams_replace();
 	test_streams_limit();
 	test_streams_ahead();
+	test_streams_pace();
 	return check_done();
 }
