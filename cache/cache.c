@@ -888,12 +888,15 @@ static int cache_load_rec(void *arg, const struct idx_rec *r)
 		    r->size > s->file_bytes - r->off)
 			return 1;
 	}
-	if (tab_find(&c->tab, r->key, r->key_len, r->etag, r->etag_len))
-		return 1;
 	e = cache_ent_new(r->key, r->key_len, r->etag, r->etag_len);
 	if (!e || tab_reserve(&c->tab, 1)) {
 		free(e);
 		return -ENOMEM;
+	}
+	if (tab_find_hashed(&c->tab, e->khash, r->key, r->key_len, r->etag,
+			    r->etag_len)) {
+		free(e);
+		return 1;
 	}
 	e->seg = s;
 	e->size = r->size;
@@ -973,6 +976,12 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 			ret = idx_open(via_fd ? via_fd : path, path, map,
 				       &c->ix, err, err_len);
 		if (!ret) {
+			size_t n = 0;
+
+			/* One table of the right size, not twenty doublings
+			 * (a failure here only costs those). */
+			if (!idx_count(c->ix, &n))
+				(void)tab_presize(&c->tab, n);
 			ret = idx_load(c->ix, cache_load_rec, &ld, &dropped);
 			if (ret) {
 				idx_close(c->ix);

@@ -185,10 +185,15 @@ struct cache_ent *cache_ent_new(const char *key, size_t key_len,
 uint64_t tab_hash_key(const char *key, size_t key_len);
 struct cache_ent *tab_find(const struct tab *t, const char *key,
 			   size_t key_len, const char *etag, size_t etag_len);
+/* tab_find() with the key's tab_hash_key() already at hand. */
+struct cache_ent *tab_find_hashed(const struct tab *t, uint64_t khash,
+				  const char *key, size_t key_len,
+				  const char *etag, size_t etag_len);
 struct cache_ent *tab_first_version(const struct tab *t, const char *key,
 				    size_t key_len);
 struct cache_ent *tab_by_id(const struct tab *t, uint64_t id);
 int tab_reserve(struct tab *t, size_t n);
+int tab_presize(struct tab *t, size_t n);
 void tab_insert(struct tab *t, struct cache_ent *e);
 void tab_remove(struct tab *t, struct cache_ent *e);
 
@@ -232,6 +237,8 @@ int idx_sync(struct idx *ix);
 size_t idx_key(const char *key, size_t key_len, const char *etag,
 	       size_t etag_len, unsigned char *buf);
 int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped);
+/* The records of the index, in *@n. 0 or -errno. */
+int idx_count(struct idx *ix, size_t *n);
 int idx_apply(struct idx *ix, const struct idx_rec *put, const void *data,
 	      const struct cache_ent *dels);
 int idx_apply_many(struct idx *ix, const struct idx_rec *puts,

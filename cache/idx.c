@@ -473,6 +473,23 @@ static int idx_drops_add(struct idx_drops *d, const MDB_val *k)
 	return 0;
 }
 
+int idx_count(struct idx *ix, size_t *n)
+{
+	MDB_txn *txn;
+	MDB_stat st;
+	int rc;
+
+	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_stat(txn, ix->objects, &st);
+	mdb_txn_abort(txn);
+	if (rc)
+		return idx_errno(rc);
+	*n = st.ms_entries;
+	return 0;
+}
+
 int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped)
 {
 	struct idx_drops drops = { 0 };

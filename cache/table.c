@@ -87,7 +87,14 @@ struct cache_ent *tab_first_version(const struct tab *t, const char *key,
 struct cache_ent *tab_find(const struct tab *t, const char *key,
 			   size_t key_len, const char *etag, size_t etag_len)
 {
-	uint64_t h = tab_hash_key(key, key_len);
+	return tab_find_hashed(t, tab_hash_key(key, key_len), key, key_len,
+			       etag, etag_len);
+}
+
+struct cache_ent *tab_find_hashed(const struct tab *t, uint64_t h,
+				  const char *key, size_t key_len,
+				  const char *etag, size_t etag_len)
+{
 	struct cache_ent *e;
 
 	for (e = t->buckets[h & (t->n_buckets - 1)]; e; e = e->hnext)
@@ -157,6 +164,32 @@ int tab_reserve(struct tab *t, size_t n)
 	t->free_slots = p;
 	t->cap_slots = cap;
 	return 0;
+}
+
+/*
+ * Sizes an empty table for @n entries at once: the chains an index of
+ * @n records needs (rather than doubling, and rehashing every entry, 20
+ * times on the way to a million) and their slots. 0 or -ENOMEM (the table
+ * then grows as it goes).
+ */
+int tab_presize(struct tab *t, size_t n)
+{
+	size_t nb = t->n_buckets;
+	struct cache_ent **b;
+
+	if (t->n_ents)
+		return 0;
+	while (nb < n && nb < ((size_t)1 << 31))
+		nb *= 2;
+	if (nb != t->n_buckets) {
+		b = calloc(nb, sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		free(t->buckets);
+		t->buckets = b;
+		t->n_buckets = nb;
+	}
+	return tab_reserve(t, n);
 }
 
 /* Links @e and gives it a fresh id. tab_reserve() must have succeeded. */

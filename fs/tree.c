@@ -36,6 +36,12 @@ struct tree_builder {
 	struct buf arena;    /* names and ETags; arena.data[0] = "" */
 	char *reserved;      /* name the root may not hold, or NULL */
 	struct tree_skips skips;
+	/* The folder of the last key added ("a/b/", with its '/'), and its
+	 * node: a listing comes sorted, so the next key is most often in
+	 * it, and need not be walked down to again. */
+	char last_dir[1024];
+	size_t last_dir_len; /* 0: none */
+	uint32_t last_dir_idx;
 };
 
 struct tree {
@@ -259,7 +265,8 @@ int tree_builder_add(struct tree_builder *b, const char *path, size_t len,
 {
 	bool marker = len > 0 && path[len - 1] == '/';
 	uint32_t cur = 0, idx;
-	size_t start = 0;
+	size_t start = 0, dir_len;
+	const char *slash;
 	int rc;
 
 	if (marker) {
@@ -272,15 +279,24 @@ int tree_builder_add(struct tree_builder *b, const char *path, size_t len,
 		return 0;
 	}
 	if (b->reserved) {
-		const char *slash = memchr(path, '/', len);
-		size_t first = slash ? (size_t)(slash - path) : len;
+		const char *sep = memchr(path, '/', len);
+		size_t first = sep ? (size_t)(sep - path) : len;
 
 		if (first == strlen(b->reserved) && !memcmp(path, b->reserved, first)) {
 			b->skips.reserved++;
 			return 0;
 		}
 	}
-	for (size_t i = 0; i <= len; i++) {
+	/* In the folder of the key before: start at its node (directories
+	 * stay directories, so it is one still). */
+	slash = memrchr(path, '/', len);
+	dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+	if (dir_len && dir_len == b->last_dir_len &&
+	    !memcmp(path, b->last_dir, dir_len)) {
+		cur = b->last_dir_idx;
+		start = dir_len;
+	}
+	for (size_t i = start; i <= len; i++) {
 		if (i < len && path[i] != '/')
 			continue;
 		bool last = i == len;
@@ -289,6 +305,11 @@ int tree_builder_add(struct tree_builder *b, const char *path, size_t len,
 		rc = find_or_add(b, cur, path + start, i - start, dir, &idx);
 		if (rc)
 			return rc;
+		if (last && dir_len && dir_len <= sizeof(b->last_dir)) {
+			memcpy(b->last_dir, path, dir_len);
+			b->last_dir_len = dir_len;
+			b->last_dir_idx = cur;
+		}
 		struct bnode *n = &b->nodes[idx];
 
 		if (dir) {
