@@ -275,6 +275,23 @@ static bool parse_uint(const char *s, unsigned long long lo,
 	return true;
 }
 
+/*
+ * -o NAME=MS: milliseconds from 0 (@zero says what 0 does) to 60000 in
+ * *@ms. 0, or -EINVAL with the one-line error in @err.
+ */
+static int parse_ms_opt(const char *name, const char *s, const char *zero,
+			unsigned int *ms, char *err, size_t err_len)
+{
+	unsigned long long v;
+
+	if (!parse_uint(s, 0, 60000, &v))
+		return fail_einval(err, err_len,
+				   "-o %s=%s: expected ms from 0 (%s) to 60000",
+				   name, s, zero);
+	*ms = (unsigned int)v;
+	return 0;
+}
+
 /* "200G", "512M", "1073741824", or "20%" (of the free space). */
 static bool parse_size(const char *s, uint64_t *bytes, unsigned int *pct)
 {
@@ -372,14 +389,10 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		return rc;
 	o->tier_hedge_ms = OPTS_TIER_HEDGE_MS_DEFAULT;
 	if (o->tier_hedge_str) {
-		unsigned long long v;
-
-		if (!parse_uint(o->tier_hedge_str, 0, 60000, &v))
-			return fail_einval(err, err_len,
-					   "-o shared_cache_hedge_ms=%s: "
-					   "expected ms from 0 (never) to 60000",
-					   o->tier_hedge_str);
-		o->tier_hedge_ms = (unsigned int)v;
+		rc = parse_ms_opt("shared_cache_hedge_ms", o->tier_hedge_str,
+				  "never", &o->tier_hedge_ms, err, err_len);
+		if (rc)
+			return rc;
 	}
 	if (o->tier_profile) {
 		rc = aws_config_load(&(struct aws_config_req){
@@ -535,14 +548,12 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		o->window = (uint32_t)v;
 	}
 	if (o->pace_str) {
-		unsigned long long v;
+		unsigned int ms = 0;
 
-		if (!parse_uint(o->pace_str, 0, 60000, &v))
-			return fail_einval(err, err_len,
-					   "-o pace_ms=%s: expected ms from 0 "
-					   "(the whole window at once) to 60000",
-					   o->pace_str);
-		o->pace_ms = v ? (uint32_t)v : PF_PACE_OFF;
+		if (parse_ms_opt("pace_ms", o->pace_str,
+				 "the whole window at once", &ms, err, err_len))
+			return -EINVAL;
+		o->pace_ms = ms ? ms : PF_PACE_OFF;
 	}
 	static const struct {
 		const char *name;

@@ -10,6 +10,7 @@
  * build/tests/unit/bench_mount [N] [CACHE_DIR].
  */
 #include "fake_s3.h"
+#include "fs_stats.h"
 #include "fs/fs.h"
 #include "common/clock.h"
 
@@ -41,27 +42,6 @@ static struct fs *mount_fs(const char *dir, double *secs)
 	}
 	*secs = (double)(mono_ns() - t0) / 1e9;
 	return fs;
-}
-
-/* The "objects" counter of the cache section of .hintfs/stats. */
-static long long cached_objects(struct fs *fs)
-{
-	static char text[1 << 16];
-	struct fs_file *fh = NULL;
-	bool direct;
-	const char *p;
-	ssize_t n;
-
-	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct))
-		return -1;
-	n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1, 0);
-	fs_release(fs, FS_INO_CTL_STATS, fh);
-	if (n < 0)
-		return -1;
-	text[n] = '\0';
-	p = strstr(text, "\"cache\": {");
-	p = p ? strstr(p, "\"objects\": ") : NULL;
-	return p ? atoll(p + strlen("\"objects\": ")) : -1;
 }
 
 int main(int argc, char **argv)
@@ -106,7 +86,7 @@ int main(int argc, char **argv)
 		}
 		fs_release(fs, FS_INO_CTL_WARM, fh);
 	}
-	while (cached_objects(fs) < (long long)n)
+	while (fs_stat_of(fs, "cache", "objects") < (long long)n)
 		usleep(100000);
 	printf("every object cached in %.2f s\n",
 	       (double)(mono_ns() - t0) / 1e9);

@@ -5,6 +5,7 @@
  * failed read, the hint followed, errors counted by kind in the stats.
  */
 #include "fake_s3.h"
+#include "fs_stats.h"
 #include "fs/fs.h"
 #include "check.h"
 
@@ -107,29 +108,6 @@ static bool same(struct fs *fs, const char *path, const char *key, size_t len)
 	return ok;
 }
 
-/* A counter of the stats file: the number after "@name": in @section. */
-static long long stat_of(struct fs *fs, const char *section, const char *name)
-{
-	char text[16384], pat[64];
-	struct fs_file *fh = NULL;
-	bool direct;
-	const char *p;
-	ssize_t n;
-
-	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct))
-		return -1;
-	n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1, 0);
-	fs_release(fs, FS_INO_CTL_STATS, fh);
-	if (n < 0)
-		return -1;
-	text[n] = '\0';
-	snprintf(pat, sizeof(pat), "\"%s\": {", section);
-	p = strstr(text, pat);
-	snprintf(pat, sizeof(pat), "\"%s\": ", name);
-	p = p ? strstr(p, pat) : NULL;
-	return p ? atoll(p + strlen(pat)) : -1;
-}
-
 static void test_namespace_and_reads(void)
 {
 	struct fs *fs;
@@ -191,33 +169,33 @@ static void test_errors(void)
 	 * count two slowdowns and two retries. */
 	fake_s3_fail("ds/e/0", 503, "SlowDown", 2);
 	CHECK(same(fs, "e/0", "ds/e/0", 2000));
-	CHECK(stat_of(fs, "errors", "slowdown") == 2);
-	CHECK(stat_of(fs, "requests", "retries") == 2);
+	CHECK(fs_stat_of(fs, "errors", "slowdown") == 2);
+	CHECK(fs_stat_of(fs, "requests", "retries") == 2);
 
 	/* A reset, then served. */
 	fake_s3_fail("ds/e/1", 0, "", 1);
 	CHECK(same(fs, "e/1", "ds/e/1", 2000));
-	CHECK(stat_of(fs, "errors", "network") == 1);
+	CHECK(fs_stat_of(fs, "errors", "network") == 1);
 
 	/* A server error past the budget (3 attempts): EIO. */
 	fake_s3_fail("ds/e/2", 500, "InternalError", -1);
 	CHECK(read_file(fs, "e/2", buf, sizeof(buf)) == -EIO);
-	CHECK(stat_of(fs, "errors", "server") == 3);
+	CHECK(fs_stat_of(fs, "errors", "server") == 3);
 
 	/* Resets past the budget: EIO too, whatever the client's errno. */
 	fake_s3_fail("ds/e/5", 0, "", -1);
 	CHECK(read_file(fs, "e/5", buf, sizeof(buf)) == -EIO);
-	CHECK(stat_of(fs, "errors", "network") == 1 + 3);
+	CHECK(fs_stat_of(fs, "errors", "network") == 1 + 3);
 
 	/* Refused: EACCES at once, no retry. */
 	fake_s3_fail("ds/e/3", 403, "AccessDenied", -1);
 	CHECK(read_file(fs, "e/3", buf, sizeof(buf)) == -EACCES);
-	CHECK(stat_of(fs, "errors", "other") == 1);
+	CHECK(fs_stat_of(fs, "errors", "other") == 1);
 
 	/* Changed since the listing: ESTALE, never the new bytes. */
 	put("ds/e/4", 2000);
 	CHECK(read_file(fs, "e/4", buf, sizeof(buf)) == -ESTALE);
-	CHECK(stat_of(fs, "errors", "stale") == 1);
+	CHECK(fs_stat_of(fs, "errors", "stale") == 1);
 	fs_destroy(fs);
 }
 
@@ -251,17 +229,17 @@ static void test_hint(void)
 	      (ssize_t)strlen(hint));
 	CHECK(fs_flush(fs, FS_INO_CTL_HINT, fh) == 0);
 	fs_release(fs, FS_INO_CTL_HINT, fh);
-	CHECK(stat_of(fs, "hint", "length") == 3);
+	CHECK(fs_stat_of(fs, "hint", "length") == 3);
 	/* The three hinted objects arrive without a read (bounded wait for
 	 * the engine thread; not a timing assertion). */
-	while (stat_of(fs, "cache", "objects") < 3 && waited++ < 1000)
+	while (fs_stat_of(fs, "cache", "objects") < 3 && waited++ < 1000)
 		usleep(10000);
-	CHECK(stat_of(fs, "cache", "objects") == 3);
-	CHECK(stat_of(fs, "requests", "prefetched_objects") == 3);
+	CHECK(fs_stat_of(fs, "cache", "objects") == 3);
+	CHECK(fs_stat_of(fs, "requests", "prefetched_objects") == 3);
 	uint64_t gets = fake_s3_gets();
 	CHECK(same(fs, "h/2", "ds/h/2", 5000) && same(fs, "h/0", "ds/h/0", 5000));
 	CHECK(fake_s3_gets() == gets);
-	CHECK(stat_of(fs, "hint", "position") == 2);
+	CHECK(fs_stat_of(fs, "hint", "position") == 2);
 	fs_destroy(fs);
 }
 
@@ -298,17 +276,17 @@ static void test_queue_caps(void)
 	/* Nobody reads h/3: the current hint stays, 16 queue behind it. */
 	for (int i = 0; i < 17; i++)
 		CHECK(ctl_write(fs, FS_INO_CTL_HINT, one, strlen(one)) == 0);
-	CHECK(stat_of(fs, "hint", "queued") == 16);
+	CHECK(fs_stat_of(fs, "hint", "queued") == 16);
 	CHECK(ctl_write(fs, FS_INO_CTL_HINT, one, strlen(one)) == -EBUSY);
-	CHECK(stat_of(fs, "hint", "refused_queue_full") == 1);
+	CHECK(fs_stat_of(fs, "hint", "refused_queue_full") == 1);
 	CHECK(ctl_write(fs, FS_INO_CTL_HINT, replace, strlen(replace)) == 0);
-	CHECK(stat_of(fs, "hint", "queued") == 0);
+	CHECK(fs_stat_of(fs, "hint", "queued") == 0);
 
 	/* 70,000 pending entries on a listing of 4: over the cap. */
 	for (int i = 0; i < WARM; i++)
 		memcpy(warm + 4 * i, "h/0\n", 4);
 	CHECK(ctl_write(fs, FS_INO_CTL_WARM, warm, WARM * 4) == -EBUSY);
-	CHECK(stat_of(fs, "warm", "refused") == WARM);
+	CHECK(fs_stat_of(fs, "warm", "refused") == WARM);
 	CHECK(ctl_write(fs, FS_INO_CTL_WARM, ".\n", 2) == 0);
 	free(warm);
 	fs_destroy(fs);
