@@ -8,6 +8,7 @@ imports torch.
 
 import os
 import random
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +18,11 @@ from pathlib import Path
 IMAGE_SIDE = 360
 NOISE_SIGMA = 56
 JPEG_QUALITY = 90
+
+
+def log(msg):
+    """One progress line, with the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def read_env(path):

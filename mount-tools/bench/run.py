@@ -52,8 +52,7 @@ CEILING_STEADY_S = 10
 CEILING_RATE_MAX = 4000
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = common.log
 
 
 def csv_list(conv):

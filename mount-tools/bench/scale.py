@@ -27,8 +27,7 @@ UPLOAD_PARALLEL = 64
 READ_TIMEOUT_S = 900
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = common.log
 
 
 def parse_args(argv):

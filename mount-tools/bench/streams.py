@@ -19,13 +19,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import scale, sysutil, systems
+from bench import common, scale, sysutil, systems
 
 READ_TIMEOUT_S = 900
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = common.log
 
 
 def parse_args(argv):

@@ -45,8 +45,7 @@ from hintfs.torch import write_hint  # noqa: E402
 WORLD = 4
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = common.log
 
 
 def mounted(path):

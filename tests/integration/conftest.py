@@ -175,6 +175,24 @@ def proxy(rgw):
         yield px
 
 
+@pytest.fixture
+def proxies(rgw):
+    """start(**Proxy.start options) -> a new Proxy in front of the RGW (a
+    delay, faults, a seed); every one is stopped at the end of the test."""
+    from proxy import Proxy
+    started = []
+
+    def start(**kw):
+        px = Proxy()
+        started.append(px)
+        px.start(rgw, **kw)
+        return px
+
+    yield start
+    for px in started:
+        px.stop()
+
+
 @pytest.fixture(scope="session")
 def s3(rgw):
     return rgw.client()

@@ -18,7 +18,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import time
 
@@ -27,7 +26,7 @@ import pytest
 import workload
 from dataset import upload
 from proxy import Proxy
-from workload import object_gets, parallel_read
+from workload import kill9, object_gets, parallel_read
 
 import hintfs
 from hintfs.torch import write_hint
@@ -70,14 +69,6 @@ def proxy(rgw):
 def need_root():
     if os.geteuid() != 0:
         pytest.skip("needs root (dropping the page cache, mounting tmpfs)")
-
-
-def kill9(m):
-    """SIGKILL the daemon of Mount @m and clear its dead mount."""
-    m.signalled = True
-    os.kill(m.pid, signal.SIGKILL)
-    m.proc.wait(timeout=30)
-    m.unmount(lazy=True)
 
 
 def test_kill9_during_prefetch_loses_nothing(data, mount, proxy, tmp_path):

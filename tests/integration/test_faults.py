@@ -36,7 +36,6 @@ import pytest
 import workload
 import dataset
 from dataset import upload
-from proxy import Proxy
 from workload import object_gets, parallel_read
 
 import hintfs
@@ -105,20 +104,10 @@ def fault_table(request, tmp_path_factory):
 
 
 @pytest.fixture
-def proxy(rgw):
-    """start(**Proxy.start options) -> a Proxy in front of the RGW, stopped
-    at the end of the test."""
-    started = []
-
-    def start(**kw):
-        px = Proxy()
-        started.append(px)
-        px.start(rgw, **kw)
-        return px
-
-    yield start
-    for px in started:
-        px.stop()
+def proxy(proxies):
+    """start(**Proxy.start options) -> a Proxy with these faults
+    (conftest's `proxies`)."""
+    return proxies
 
 
 def table_row(fault, rate, res, st, injected, gets):

@@ -12,6 +12,7 @@ wait_gets(), which fails the test when the GETs it waits for do not come).
 import errno
 import os
 import random
+import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -136,6 +137,14 @@ def corrupt_first_blob(cache_dir, offset=1000):
         f.seek(offset)
         f.write(bytes([b[0] ^ 0xFF]))
     return segs[0]
+
+
+def kill9(m):
+    """SIGKILL the daemon of Mount @m and clear its dead mount."""
+    m.signalled = True
+    os.kill(m.pid, signal.SIGKILL)
+    m.proc.wait(timeout=30)
+    m.unmount(lazy=True)
 
 
 def object_gets(px, bucket, key=None):

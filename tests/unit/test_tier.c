@@ -124,6 +124,18 @@ static struct s3_client *client(void)
 	return c;
 }
 
+/* Waits (5 s at most) for @t's queued PUTs to end; their stats in @ts. */
+static void puts_settled(struct tier *t, struct tier_stats *ts)
+{
+	for (int i = 0; i < 500; i++) {
+		tier_get_stats(t, ts);
+		if (!ts->put_pending)
+			break;
+		usleep(10000);
+	}
+	tier_get_stats(t, ts);
+}
+
 /* A whole GET of tier object @name as the engine sends it; its verdict. */
 static enum tier_verdict get_back(struct s3_client *c, const char *name,
 				  const char *etag, const void *want, size_t len)
@@ -168,13 +180,7 @@ static void test_put_and_read_back(void)
 	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_MISS);
 	tier_put_expect(t);
 	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == 0);
-	for (int i = 0; i < 500; i++) {
-		tier_get_stats(t, &ts);
-		if (!ts.put_pending)
-			break;
-		usleep(10000);
-	}
-	tier_get_stats(t, &ts);
+	puts_settled(t, &ts);
 	CHECK(ts.puts == 1 && ts.put_errors == 0 && fake_s3_puts() == 1);
 	/* Written under its name, with its metadata: read back, a hit. */
 	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_HIT);
@@ -187,13 +193,7 @@ static void test_put_and_read_back(void)
 	/* A PUT the tier refuses is counted, not retried for ever. */
 	tier_put_expect(t);
 	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == 0);
-	for (int i = 0; i < 500; i++) {
-		tier_get_stats(t, &ts);
-		if (!ts.put_pending)
-			break;
-		usleep(10000);
-	}
-	tier_get_stats(t, &ts);
+	puts_settled(t, &ts);
 	CHECK(ts.put_errors == 1);
 	tier_stop(t);
 
