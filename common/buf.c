@@ -27,9 +27,21 @@ int buf_reserve(struct buf *b, size_t n)
 	cap = b->cap ? b->cap : BUF_MIN;
 	while (cap < need)
 		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-	p = realloc(b->data, cap);
-	if (!p)
-		return -ENOMEM;
+	if (b->secret) {
+		/* realloc may move the bytes and leave the old copy. */
+		p = malloc(cap);
+		if (!p)
+			return -ENOMEM;
+		if (b->data) {
+			memcpy(p, b->data, b->len + 1);
+			explicit_bzero(b->data, b->cap);
+			free(b->data);
+		}
+	} else {
+		p = realloc(b->data, cap);
+		if (!p)
+			return -ENOMEM;
+	}
 	if (!b->data)
 		p[0] = '\0';
 	b->data = p;
@@ -52,6 +64,10 @@ int buf_append(struct buf *b, const void *p, size_t n)
 
 void buf_fini(struct buf *b)
 {
+	bool secret = b->secret;
+
+	if (secret && b->data)
+		explicit_bzero(b->data, b->cap);
 	free(b->data);
-	*b = (struct buf){ 0 };
+	*b = (struct buf){ .secret = secret };
 }

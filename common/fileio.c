@@ -9,6 +9,7 @@
 #include "common/buf.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,10 @@
 /* Reads of 64 KiB: a hint of 100,000 paths takes a hundred or so. */
 #define FILEIO_READ_CHUNK 65536
 
-int read_fd_all(int fd, size_t max, char **out, size_t *len)
+static int read_all(int fd, size_t max, bool secret, char **out,
+		    size_t *len)
 {
-	struct buf b = { 0 };
+	struct buf b = { .secret = secret };
 	int rc = 0;
 
 	for (;;) {
@@ -52,6 +54,16 @@ int read_fd_all(int fd, size_t max, char **out, size_t *len)
 	*out = b.data;
 	*len = b.len;
 	return 0;
+}
+
+int read_fd_all(int fd, size_t max, char **out, size_t *len)
+{
+	return read_all(fd, max, false, out, len);
+}
+
+int read_secret_fd(int fd, size_t max, char **out, size_t *len)
+{
+	return read_all(fd, max, true, out, len);
 }
 
 int read_file_all(const char *path, size_t max, char **out, size_t *len)

@@ -19,6 +19,13 @@ int read_fd_all(int fd, size_t max, char **out, size_t *len);
 int read_file_all(const char *path, size_t max, char **out, size_t *len);
 
 /**
+ * read_fd_all() for a file that holds a secret (credentials, a token):
+ * no copy of its bytes is left in freed memory (a secret struct buf). The
+ * caller wipes *@out before freeing it.
+ */
+int read_secret_fd(int fd, size_t max, char **out, size_t *len);
+
+/**
  * mkdir -p: creates directory @path and its missing parents with @mode
  * (an existing @path is fine: the caller's open(O_DIRECTORY) checks it). A parent that cannot be created is
  * left for the final mkdir to report, so a path through an existing

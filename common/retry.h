@@ -1,5 +1,5 @@
 /**
- * common/retry.h - the one retry policy of hintfs (DESIGN.md 2.6): how
+ * common/retry.h - the one retry policy of hintfs (doc/design.md 2.6): how
  * long to wait before the next attempt of a failed request, and when to
  * give up. The S3 client's blocking requests and the prefetch engine's
  * transfers both follow it, with the one budget of the mount (-o retries,
@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/** The budget of one request (DESIGN.md 2.6): about 10 attempts or 60 s,
+/** The budget of one request (doc/design.md 2.6): about 10 attempts or 60 s,
  *  whichever comes first; then the read fails. */
 #define RETRY_ATTEMPTS_DEFAULT 10
 #define RETRY_TIME_DEFAULT_MS 60000

@@ -10,6 +10,7 @@
  */
 #include "fs/aws_config.h"
 
+#include "common/fileio.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -184,65 +185,24 @@ int aws_ini_parse(const char *text, size_t len, aws_ini_cb cb, void *arg)
 
 /* ---- files --------------------------------------------------------------- */
 
-/* Reads @path whole. Returns 0, or -errno (-EFBIG past the limit). */
+/* Reads @path whole, leaving no copy of its secrets in freed memory.
+ * Returns 0, or -errno (-EFBIG past the limit, -EISDIR). */
 static int slurp(const char *path, char **out, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
+	int rc;
 
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0) {
+	if (fstat(fd, &st) < 0)
 		rc = -errno;
-		goto out;
-	}
-	if (S_ISDIR(st.st_mode)) {
+	else if (S_ISDIR(st.st_mode))
 		rc = -EISDIR;
-		goto out;
-	}
-	for (;;) {
-		ssize_t r;
-
-		if (n == cap) {
-			char *nb;
-
-			if (cap >= AWS_FILE_MAX_BYTES) {
-				rc = -EFBIG;
-				goto out;
-			}
-			cap = cap ? cap * 2 : 4096;
-			nb = realloc(buf, cap);
-			if (!nb) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-out:
+	else
+		rc = read_secret_fd(fd, AWS_FILE_MAX_BYTES, out, len);
 	close(fd);
-	if (rc) {
-		if (buf)
-			explicit_bzero(buf, cap);
-		free(buf);
-		return rc;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
+	return rc;
 }
 
 static const char *env(const char *name)

@@ -11,6 +11,7 @@
  * messages quote URLs and statuses, never a body or a header.
  */
 #include "prefetch/creds_http.h"
+#include "common/buf.h"
 #include "common/fileio.h"
 
 #include <curl/curl.h>
@@ -43,50 +44,23 @@ static void curl_global_once(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* An answer: credentials, so a secret buffer. */
 struct sink {
-	char *buf;
-	size_t len, cap;
+	struct buf b;
 	bool overflow;
 };
-
-static void sink_fini(struct sink *s)
-{
-	if (s->buf) {
-		explicit_bzero(s->buf, s->cap);
-		free(s->buf);
-	}
-	memset(s, 0, sizeof(*s));
-}
 
 static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg)
 {
 	struct sink *s = arg;
 	size_t n = size * nmemb;
 
-	if (s->len + n + 1 > CREDS_HTTP_MAX_BYTES) {
+	if (s->b.len + n + 1 > CREDS_HTTP_MAX_BYTES) {
 		s->overflow = true;
 		return CURL_WRITEFUNC_ERROR;
 	}
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		char *nb;
-
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		nb = malloc(cap);
-		if (!nb)
-			return CURL_WRITEFUNC_ERROR;
-		if (s->buf) {
-			memcpy(nb, s->buf, s->len);
-			explicit_bzero(s->buf, s->cap);
-			free(s->buf);
-		}
-		s->buf = nb;
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, ptr, n);
-	s->len += n;
-	s->buf[s->len] = '\0';
+	if (buf_append(&s->b, ptr, n))
+		return CURL_WRITEFUNC_ERROR;
 	return n;
 }
 
@@ -114,7 +88,7 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *out,
 	       char *err, size_t err_len)
 {
 	struct curl_slist *hl = NULL;
-	struct sink s = { 0 };
+	struct sink s = { .b = { .secret = true } };
 	char cerr[CURL_ERROR_SIZE] = "";
 	CURLcode cc;
 	CURL *h;
@@ -176,13 +150,13 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *out,
 		goto out;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
-	out->body = s.buf ? s.buf : strdup("");
-	out->len = s.len;
-	s.buf = NULL;
+	out->body = s.b.data ? s.b.data : strdup("");
+	out->len = s.b.len;
+	s.b = (struct buf){ 0 };
 	if (!out->body)
 		rc = -ENOMEM;
 out:
-	sink_fini(&s);
+	buf_fini(&s.b);
 	curl_slist_free_all(hl);
 	curl_easy_cleanup(h);
 	return rc;
@@ -220,7 +194,7 @@ int creds_read_file(const char *path, char **out, char stamp[64])
 		return -errno;
 	if (stamp)
 		creds_file_stamp(path, stamp);
-	rc = read_fd_all(fd, CREDS_FILE_MAX_BYTES, &buf, &n);
+	rc = read_secret_fd(fd, CREDS_FILE_MAX_BYTES, &buf, &n);
 	close(fd);
 	if (rc)
 		return rc;

@@ -51,6 +51,17 @@ static void test_buf(void)
 	CHECK(b.data == data && b.len == len);
 	buf_fini(&b);
 	CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
+
+	/* A secret buffer grows by copies (the old one wiped) and keeps
+	 * every byte, and stays secret once emptied. */
+	b.secret = true;
+	for (int i = 0; i < 50; i++)
+		CHECK(buf_append(&b, big, sizeof(big)) == 0);
+	CHECK(buf_append(&b, "key", 3) == 0);
+	CHECK(b.len == 50 * sizeof(big) + 3 && b.data[0] == 'x' &&
+	      b.data[b.len - 4] == 'x' && !strcmp(b.data + b.len - 3, "key"));
+	buf_fini(&b);
+	CHECK(b.data == NULL && b.len == 0 && b.secret);
 }
 
 static void test_clock(void)
