@@ -1,5 +1,5 @@
 /*
- * fs/ctl.c - the control files of <mount>/.hintfs (DESIGN.md 2.3; the
+ * fs/ctl.c - the control files of <mount>/.hintfs (doc/design.md 2.3; the
  * table of names and modes is ctl_files[] in fs.c), and the -o hint=FILE
  * watcher.
  *

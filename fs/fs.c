@@ -110,7 +110,7 @@ static const struct tree_node *node_of(struct fs *fs, uint64_t ino)
 	return tree_node(fs->tree, (uint32_t)(ino - 1));
 }
 
-/* The control directory's files, in readdir order (DESIGN.md 2.3). */
+/* The control directory's files, in readdir order (doc/design.md 2.3). */
 static const struct {
 	const char *name;
 	uint64_t ino;
@@ -290,7 +290,7 @@ int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller, pid_t pid,
 
 /*
  * The errno the kernel sees for a read that failed in the engine, chosen
- * here and nowhere else (DESIGN.md 2.6): a changed or deleted object is
+ * here and nowhere else (doc/design.md 2.6): a changed or deleted object is
  * ESTALE, refused access EACCES, no memory ENOMEM; any other failure
  * (server errors, resets, timeouts after the retries) is EIO, which is
  * what a reader of a file expects of a failed device.

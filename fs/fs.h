@@ -4,7 +4,7 @@
  *
  * A struct fs is created from a configuration by listing the bucket, and
  * then answers lookups, attributes, directory reads, opens and reads by
- * inode number. The namespace is a snapshot taken at mount (DESIGN.md
+ * inode number. The namespace is a snapshot taken at mount (doc/design.md
  * 2.1), so inode numbers are stable for the life of the mount and need no
  * reference counting: forget is a no-op.
  *

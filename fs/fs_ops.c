@@ -19,7 +19,7 @@
 
 /*
  * NOTE(fuse): the namespace is a snapshot that never changes while mounted
- * (DESIGN.md 2.1), so the kernel may keep entries, attributes and absent
+ * (doc/design.md 2.1), so the kernel may keep entries, attributes and absent
  * names for as long as it likes. A day is "forever" without overflowing
  * anything. A relist does not change the running mount (its listing is
  * used from the next mount on), so nothing here is ever invalidated.

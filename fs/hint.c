@@ -1,5 +1,5 @@
 /*
- * fs/hint.c - the hint file parser (DESIGN.md 2.2, format v1).
+ * fs/hint.c - the hint file parser (doc/design.md 2.2, format v1).
  *
  * Owns the rules that turn the text a trainer wrote into a list of object
  * ids: which lines are entries, how an entry is normalized, and what is

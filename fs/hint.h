@@ -1,5 +1,5 @@
 /**
- * fs/hint.h - the hint file parser (DESIGN.md 2.2), private to fs and its
+ * fs/hint.h - the hint file parser (doc/design.md 2.2), private to fs and its
  * tests.
  *
  * Its callers are fs's control files (.hintfs/hint, warm, evict) and the
@@ -24,7 +24,7 @@
  */
 typedef uint32_t (*hint_resolve_cb)(void *arg, const char *path, size_t len);
 
-/** The longest stream name: 1-32 of [A-Za-z0-9._-] (DESIGN.md 2.2). */
+/** The longest stream name: 1-32 of [A-Za-z0-9._-] (doc/design.md 2.2). */
 #define HINT_STREAM_MAX 32
 
 /** What a hint held besides its entries; all counted, none fatal. */
@@ -43,7 +43,7 @@ struct hint_report {
 	char first_bad[160];  /**< the first refused line, printable, with why */
 };
 
-/** Longest line taken as an entry (DESIGN.md 2.2). */
+/** Longest line taken as an entry (doc/design.md 2.2). */
 #define HINT_LINE_MAX 4096
 
 /**
@@ -54,7 +54,7 @@ struct hint_report {
 typedef int (*hint_path_cb)(void *arg, const char *path, size_t len);
 
 /**
- * Walks the entries of a text in hint syntax (DESIGN.md 2.2), calling @cb
+ * Walks the entries of a text in hint syntax (doc/design.md 2.2), calling @cb
  * for each valid one and counting the rest in @rep: the parser behind
  * hint_parse(), and behind the warm and evict lists, whose entries may be
  * directories. Returns 0 or the first -errno of @cb. Thread-safe.

@@ -1,7 +1,7 @@
 /*
  * fs/tree.c - builds the immutable directory tree from a bucket listing.
  *
- * Owns the namespace rules of DESIGN.md 2.1: directories implied by '/'
+ * Owns the namespace rules of doc/design.md 2.1: directories implied by '/'
  * and by "dir/" markers, a directory shadowing a file of the same name,
  * keys that cannot be paths counted and left out.
  *

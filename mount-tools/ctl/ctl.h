@@ -2,7 +2,7 @@
  * mount-tools/ctl/ctl.h - what the parts of hintfs-ctl share.
  *
  * hintfs-ctl talks to a running daemon only through the files of
- * <mount>/.hintfs/ (DESIGN.md 2.3): it writes hint, warm, evict and relist
+ * <mount>/.hintfs/ (doc/design.md 2.3): it writes hint, warm, evict and relist
  * and reads stats and verify. Every subcommand is a function
  * `int cmd_NAME(int argc, char **argv)` returning the process's exit
  * status: 0 done, 1 failed (or found a problem: bad blobs, failed warms),

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_hint.c - libFuzzer target for the hint parser
- * (fs/hint.c, DESIGN.md 2.2).
+ * (fs/hint.c, doc/design.md 2.2).
  *
  * The input is a hint file. It is parsed under three mount points (none,
  * "/", "/mnt/data"), with a resolver that checks what the parser promises

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_cache.c - the cache of DESIGN.md 2.5 through its public
+ * tests/unit/test_cache.c - the cache of doc/design.md 2.5 through its public
  * header: round trips (inline and segment), parts in any order, abort,
  * persistence, checksums catching a flipped byte, truncated and damaged
  * files, Belady and LRU eviction, the directory lock and ownership, meta

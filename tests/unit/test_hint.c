@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_hint.c - the hint format of DESIGN.md 2.2: entries in
+ * tests/unit/test_hint.c - the hint format of doc/design.md 2.2: entries in
  * order with duplicates, comments and blank lines, the epoch header,
  * absolute paths under the mount point, and every bad line counted rather
  * than fatal.

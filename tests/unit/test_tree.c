@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_tree.c - the namespace rules of DESIGN.md 2.1 on the
+ * tests/unit/test_tree.c - the namespace rules of doc/design.md 2.1 on the
  * tree builder: implied directories, markers, shadowing, skipped keys,
  * sorted lookups and key reconstruction.
  */

@@ -1,7 +1,7 @@
 /*
  * mount-tools/testbed/s3proxy/main.c - s3proxy: a delaying, fault-injecting
  * HTTP/1.1 proxy between an S3 client (hintfs, boto3, curl) and the S3
- * server of the tests, the demo and the benchmark (Ceph RGW). DESIGN.md
+ * server of the tests, the demo and the benchmark (Ceph RGW). doc/design.md
  * section 4.
  *
  * Owns the command line, the listening socket and the signals: SIGTERM
