@@ -26,8 +26,11 @@ static void check(int rc, const struct creds_value *v, const char *err,
 	FUZZ_CHECK(!v->access_key && !v->secret_key && !v->session_token);
 	if (rc == -ENOMEM)
 		return;
+	/* Written (the 0x01 fill is gone: no control character passes the
+	 * loop), one non-empty line. A server's text may start with any
+	 * printable byte, so the fill must not be one. */
 	FUZZ_CHECK(memchr(err, '\0', cap) != NULL);
-	FUZZ_CHECK(err[0] != '\0' && err[0] != 'x');
+	FUZZ_CHECK(err[0] != '\0');
 	for (const char *p = err; *p; p++)
 		FUZZ_CHECK((unsigned char)*p >= 0x20);
 }
@@ -41,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	memset(err, 'x', sizeof(err));
+	memset(err, 0x01, sizeof(err));
 	err[sizeof(err) - 1] = '\0';
 	switch (data[0] % 4) {
 	case 0:
