@@ -141,12 +141,15 @@ def _reply(h, status, body, ctype="text/plain"):
 
 
 class ImdsServer(_Base):
-    """IMDSv2: a GET without a valid session token is 401."""
+    """IMDSv2: a GET without a valid session token is 401. With @v1_only,
+    an old IMDS (or a proxy that refuses PUT): the token PUT is 405 and
+    GETs need no token."""
 
     ROLE = "hintfs-test-role"
 
-    def __init__(self, issuer):
+    def __init__(self, issuer, v1_only=False):
         self.issuer = issuer
+        self.v1_only = v1_only
         self.tokens = {}  # token -> expiry
         self.bad_ttl = 0
         super().__init__(self._Handler)
@@ -157,6 +160,8 @@ class ImdsServer(_Base):
             ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
             if self.path != "/latest/api/token":
                 return _reply(self, 404, "not found")
+            if me.v1_only:
+                return _reply(self, 405, "")
             if not ttl or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
                 me.bad_ttl += 1
                 return _reply(self, 400, "bad ttl")
@@ -167,7 +172,8 @@ class ImdsServer(_Base):
         def do_GET(self):
             me = self.server_owner
             tok = self.headers.get("X-aws-ec2-metadata-token")
-            if not tok or me.tokens.get(tok, 0) < time.time():
+            if not me.v1_only and (not tok or
+                                   me.tokens.get(tok, 0) < time.time()):
                 return _reply(self, 401, "")
             base = "/latest/meta-data/iam/security-credentials/"
             if self.path == base:

@@ -195,6 +195,39 @@ def test_imds_v2_refresh(data, issuer, gate, mount):
         assert imds.count("GET", 401) == 0
 
 
+def test_imds_v1_fallback(data, issuer, gate, mount):
+    """An IMDS that refuses the token PUT (405): the GETs go on without a
+    token, as the SDKs do, and credentials are renewed the same way."""
+    bucket, objects = data
+    with ImdsServer(issuer, v1_only=True) as imds:
+        m = mount(bucket, endpoint=gate.url, env=dict(
+            NO_CREDS_ENV, AWS_EC2_METADATA_DISABLED=None,
+            AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url))
+        st0 = stats(m)
+        read_for(m, objects, READ_S)
+        check_renewed(m, st0, issuer, gate, "instance metadata")
+        assert imds.count("PUT", 405) >= 1
+        assert imds.count("GET", 200, "security-credentials/") >= 2
+
+
+def test_imds_v1_disabled_fails_with_one_line(bucket, mount, issuer,
+                                              tmp_path):
+    """AWS_EC2_METADATA_V1_DISABLED: an IMDS that refuses the PUT is a
+    failed provider, said in the mount's one error line; no token-less GET
+    is sent."""
+    env = write_profile(tmp_path, "")
+    with ImdsServer(issuer, v1_only=True) as imds:
+        m = mount(bucket, env=dict(
+            env, AWS_EC2_METADATA_DISABLED=None,
+            AWS_EC2_METADATA_V1_DISABLED="true",
+            AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url, **NO_CREDS_ENV),
+            expect_fail=True)
+        lines = [l for l in m.log_lines() if "error" in l]
+        assert len(lines) == 1 and "HTTP 405" in lines[0] and \
+            "forbids IMDSv1" in lines[0], m.log()
+        assert imds.count("GET") == 0
+
+
 def test_container_token_file_rotation(data, issuer, gate, mount, tmp_path):
     bucket, objects = data
     tok_file = tmp_path / "eks-pod-identity-token"
