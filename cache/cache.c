@@ -329,33 +329,34 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 }
 
 /*
- * The test hook: with HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the
+ * The test hooks: with HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the
  * environment at open, every Nth cache_read() fails with ERRNO (EIO by
  * default) before touching the disk, as a bad sector or a full LMDB
- * reader table would. Returns 0 or that -errno.
+ * reader table would; with HINTFS_FAULT_CACHE_WRITE=N[:ERRNO], every Nth
+ * blob write of cache_put_write() fails so, as a failing disk would.
  */
-static int cache_fault(struct cache *c)
+int cache_fault_hit(struct cache_fault *f)
 {
-	if (!c->fault_every)
+	if (!f->every)
 		return 0;
-	if ((atomic_fetch_add(&c->fault_reads, 1) + 1) % c->fault_every)
+	if ((atomic_fetch_add(&f->n, 1) + 1) % f->every)
 		return 0;
-	return -c->fault_errno;
+	return -f->err;
 }
 
-static void cache_fault_init(struct cache *c)
+static void cache_fault_init(struct cache_fault *f, const char *name,
+			     const char *what)
 {
-	const char *v = getenv("HINTFS_FAULT_CACHE_READ");
+	const char *v = getenv(name);
 	unsigned every = 0;
 	int e = EIO;
 
 	if (!v || sscanf(v, "%u:%d", &every, &e) < 1 || !every || e <= 0)
 		return;
-	c->fault_every = every;
-	c->fault_errno = e;
-	log_warn("cache: HINTFS_FAULT_CACHE_READ=%s: every %u%s read fails "
-		 "with %s (a test hook)", v, every,
-		 every == 1 ? "" : "th", strerror(e));
+	f->every = every;
+	f->err = e;
+	log_warn("cache: %s=%s: every %u%s %s fails with %s (a test hook)",
+		 name, v, every, every == 1 ? "" : "th", what, strerror(e));
 }
 
 /*
@@ -452,7 +453,7 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 	if (ret)
 		return -ENODATA;
 	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
-	ret = n ? cache_fault(c) : 0;
+	ret = n ? cache_fault_hit(&c->fault_read) : 0;
 	if (!ret && n)
 		ret = pin_read(c, &p, buf, n, off, !p.verified);
 	if (!pin_put(c, &p, !ret && n))
@@ -519,7 +520,7 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		return -ENODATA;
 	}
 	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
-	rc = n ? cache_fault(c) : 0;
+	rc = n ? cache_fault_hit(&c->fault_read) : 0;
 	/* The first read in a session hashes the whole blob first. */
 	if (!rc && !p.verified)
 		rc = pin_read(c, &p, NULL, 0, 0, true);
@@ -1090,7 +1091,9 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 					: CACHE_INLINE_DEFAULT;
 	c->next_use = cfg->next_use;
 	c->next_use_arg = cfg->next_use_arg;
-	cache_fault_init(c);
+	cache_fault_init(&c->fault_read, "HINTFS_FAULT_CACHE_READ", "read");
+	cache_fault_init(&c->fault_write, "HINTFS_FAULT_CACHE_WRITE",
+			 "blob write");
 	pthread_mutex_init(&c->evict_lock, NULL);
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->seg_lock, NULL);

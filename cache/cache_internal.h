@@ -91,6 +91,13 @@ struct tab {
 	uint32_t seq;               /* last id sequence handed out */
 };
 
+/* A test hook: every Nth call fails with err (cache_fault_hit()). */
+struct cache_fault {
+	unsigned every;             /* 0: off */
+	int err;                    /* positive errno */
+	atomic_uint n;              /* calls so far */
+};
+
 /* One segment file, seg-XXXXXXXX.dat (id in hex). */
 struct blob_seg {
 	struct blob_seg *next; /* c->segs (under lock); once removed, the
@@ -152,10 +159,9 @@ struct cache {
 	uint64_t read_errors;       /* reads failed other than by checksum */
 	atomic_uint n_puts;         /* puts begun and not yet finished */
 
-	/* Test hook HINTFS_FAULT_CACHE_READ=N[:ERRNO] (cache_read()). */
-	unsigned fault_every;       /* 0: off */
-	int fault_errno;
-	atomic_uint fault_reads;
+	/* Test hooks HINTFS_FAULT_CACHE_READ and _WRITE=N[:ERRNO]
+	 * (cache_read(), cache_put_write()). */
+	struct cache_fault fault_read, fault_write;
 };
 
 /* An object being written (the cache_put of cache.h). */
@@ -196,6 +202,10 @@ int tab_reserve(struct tab *t, size_t n);
 int tab_presize(struct tab *t, size_t n);
 void tab_insert(struct tab *t, struct cache_ent *e);
 void tab_remove(struct tab *t, struct cache_ent *e);
+
+/* ---- cache.c: test hooks ---- */
+/* 0, or the hook's -errno when this is the Nth call of @f. */
+int cache_fault_hit(struct cache_fault *f);
 
 /* ---- cache.c: dropping entries ---- */
 void cache_unlink_locked(struct cache *c, struct cache_ent *e,

@@ -123,8 +123,10 @@ int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
 	if (p->buf) {
 		memcpy(p->buf + off, data, len);
 	} else {
-		ret = blob_io(p->seg->fd, (void *)data, len, p->off + off,
-			      true);
+		ret = cache_fault_hit(&p->c->fault_write);
+		if (!ret)
+			ret = blob_io(p->seg->fd, (void *)data, len,
+				      p->off + off, true);
 		if (ret) {
 			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC
 							       : -EIO;

@@ -293,6 +293,43 @@ static void test_queue_caps(void)
 }
 
 /*
+ * An object whose blob write fails (a failing disk: the write test hook)
+ * is not fetched whole again and again: from then on it is streamed, and
+ * one sequential read moves about the object's size from the server.
+ */
+static void test_write_failure_streams(void)
+{
+	enum { SIZE = 20 << 20 };
+	struct fs *fs;
+
+	fake_s3_reset();
+	put("ds/w/big", SIZE);
+	setenv("HINTFS_FAULT_CACHE_WRITE", "1", 1);
+	fs = mount_fs(0);
+	unsetenv("HINTFS_FAULT_CACHE_WRITE");
+	if (!fs)
+		return;
+	CHECK(same(fs, "w/big", "ds/w/big", SIZE));
+	/* 3 parts of 8 MiB for the whole fetch whose commit failed, then
+	 * ranged parts for what was read after (was one whole fetch per
+	 * read once the failed fetch had left). */
+	CHECK(fake_s3_gets() <= 8);
+	/* Once the failed commit is counted the fetch has left: the next
+	 * read streams, about the object's size from the server. */
+	for (int i = 0; i < 1000 && fs_stat_of(fs, "requests", "not_cached") < 1;
+	     i++)
+		usleep(10000);
+	CHECK(fs_stat_of(fs, "requests", "not_cached") == 1);
+	CHECK(fs_stat_of(fs, "cache", "objects") == 0);
+	uint64_t gets = fake_s3_gets();
+	long long through = fs_stat_of(fs, "reads", "read_through");
+	CHECK(same(fs, "w/big", "ds/w/big", SIZE));
+	CHECK(fake_s3_gets() - gets <= 4);
+	CHECK(fs_stat_of(fs, "reads", "read_through") > through);
+	fs_destroy(fs);
+}
+
+/*
  * A process that holds the cache index's write lock on command, so that
  * the engine's cache writer blocks in its commit: forked while this
  * process has no other thread. Commands on @cmd: 'l' locks (answers 'l'
@@ -404,6 +441,9 @@ int main(void)
 	if (system(cmd))
 		fprintf(stderr, "cannot empty %s\n", cache_dir);
 	test_stop_commits_what_was_fetched();
+	if (system(cmd))
+		fprintf(stderr, "cannot empty %s\n", cache_dir);
+	test_write_failure_streams();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", cache_dir);
