@@ -2,6 +2,9 @@
 requests in flight, memory, bytes from the server and time, whatever the
 readers or the server do.
 
+- A read jumps the prefetch queue: with one GET at a time and a hint of 40
+  objects being prefetched, a read of the hint's last object is the next
+  GET to start.
 - `max_inflight` is a hard cap: 16 readers of 16 different large objects
   with max_inflight=4 never have more than 4 GETs in flight (counted from
   the proxy's log), and the memory held by fetches stays under
@@ -37,6 +40,7 @@ from proxy import Proxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "mount-tools"))
 import hintfs  # noqa: E402
+from hintfs.torch import write_hint  # noqa: E402
 
 PART = 8 << 20
 
@@ -100,6 +104,30 @@ def read_in_thread(path, fn):
 
 
 # ------------------------------------------------------------- in flight
+
+
+def test_a_read_goes_before_the_prefetch_queue(s3, bucket, mount, proxies):
+    objects = workload.small_objects(n=40, seed=21, tag="q")
+    upload(s3, bucket, objects)
+    # 300 ms a GET: the few the test's own scheduling may let start
+    # between its count and its read stay within the slack below.
+    px = proxies(rtt_ms=300)
+    m = mount(bucket, endpoint=px.endpoint,
+              options=("max_inflight=1", "pace_ms=0"))
+    order = sorted(objects)
+    write_hint(m.path, order)
+    # Three prefetches done (a fourth may be under way): then the reader
+    # wants the hint's last object.
+    workload.wait_gets(px, bucket, 3)
+    done_before = len(workload.object_gets(px, bucket))
+    last = order[-1]
+    assert Path(m / last).read_bytes() == objects[last]
+    gets = workload.gets_settled(px, bucket, want=len(objects), timeout=60)
+    started = [r.key for r in sorted(gets, key=lambda r: r.start_ms)]
+    assert sorted(started) == sorted(order), "a GET missing or repeated"
+    # It starts once the GET in flight ends (or the one the engine had
+    # just started when the read came), not behind the 36 others.
+    assert started.index(last) <= done_before + 2, started
 
 
 def test_max_inflight_caps_demand_and_memory_stays_bounded(s3, bucket, mount,
