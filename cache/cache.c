@@ -866,6 +866,10 @@ static void cache_mark_clean(struct cache *c)
 	close(fd);
 }
 
+/* Records for which the table is sized at load at most: 64 Mi objects,
+ * 7 TB of ~110 KB samples; a larger count grows the table as it loads. */
+#define CACHE_PRESIZE_MAX (64u << 20)
+
 /* What the load of the index needs: the segments found, by id. */
 struct cache_loader {
 	struct cache *c;
@@ -980,8 +984,9 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 			size_t n = 0;
 
 			/* One table of the right size, not twenty doublings
-			 * (a failure here only costs those). */
-			if (!idx_count(c->ix, &n))
+			 * (a failure here only costs those); a count past
+			 * any real cache's is not trusted with memory. */
+			if (!idx_count(c->ix, &n) && n <= CACHE_PRESIZE_MAX)
 				(void)tab_presize(&c->tab, n);
 			ret = idx_load(c->ix, cache_load_rec, &ld, &dropped);
 			if (ret) {
