@@ -355,8 +355,8 @@ static void cache_fault_init(struct cache_fault *f, const char *name,
 		return;
 	f->every = every;
 	f->err = e;
-	log_warn("cache: %s=%s: every %u%s %s fails with %s (a test hook)",
-		 name, v, every, every == 1 ? "" : "th", what, strerror(e));
+	log_warn("cache: %s=%s: one %s in %u fails with %s (a test hook)",
+		 name, v, what, every, strerror(e));
 }
 
 /*
