@@ -736,10 +736,14 @@ int creds_parse_sts_xml(const char *text, size_t len, struct creds_value *out,
 	for (int i = 0; i <= SX_MSG; i++)
 		strip(s.text[i]);
 	if (s.text[SX_CODE]) {
+		/* A Code of white space says no more than none. */
+		const char *code = *s.text[SX_CODE] ? s.text[SX_CODE]
+						    : "an error without a Code";
+		bool msg = s.text[SX_MSG] && *s.text[SX_MSG];
+
 		rc = -EACCES;
-		snprintf(err, err_len, "%.64s%s%.200s", s.text[SX_CODE],
-			 s.text[SX_MSG] ? ": " : "",
-			 s.text[SX_MSG] ? s.text[SX_MSG] : "");
+		snprintf(err, err_len, "%.64s%s%.200s", code, msg ? ": " : "",
+			 msg ? s.text[SX_MSG] : "");
 		goto out;
 	}
 	if (!s.is_sts || !s.text[SX_AK] || !*s.text[SX_AK] || !s.text[SX_SK] ||

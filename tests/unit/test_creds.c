@@ -181,6 +181,13 @@ static void test_sts_xml(void)
 	creds_value_fini(&v);
 	CHECK(creds_parse_sts_xml(e, strlen(e), &v, err, sizeof(err)) == -EACCES);
 	CHECK(strstr(err, "AccessDenied: User is not authorized") != NULL);
+	/* A blank Code and Message (the fuzzer's find): still one line that
+	 * says something. */
+	static const char blank[] = "<ErrorResponse><Error><Code>\r\r</Code>"
+				    "<Message> </Message></Error></ErrorResponse>";
+	CHECK(creds_parse_sts_xml(blank, strlen(blank), &v, err, sizeof(err)) ==
+	      -EACCES);
+	CHECK(!strcmp(err, "an error without a Code"));
 	CHECK(creds_parse_sts_xml("nope", 4, &v, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "not XML") != NULL);
 	const char *empty = "<AssumeRoleResponse><AssumeRoleResult/></AssumeRoleResponse>";
