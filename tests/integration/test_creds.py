@@ -180,15 +180,21 @@ def check_renewed(m, st0, issuer, gate, provider):
         assert s not in out and s not in json.dumps(st)
 
 
-def test_imds_v2_refresh(data, issuer, gate, mount):
+def read_through_imds(data, issuer, gate, mount, imds):
+    """Mounts with credentials from @imds only, reads for READ_S and
+    checks they were renewed throughout."""
     bucket, objects = data
+    m = mount(bucket, endpoint=gate.url, env=dict(
+        NO_CREDS_ENV, AWS_EC2_METADATA_DISABLED=None,
+        AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url))
+    st0 = stats(m)
+    read_for(m, objects, READ_S)
+    check_renewed(m, st0, issuer, gate, "instance metadata")
+
+
+def test_imds_v2_refresh(data, issuer, gate, mount):
     with ImdsServer(issuer) as imds:
-        m = mount(bucket, endpoint=gate.url, env=dict(
-            NO_CREDS_ENV, AWS_EC2_METADATA_DISABLED=None,
-            AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url))
-        st0 = stats(m)
-        read_for(m, objects, READ_S)
-        check_renewed(m, st0, issuer, gate, "instance metadata")
+        read_through_imds(data, issuer, gate, mount, imds)
         # IMDSv2: a session token first, with its TTL header; no GET
         # went without one.
         assert imds.count("PUT", 200) >= 1 and imds.bad_ttl == 0
@@ -198,14 +204,8 @@ def test_imds_v2_refresh(data, issuer, gate, mount):
 def test_imds_v1_fallback(data, issuer, gate, mount):
     """An IMDS that refuses the token PUT (405): the GETs go on without a
     token, as the SDKs do, and credentials are renewed the same way."""
-    bucket, objects = data
     with ImdsServer(issuer, v1_only=True) as imds:
-        m = mount(bucket, endpoint=gate.url, env=dict(
-            NO_CREDS_ENV, AWS_EC2_METADATA_DISABLED=None,
-            AWS_EC2_METADATA_SERVICE_ENDPOINT=imds.url))
-        st0 = stats(m)
-        read_for(m, objects, READ_S)
-        check_renewed(m, st0, issuer, gate, "instance metadata")
+        read_through_imds(data, issuer, gate, mount, imds)
         assert imds.count("PUT", 405) >= 1
         assert imds.count("GET", 200, "security-credentials/") >= 2
 
