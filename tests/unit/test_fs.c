@@ -421,29 +421,24 @@ static void test_stop_commits_what_was_fetched(void)
 
 int main(void)
 {
+	static void (*const tests[])(void) = {
+		test_namespace_and_reads, test_errors, test_hint,
+		test_queue_caps, test_stop_commits_what_was_fetched,
+		test_write_failure_streams,
+	};
 	char cmd[128];
 
 	if (!mkdtemp(cache_dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
-	test_namespace_and_reads();
+	/* Each test starts from an empty cache directory. */
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/*", cache_dir);
-	if (system(cmd))
-		fprintf(stderr, "cannot empty %s\n", cache_dir);
-	test_errors();
-	if (system(cmd))
-		fprintf(stderr, "cannot empty %s\n", cache_dir);
-	test_hint();
-	if (system(cmd))
-		fprintf(stderr, "cannot empty %s\n", cache_dir);
-	test_queue_caps();
-	if (system(cmd))
-		fprintf(stderr, "cannot empty %s\n", cache_dir);
-	test_stop_commits_what_was_fetched();
-	if (system(cmd))
-		fprintf(stderr, "cannot empty %s\n", cache_dir);
-	test_write_failure_streams();
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		if (i && system(cmd))
+			fprintf(stderr, "cannot empty %s\n", cache_dir);
+		tests[i]();
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", cache_dir);
