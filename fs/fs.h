@@ -66,6 +66,9 @@ struct fs_config {
 	struct s3_config tier;     /**< the tier bucket and how to reach it */
 	const char *tier_prefix;   /**< "" or ending in '/' */
 	unsigned int tier_hedge_ms;
+	const char *tier_key;      /**< -o shared_cache_key's bytes, or NULL */
+	size_t tier_key_len;
+	uint64_t tier_put_mem;     /**< 0: default */
 };
 
 struct fs;

@@ -331,6 +331,9 @@ static int run(struct hintfs_opts *o)
 		},
 		.tier_prefix = o->tier_prefix,
 		.tier_hedge_ms = o->tier_hedge_ms,
+		.tier_key = o->tier_key,
+		.tier_key_len = o->tier_key_len,
+		.tier_put_mem = o->tier_put_mem,
 	};
 	char *mnt_abs = NULL;
 	int ready_fd = -1;

@@ -340,6 +340,9 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.tier_prefix = cfg->tier_prefix;
 	pc.origin_bucket = cfg->s3.bucket;
 	pc.tier_hedge_ms = cfg->tier_hedge_ms;
+	pc.tier_key = cfg->tier_key;
+	pc.tier_key_len = cfg->tier_key_len;
+	pc.tier_put_mem = cfg->tier_put_mem;
 	rc = pf_start(&pc, &pf);
 	if (rc) {
 		snprintf(err, err_len, "cannot start the prefetch engine: %s",

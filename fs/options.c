@@ -9,15 +9,18 @@
  */
 #include "fs/options.h"
 
+#include "common/fileio.h"
 #include "common/log.h"
 #include "prefetch/prefetch.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* 64 FUSE threads: reads block on the network for a round trip each, so
  * 16 reader threads plus kernel readahead need this many to never queue. */
@@ -78,6 +81,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("shared_cache_region=%s", tier_region, 0),
 	OPT("shared_cache_profile=%s", tier_profile, 0),
 	OPT("shared_cache_hedge_ms=%s", tier_hedge_str, 0),
+	OPT("shared_cache_key=%s", tier_key_file, 0),
+	OPT("shared_cache_put_mem=%s", tier_put_mem_str, 0),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -377,7 +382,8 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 
 	if (!o->shared_cache) {
 		if (o->tier_endpoint || o->tier_region || o->tier_profile ||
-		    o->tier_hedge_str)
+		    o->tier_hedge_str || o->tier_key_file ||
+		    o->tier_put_mem_str)
 			return fail_einval(err, err_len,
 					   "the shared_cache_* options need "
 					   "-o shared_cache=s3://BUCKET[/PREFIX]");
@@ -393,6 +399,38 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 				  "never", &o->tier_hedge_ms, err, err_len);
 		if (rc)
 			return rc;
+	}
+	if (o->tier_put_mem_str) {
+		unsigned int pct = 0;
+
+		if (!parse_size(o->tier_put_mem_str, &o->tier_put_mem, &pct) ||
+		    pct || !o->tier_put_mem)
+			return fail_einval(err, err_len,
+					   "-o shared_cache_put_mem=%s: expected "
+					   "bytes with an optional K, M, G or T",
+					   o->tier_put_mem_str);
+	}
+	if (o->tier_key_file) {
+		int fd = open(o->tier_key_file, O_RDONLY | O_CLOEXEC);
+
+		/* 16 bytes at least (HMAC is as strong as its key), 1 KiB at
+		 * most (tier.c's bounds); every byte counts, a newline too. */
+		rc = fd < 0 ? -errno
+			    : read_secret_fd(fd, 1024, &o->tier_key,
+					     &o->tier_key_len);
+		if (fd >= 0)
+			close(fd);
+		if (rc)
+			return fail_einval(err, err_len,
+					   "-o shared_cache_key=%s: %s",
+					   o->tier_key_file,
+					   rc == -EFBIG ? "longer than 1 KiB"
+							: strerror(-rc));
+		if (o->tier_key_len < 16)
+			return fail_einval(err, err_len,
+					   "-o shared_cache_key=%s: %zu bytes, "
+					   "a key needs 16 at least",
+					   o->tier_key_file, o->tier_key_len);
 	}
 	if (o->tier_profile) {
 		rc = aws_config_load(&(struct aws_config_req){
@@ -695,6 +733,11 @@ void opts_fini(struct hintfs_opts *o)
 	free(o->tier_region);
 	free(o->tier_profile);
 	free(o->tier_hedge_str);
+	free(o->tier_key_file);
+	if (o->tier_key)
+		explicit_bzero(o->tier_key, o->tier_key_len);
+	free(o->tier_key);
+	free(o->tier_put_mem_str);
 	free(o->tier_bucket);
 	free(o->tier_prefix);
 	if (o->tier_aws_loaded)
@@ -765,7 +808,16 @@ void opts_usage(const char *prog)
 	       "                         origin's endpoint, region and credentials)\n"
 	       "  -o shared_cache_hedge_ms=MS\n"
 	       "                         a reader waits MS on the tier, then reads the\n"
-	       "                         origin (default 100; 0: never)\n"
+	       "                         origin (default 100; 0: never), within a\n"
+	       "                         budget of 1%% of tier GETs\n"
+	       "  -o shared_cache_key=FILE\n"
+	       "                         a key only the cluster holds: tier objects\n"
+	       "                         carry its HMAC, which proves objects whose\n"
+	       "                         ETag is not an MD5 (without it they skip\n"
+	       "                         the tier)\n"
+	       "  -o shared_cache_put_mem=BYTES\n"
+	       "                         objects queued for PUT to the tier at most,\n"
+	       "                         on top of fetch_mem (default 256M)\n"
 	       "  -o allow_other, ...    options of libfuse, passed on\n"
 	       "  -h, --help             this text\n"
 	       "  -V, --version          the version\n"

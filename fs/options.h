@@ -101,6 +101,12 @@ struct hintfs_opts {
 	char *tier_profile;        /**< -o shared_cache_profile=: its own
 				        credentials; else the origin's */
 	char *tier_hedge_str;      /**< -o shared_cache_hedge_ms=MS */
+	char *tier_key_file;       /**< -o shared_cache_key=FILE */
+	char *tier_key;            /**< its bytes (a secret: wiped on
+				        opts_fini()), or NULL */
+	size_t tier_key_len;
+	char *tier_put_mem_str;    /**< -o shared_cache_put_mem=BYTES */
+	uint64_t tier_put_mem;     /**< 0: the default */
 	char *tier_bucket;         /**< derived: malloc'd */
 	char *tier_prefix;         /**< derived: "" or ends in '/' */
 	unsigned int tier_hedge_ms;

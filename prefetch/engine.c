@@ -397,7 +397,9 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 		return f;
 	}
 	mem_add(pf, f, o->size);
-	f->tier = pf->tier && f->n_parts == 1 && tier_use(pf->tier);
+	f->tier = pf->tier && f->n_parts == 1 &&
+		  tier_wants(pf->tier, f->key, f->key_len, f->etag) &&
+		  tier_use(pf->tier);
 	/* Readers move the parts they need to the front (fetch_ask); the
 	 * rest keep the object's order, behind other readers' parts. */
 	for (uint32_t i = 0; i < f->n_parts; i++) {
@@ -1147,9 +1149,9 @@ static void *engine_main(void *arg)
 				/* Judged before mu: hashing the bytes may take
 				 * a while, and nobody else touches a running
 				 * part. */
-				enum tier_verdict v = tier_judge(
-				    got, &st, s3_xfer_meta(x), f->etag, f->size,
-				    p->buf);
+				enum tier_verdict v = tier_check(
+				    pf->tier, got, &st, s3_xfer_meta(x), f->key,
+				    f->key_len, f->etag, f->size, p->buf);
 
 				pthread_mutex_lock(&pf->mu);
 				tier_part_ended(pf, p, got, v, false, &st);
@@ -1526,6 +1528,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 		st->tier_st.hits = ts.hits;
 		st->tier_st.misses = ts.misses;
 		st->tier_st.mismatches = ts.mismatches;
+		st->tier_st.unbound = ts.unbound;
 		st->tier_st.fallbacks = ts.fallbacks;
 		st->tier_st.hedged = ts.hedged;
 		st->tier_st.bypassed = ts.bypassed;
@@ -1614,6 +1617,9 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 			.origin_bucket = cfg->origin_bucket ? cfg->origin_bucket : "",
 			.prefix = cfg->tier_prefix ? cfg->tier_prefix : "",
 			.hedge_ms = cfg->tier_hedge_ms,
+			.put_mem = cfg->tier_put_mem,
+			.mac_key = (const unsigned char *)cfg->tier_key,
+			.mac_key_len = cfg->tier_key_len,
 		};
 
 		rc = tier_start(&tc, &pf->tier);

@@ -254,6 +254,11 @@ struct pf_config {
 	unsigned int tier_hedge_ms;  /**< a reader waits this long on the
 					  tier, then reads the origin; 0:
 					  only the attempt's timeout */
+	const char *tier_key;        /**< -o shared_cache_key's bytes, or
+					  NULL; copied */
+	size_t tier_key_len;
+	uint64_t tier_put_mem;       /**< bytes queued for PUT to the tier
+					  at most; 0: 256 MiB */
 };
 
 struct pf;
@@ -336,8 +341,10 @@ struct pf_stats {
 		uint64_t gets;        /**< GETs sent to the tier */
 		uint64_t hits;        /**< answered, checked, served */
 		uint64_t misses;      /**< not there: origin, then PUT */
-		uint64_t mismatches;  /**< there, but not the origin's
-					   version or bytes: not served */
+		uint64_t mismatches;  /**< there, but not proven the
+					   origin's version: not served */
+		uint64_t unbound;     /**< skipped the tier: nothing binds
+					   its ETag to its bytes */
 		uint64_t fallbacks;   /**< errors: read from the origin */
 		uint64_t hedged;      /**< too slow for a waiting reader:
 					   cancelled, read from the origin */

@@ -261,6 +261,8 @@ static size_t header_line(char *line, size_t size, size_t nmemb, void *arg)
 		header_value(m->origin_etag, sizeof(m->origin_etag), v, vlen);
 	} else if (header_is(line, n, "x-amz-meta-hintfs-xxh3", &v, &vlen)) {
 		header_value(m->sum, sizeof(m->sum), v, vlen);
+	} else if (header_is(line, n, "x-amz-meta-hintfs-mac", &v, &vlen)) {
+		header_value(m->mac, sizeof(m->mac), v, vlen);
 	} else if (header_is(line, n, "x-amz-meta-hintfs-size", &v, &vlen)) {
 		char *end;
 

@@ -4,9 +4,16 @@
  * for; engine.c routes the GETs).
  *
  * Invariants:
- * - A tier object is served only when its headers name the origin's ETag
- *   and size and its bytes hash to the xxh3 it carries: whoever else
- *   writes to the bucket, a reader gets the origin's bytes or a fallback.
+ * - A tier object is served only when its bytes are proven to be the
+ *   origin's version: their MD5 is the origin's ETag (a single-part
+ *   upload, or a multipart upload of one part), or their HMAC-SHA256
+ *   under the cluster's key (-o shared_cache_key) is the one the object
+ *   carries. Its headers (ETag, size, xxh3) are written by whoever writes
+ *   the object, and prove nothing on their own. Whoever else writes to
+ *   the bucket, a reader gets the origin's bytes or a fallback.
+ * - An object whose ETag binds nothing (SSE-C, SSE-KMS, a multipart
+ *   upload of several parts, other servers' ETags) uses the tier only with
+ *   a cluster key; without one it is neither read from nor written to it.
  * - Only objects fetched whole from the origin (If-Match on the listed
  *   ETag) are PUT, under the name of that ETag.
  * - A PUT never delays a read: tier_put() copies into a bounded queue or
@@ -18,7 +25,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,10 +61,16 @@
 #define TIER_PREFIX_MAX 512
 
 #define TIER_SCHEME "hintfs-v1/"
+/* A MAC key's length: at least 16 bytes (128 bits, HMAC's security is
+ * bounded by the key); at most 1 KiB (a key file, not a data file). */
+#define TIER_KEY_MIN 16
+#define TIER_KEY_MAX 1024
 
 /* One object waiting for its PUT. */
 struct tier_job {
 	char *name;
+	char *key;      /* the origin key, key_len bytes (for the MAC) */
+	size_t key_len;
 	char *etag;
 	uint64_t size;
 	char *data;
@@ -65,6 +80,7 @@ struct tier_job {
 struct tier {
 	struct tier_config cfg;
 	char *prefix, *bucket;
+	unsigned char *mac_key;   /* cfg.mac_key's copy, or NULL */
 	pthread_t workers[TIER_PUT_WORKERS];
 	unsigned int n_workers;
 
@@ -79,7 +95,8 @@ struct tier {
 	_Atomic uint32_t fail_streak; /* failures since the last answer */
 	_Atomic uint64_t open_until;  /* breaker open until (mono_ns) */
 	struct {
-		_Atomic uint64_t gets, hits, misses, mismatches, fallbacks,
+		_Atomic uint64_t gets, hits, misses, mismatches, unbound,
+		    fallbacks,
 		    hedged, bypassed, puts, put_errors, put_dropped,
 		    put_pending;
 	} n;
@@ -88,6 +105,17 @@ struct tier {
 static void add(_Atomic uint64_t *c)
 {
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+static struct tier_want tier_want_of(const struct tier *t, const char *key,
+				     size_t key_len, const char *etag,
+				     uint64_t size)
+{
+	return (struct tier_want){
+		.bucket = t->bucket, .key = key, .key_len = key_len,
+		.etag = etag, .size = size, .mac_key = t->mac_key,
+		.mac_key_len = t->cfg.mac_key_len,
+	};
 }
 
 /* ---- naming and checking (pure) ------------------------------------------ */
@@ -131,12 +159,140 @@ void tier_sum_hex(const void *data, size_t len, char out[17])
 	snprintf(out, 17, "%016" PRIx64, (uint64_t)XXH3_64bits(data, len));
 }
 
-enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
-			     const struct s3_obj_meta *m, const char *etag,
-			     uint64_t size, const void *body)
+/* The 16 bytes an MD5 ETag of kind @k spells, from its 32 hex digits. */
+static bool etag_md5(const char *etag, unsigned char out[16])
 {
-	char sum[17];
+	const char *h = etag + (*etag == '"');
 
+	for (int i = 0; i < 32; i++) {
+		int c = h[i], v = c >= '0' && c <= '9'   ? c - '0'
+				  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+				  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+							 : -1;
+
+		if (v < 0)
+			return false;
+		if (i & 1)
+			out[i / 2] |= (unsigned char)v;
+		else
+			out[i / 2] = (unsigned char)(v << 4);
+	}
+	return true;
+}
+
+enum tier_etag tier_etag_kind(const char *etag)
+{
+	unsigned char md[16];
+	bool quoted = *etag == '"';
+	const char *rest = etag + quoted + 32;
+	size_t len = strlen(etag);
+
+	/* NOTE(s3): S3 and RGW quote the ETag; the 32 hex digits are the
+	 * MD5 of the bytes for a single PUT without SSE-KMS or SSE-C. An
+	 * SSE-KMS object has an MD5-shaped ETag that is not its bytes' MD5:
+	 * the check below then refuses every copy (a mismatch, the origin
+	 * served) and the writer, which checks before it PUTs, never
+	 * writes one. */
+	if (len < (size_t)quoted + 32 || !etag_md5(etag, md))
+		return TIER_ETAG_OPAQUE;
+	if (quoted ? !strcmp(rest, "\"") : !*rest)
+		return TIER_ETAG_MD5;
+	/* NOTE(s3): a multipart upload's ETag is the MD5 of its parts'
+	 * MD5s, "-N" after it. The part size is in no listing: with one
+	 * part it is the object, and the ETag is the MD5 of the bytes' MD5.
+	 * With more (an object of at most one 8 MiB part of ours uploaded in
+	 * parts of 5 MiB or more: two parts, the split anywhere past 5 MiB)
+	 * the layout could only come from a HEAD ?partNumber=1 at the origin
+	 * per object, a request per object that the tier exists to save:
+	 * such objects need the cluster key. */
+	if (quoted ? !strcmp(rest, "-1\"") : !strcmp(rest, "-1"))
+		return TIER_ETAG_MD5_1;
+	return TIER_ETAG_OPAQUE;
+}
+
+bool tier_can_bind(const struct tier_want *w)
+{
+	return w->mac_key || tier_etag_kind(w->etag) != TIER_ETAG_OPAQUE;
+}
+
+/* HMAC's implementation, fetched once (a fetch takes a lock). */
+static EVP_MAC *hmac_impl;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void hmac_fetch(void)
+{
+	hmac_impl = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
+bool tier_mac_hex(const struct tier_want *w, const void *data, char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+	char digest[] = "SHA256";
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+		OSSL_PARAM_construct_end(),
+	};
+	unsigned char md[32];
+	size_t mdlen = 0;
+	char size[24];
+	EVP_MAC_CTX *ctx;
+	bool ok;
+
+	if (!w->mac_key)
+		return false;
+	pthread_once(&hmac_once, hmac_fetch);
+	if (!hmac_impl)
+		return false;
+	snprintf(size, sizeof(size), "%" PRIu64, w->size);
+	/* Every field NUL-terminated, as in tier_name(); the scheme first,
+	 * so that a MAC of this layout is never one of another's. */
+	ctx = EVP_MAC_CTX_new(hmac_impl);
+	ok = ctx && EVP_MAC_init(ctx, w->mac_key, w->mac_key_len, params) &&
+	     EVP_MAC_update(ctx, (const unsigned char *)TIER_SCHEME,
+			    sizeof(TIER_SCHEME)) &&
+	     EVP_MAC_update(ctx, (const unsigned char *)w->bucket,
+			    strlen(w->bucket) + 1) &&
+	     EVP_MAC_update(ctx, (const unsigned char *)w->key, w->key_len) &&
+	     EVP_MAC_update(ctx, (const unsigned char *)"", 1) &&
+	     EVP_MAC_update(ctx, (const unsigned char *)w->etag,
+			    strlen(w->etag) + 1) &&
+	     EVP_MAC_update(ctx, (const unsigned char *)size,
+			    strlen(size) + 1) &&
+	     EVP_MAC_update(ctx, data, w->size) &&
+	     EVP_MAC_final(ctx, md, &mdlen, sizeof(md)) && mdlen == 32;
+	EVP_MAC_CTX_free(ctx);
+	if (!ok)
+		return false;
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+	return true;
+}
+
+bool tier_bytes_bound(const struct tier_want *w, const void *data,
+		      const char *mac_hex)
+{
+	enum tier_etag k = tier_etag_kind(w->etag);
+	unsigned char want[16], md[16];
+	char mac[65];
+
+	if (k != TIER_ETAG_OPAQUE && etag_md5(w->etag, want) &&
+	    EVP_Digest(data, w->size, md, NULL, EVP_md5(), NULL) &&
+	    (k == TIER_ETAG_MD5 ||
+	     EVP_Digest(md, sizeof(md), md, NULL, EVP_md5(), NULL)) &&
+	    !memcmp(md, want, sizeof(md)))
+		return true;
+	/* The MAC: compared in constant time, the key is a secret. */
+	return mac_hex && strlen(mac_hex) == 64 && tier_mac_hex(w, data, mac) &&
+	       !CRYPTO_memcmp(mac, mac_hex, 64);
+}
+
+enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
+			     const struct s3_obj_meta *m,
+			     const struct tier_want *w, const void *body)
+{
 	if (got < 0) {
 		/* NoSuchKey (STALE) or a bare 404 (-ENOENT): not there. */
 		if (st->kind == S3_ERR_STALE || got == -ENOENT)
@@ -146,14 +302,14 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 			return TIER_MISMATCH;
 		return TIER_ERROR;
 	}
-	/* The headers first: they came whole even when the body did not. */
-	if (strcmp(m->origin_etag, etag) || !m->has_origin_size ||
-	    m->origin_size != size || (m->has_length && m->length != size))
+	/* The headers first: they came whole even when the body did not,
+	 * and a wrong version is told apart from a truncated body. */
+	if (strcmp(m->origin_etag, w->etag) || !m->has_origin_size ||
+	    m->origin_size != w->size || (m->has_length && m->length != w->size))
 		return TIER_MISMATCH;
-	if ((uint64_t)got != size)
+	if ((uint64_t)got != w->size)
 		return TIER_ERROR; /* cut short: a truncated body */
-	tier_sum_hex(body, size, sum);
-	return strcmp(sum, m->sum) ? TIER_MISMATCH : TIER_HIT;
+	return tier_bytes_bound(w, body, m->mac) ? TIER_HIT : TIER_MISMATCH;
 }
 
 /* ---- the breaker and the counters ---------------------------------------- */
@@ -238,6 +394,7 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->hits = atomic_load(&t->n.hits);
 	st->misses = atomic_load(&t->n.misses);
 	st->mismatches = atomic_load(&t->n.mismatches);
+	st->unbound = atomic_load(&t->n.unbound);
 	st->fallbacks = atomic_load(&t->n.fallbacks);
 	st->hedged = atomic_load(&t->n.hedged);
 	st->bypassed = atomic_load(&t->n.bypassed);
@@ -254,6 +411,7 @@ static void job_free(struct tier_job *j)
 	if (!j)
 		return;
 	free(j->name);
+	free(j->key);
 	free(j->etag);
 	free(j->data);
 	free(j);
@@ -294,12 +452,14 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	j = calloc(1, sizeof(*j));
 	if (j) {
 		j->name = strdup(name);
+		j->key = malloc(key_len ? key_len : 1);
+		j->key_len = key_len;
 		j->etag = strdup(etag);
 		j->size = size;
 		j->data = malloc(size ? size : 1);
 	}
 	pthread_mutex_lock(&t->mu);
-	if (!j || !j->name || !j->etag || !j->data) {
+	if (!j || !j->name || !j->key || !j->etag || !j->data) {
 		t->queued_bytes -= size;
 		pthread_mutex_unlock(&t->mu);
 		job_free(j);
@@ -308,6 +468,7 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 		return -ENOMEM;
 	}
 	memcpy(j->data, data, size);
+	memcpy(j->key, key, key_len);
 	*(t->tail ? &t->tail->next : &t->head) = j;
 	t->tail = j;
 	pthread_cond_signal(&t->cv);
@@ -318,19 +479,33 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 /* Writes one object with its metadata. Worker thread, without mu. */
 static void put_one(struct tier *t, struct tier_job *j)
 {
-	char sum[17], size[24], why[512];
+	char sum[17], size[24], mac[65], why[512];
+	struct tier_want w = tier_want_of(t, j->key, j->key_len, j->etag,
+					  j->size);
 	struct s3_status st;
 	int rc;
 
+	/* Without a key, only bytes the ETag binds are worth writing: an
+	 * MD5-shaped ETag that is not their MD5 (SSE-KMS) would make every
+	 * read back a mismatch. */
+	if (!w.mac_key && !tier_bytes_bound(&w, j->data, NULL)) {
+		add(&t->n.unbound);
+		return;
+	}
 	tier_sum_hex(j->data, j->size, sum);
 	snprintf(size, sizeof(size), "%" PRIu64, j->size);
 	const struct s3_meta_header meta[] = {
 		{ "hintfs-etag", j->etag },
 		{ "hintfs-size", size },
 		{ "hintfs-xxh3", sum },
+		{ "hintfs-mac", mac },
 	};
+	size_t n_meta = sizeof(meta) / sizeof(meta[0]);
+
+	if (!tier_mac_hex(&w, j->data, mac))
+		n_meta--; /* no key: no MAC header */
 	rc = s3_put_object(t->cfg.s3, j->name, strlen(j->name), j->data,
-			   j->size, meta, sizeof(meta) / sizeof(meta[0]), &st);
+			   j->size, meta, n_meta, &st);
 	if (!rc) {
 		add(&t->n.puts);
 		return;
@@ -377,7 +552,9 @@ int tier_start(const struct tier_config *cfg, struct tier **out)
 	struct tier *t;
 	int rc = 0;
 
-	if (strlen(cfg->prefix) > TIER_PREFIX_MAX)
+	if (strlen(cfg->prefix) > TIER_PREFIX_MAX ||
+	    (cfg->mac_key && (cfg->mac_key_len < TIER_KEY_MIN ||
+			      cfg->mac_key_len > TIER_KEY_MAX)))
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -385,9 +562,15 @@ int tier_start(const struct tier_config *cfg, struct tier **out)
 	t->cfg = *cfg;
 	t->prefix = strdup(cfg->prefix);
 	t->bucket = strdup(cfg->origin_bucket);
+	if (cfg->mac_key) {
+		t->mac_key = malloc(cfg->mac_key_len);
+		if (t->mac_key)
+			memcpy(t->mac_key, cfg->mac_key, cfg->mac_key_len);
+	}
+	t->cfg.mac_key = t->mac_key;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
-	if (!t->prefix || !t->bucket) {
+	if (!t->prefix || !t->bucket || (cfg->mac_key && !t->mac_key)) {
 		tier_stop(t);
 		return -ENOMEM;
 	}
@@ -425,6 +608,9 @@ void tier_stop(struct tier *t)
 	pthread_mutex_destroy(&t->mu);
 	free(t->prefix);
 	free(t->bucket);
+	if (t->mac_key)
+		OPENSSL_cleanse(t->mac_key, t->cfg.mac_key_len);
+	free(t->mac_key);
 	free(t);
 }
 
@@ -441,5 +627,27 @@ const char *tier_prefix(const struct tier *t)
 const char *tier_origin_bucket(const struct tier *t)
 {
 	return t->bucket;
+}
+
+bool tier_wants(struct tier *t, const char *key, size_t key_len,
+		const char *etag)
+{
+	struct tier_want w = tier_want_of(t, key, key_len, etag, 0);
+
+	if (tier_can_bind(&w))
+		return true;
+	add(&t->n.unbound);
+	return false;
+}
+
+enum tier_verdict tier_check(const struct tier *t, ssize_t got,
+			     const struct s3_status *st,
+			     const struct s3_obj_meta *m, const char *key,
+			     size_t key_len, const char *etag, uint64_t size,
+			     const void *body)
+{
+	struct tier_want w = tier_want_of(t, key, key_len, etag, size);
+
+	return tier_judge(got, st, m, &w, body);
 }
 

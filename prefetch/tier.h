@@ -4,10 +4,13 @@
  * N nodes read each object from the origin once between them.
  *
  * Tier objects are named by the origin bucket, key and ETag (tier_name()),
- * so two versions of a key never mix, and carry the origin ETag, size and
- * an xxh3-64 of the bytes as x-amz-meta-hintfs-* headers; a read back
- * whose headers or bytes do not match is a mismatch (tier_judge()), never
- * served. The engine (engine.c) decides where a GET goes and what its
+ * so two versions of a key never mix, and carry the origin ETag and size
+ * (and, with a cluster key, a MAC) as x-amz-meta-hintfs-* headers. Whoever
+ * can PUT to the tier can write those headers, so a read back is served
+ * only when something the writer cannot forge binds its bytes to the
+ * origin's version (tier_judge()): the origin's ETag where it is an MD5,
+ * else an HMAC under a key only the cluster holds; anything else is a
+ * mismatch, never served, and an object nothing can bind skips the tier. The engine (engine.c) decides where a GET goes and what its
  * answer means; this file owns the naming, the check, the background PUTs
  * of objects the origin served after a tier miss (a bounded queue: full
  * drops and counts, a reader never waits on it), the breaker that sends
@@ -49,17 +52,66 @@ enum tier_verdict {
 size_t tier_name(const char *prefix, const char *bucket, const char *key,
 		 size_t key_len, const char *etag, char *out, size_t cap);
 
-/** The x-amz-meta-hintfs-xxh3 value of @len bytes at @data (16 hex). */
+/** The x-amz-meta-hintfs-xxh3 value of @len bytes at @data (16 hex): still
+ *  written, for readers of older versions; it proves nothing (whoever
+ *  forges the bytes computes it), so it is never checked. */
 void tier_sum_hex(const void *data, size_t len, char out[17]);
 
+/** What an origin ETag says about the bytes (tier_etag_kind()). */
+enum tier_etag {
+	TIER_ETAG_OPAQUE, /**< nothing known: SSE-C, most multipart, other
+			       servers' formats */
+	TIER_ETAG_MD5,    /**< 32 hex digits: the MD5 of the bytes (a
+			       single-part upload without SSE-KMS/SSE-C) */
+	TIER_ETAG_MD5_1,  /**< "<32 hex>-1": a multipart upload of one part,
+			       the MD5 of the bytes' MD5 */
+};
+
+/** The kind of @etag (quotes around it allowed). Pure. */
+enum tier_etag tier_etag_kind(const char *etag);
+
+/** What a tier object must be to be served: the origin's listing of it,
+ *  and the cluster's key (see tier_judge()). */
+struct tier_want {
+	const char *bucket;           /**< the origin bucket */
+	const char *key;              /**< the object key, @key_len bytes */
+	size_t key_len;
+	const char *etag;             /**< as listed, quotes included */
+	uint64_t size;                /**< as listed */
+	const unsigned char *mac_key; /**< -o shared_cache_key, or NULL */
+	size_t mac_key_len;
+};
+
+/** Whether a tier object of @w can be proven to be the origin's: its ETag
+ *  is an MD5 (tier_etag_kind()) or a MAC key is set. Pure. */
+bool tier_can_bind(const struct tier_want *w);
+
 /**
- * Judges the end of a tier GET of an object listed at the origin with
- * @etag and @size: @got is what s3_xfer_finish() returned (bytes, or a
- * -errno with @st), @m the answer's headers, @body the bytes. Pure.
+ * The x-amz-meta-hintfs-mac value of the bytes @data (@w->size of them):
+ * hex HMAC-SHA256 under @w->mac_key of the scheme, bucket, key, ETag and
+ * size (each NUL-terminated) and the bytes. Returns false when @w has no
+ * key or OpenSSL fails. Pure.
+ */
+bool tier_mac_hex(const struct tier_want *w, const void *data, char out[65]);
+
+/**
+ * Whether @data (@w->size bytes) is proven to be the origin's version of
+ * @w: its MD5 matches an MD5 ETag, or its MAC matches @mac_hex (the
+ * object's header, NULL or "" when it has none) under the cluster key.
+ * Pure.
+ */
+bool tier_bytes_bound(const struct tier_want *w, const void *data,
+		      const char *mac_hex);
+
+/**
+ * Judges the end of a tier GET of the object @w: @got is what
+ * s3_xfer_finish() returned (bytes, or a -errno with @st), @m the answer's
+ * headers, @body the bytes. A hit needs the listed ETag and size in the
+ * headers and tier_bytes_bound(): the headers alone prove nothing. Pure.
  */
 enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
-			     const struct s3_obj_meta *m, const char *etag,
-			     uint64_t size, const void *body);
+			     const struct s3_obj_meta *m,
+			     const struct tier_want *w, const void *body);
 
 struct tier_config {
 	struct s3_client *s3;      /**< the tier's client; not owned */
@@ -68,6 +120,9 @@ struct tier_config {
 	unsigned int hedge_ms;     /**< see tier_hedge_ms() */
 	uint64_t put_mem;          /**< bytes queued for PUT at most;
 				        0: default */
+	const unsigned char *mac_key; /**< -o shared_cache_key's bytes, or
+					   NULL; copied */
+	size_t mac_key_len;
 };
 
 /** Counters of one tier (a snapshot). */
@@ -75,7 +130,12 @@ struct tier_stats {
 	uint64_t gets;        /**< tier GETs started */
 	uint64_t hits;        /**< answered with the object, checked */
 	uint64_t misses;      /**< not there */
-	uint64_t mismatches;  /**< there but not the origin's: not served */
+	uint64_t mismatches;  /**< there but not proven the origin's: not
+				   served */
+	uint64_t unbound;     /**< objects that skipped the tier: nothing
+				   binds their ETag to their bytes (no MAC
+				   key; or an MD5-shaped ETag that was not
+				   the bytes' MD5, not PUT) */
 	uint64_t fallbacks;   /**< errors, timeouts: read from the origin */
 	uint64_t hedged;      /**< too slow for a waiting reader: origin */
 	uint64_t bypassed;    /**< fetches sent to the origin while the
@@ -104,6 +164,22 @@ struct s3_client *tier_client(const struct tier *t);
 /** The tier's bucket naming inputs, for tier_name(). */
 const char *tier_prefix(const struct tier *t);
 const char *tier_origin_bucket(const struct tier *t);
+
+/**
+ * Whether object @key (@key_len bytes), version @etag, may use the tier:
+ * tier_can_bind() with this tier's key; false counts it in unbound. Any
+ * thread.
+ */
+bool tier_wants(struct tier *t, const char *key, size_t key_len,
+		const char *etag);
+
+/** tier_judge() of object @key, version @etag, @size bytes, with this
+ *  tier's origin bucket and key. Any thread. */
+enum tier_verdict tier_check(const struct tier *t, ssize_t got,
+			     const struct s3_status *st,
+			     const struct s3_obj_meta *m, const char *key,
+			     size_t key_len, const char *etag, uint64_t size,
+			     const void *body);
 
 /**
  * How long a reader waits on a tier GET before its object is read from the

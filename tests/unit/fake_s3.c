@@ -34,7 +34,7 @@ struct fake_obj {
 	size_t size;
 	char etag[40];
 	/* What a PUT gave as x-amz-meta-hintfs-*, "" if nothing. */
-	char m_etag[128], m_sum[32], m_size[32];
+	char m_etag[128], m_sum[32], m_size[32], m_mac[72];
 };
 
 struct fake_fault {
@@ -127,7 +127,7 @@ int fake_s3_put(const char *key, const void *data, size_t len)
 	free(o->data);
 	o->data = copy;
 	o->size = len;
-	o->m_etag[0] = o->m_sum[0] = o->m_size[0] = '\0';
+	o->m_etag[0] = o->m_sum[0] = o->m_size[0] = o->m_mac[0] = '\0';
 	snprintf(o->etag, sizeof(o->etag), "\"v%llu-%zu\"",
 		 (unsigned long long)++F.version, len);
 	pthread_mutex_unlock(&F.mu);
@@ -387,6 +387,7 @@ static int answer_get(struct s3_xfer *x, const char *key,
 		snprintf(x->meta.origin_etag, sizeof(x->meta.origin_etag), "%s",
 			 o->m_etag);
 		snprintf(x->meta.sum, sizeof(x->meta.sum), "%s", o->m_sum);
+		snprintf(x->meta.mac, sizeof(x->meta.mac), "%s", o->m_mac);
 		x->meta.origin_size = strtoull(o->m_size, &end, 10);
 		x->meta.has_origin_size = o->m_size[0] && !*end;
 		x->meta.length = o->size;
@@ -424,6 +425,8 @@ static int answer_put(struct s3_xfer *x, const char *key)
 			snprintf(o->m_sum, sizeof(o->m_sum), "%s", v);
 		else if (!strcmp(n, "x-amz-meta-hintfs-size"))
 			snprintf(o->m_size, sizeof(o->m_size), "%s", v);
+		else if (!strcmp(n, "x-amz-meta-hintfs-mac"))
+			snprintf(o->m_mac, sizeof(o->m_mac), "%s", v);
 	}
 	return 0;
 }

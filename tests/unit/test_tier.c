@@ -11,6 +11,7 @@
 #include "check.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,68 +47,185 @@ static void test_name(void)
 	CHECK(tier_name("p/", "bkt", "k", 1, "e", small, sizeof(small)) == 0);
 }
 
-/* Headers as a tier object written by hintfs carries them. */
-static struct s3_obj_meta meta_of(const char *etag, const void *data,
-				  size_t len)
+/* The quoted ETag S3 gives a single PUT of @len bytes at @data (@parts 0),
+ * or a multipart upload of them in one part (@parts 1). */
+static void etag_of(const void *data, size_t len, int parts, char out[48])
+{
+	unsigned char md[16];
+	char *o = out;
+
+	EVP_Digest(data, len, md, NULL, EVP_md5(), NULL);
+	if (parts)
+		EVP_Digest(md, sizeof(md), md, NULL, EVP_md5(), NULL);
+	*o++ = '"';
+	for (int i = 0; i < 16; i++)
+		o += sprintf(o, "%02x", md[i]);
+	sprintf(o, parts ? "-%d\"" : "\"", parts);
+}
+
+/* Headers as a tier object written by hintfs carries them: the listed
+ * ETag and size, the xxh3 and (with a key in @w) the MAC of @data. */
+static struct s3_obj_meta meta_of(const struct tier_want *w, const void *data)
 {
 	struct s3_obj_meta m = { 0 };
 
-	snprintf(m.origin_etag, sizeof(m.origin_etag), "%s", etag);
-	tier_sum_hex(data, len, m.sum);
-	m.origin_size = len;
+	snprintf(m.origin_etag, sizeof(m.origin_etag), "%s", w->etag);
+	tier_sum_hex(data, w->size, m.sum);
+	if (w->mac_key)
+		CHECK(tier_mac_hex(w, data, m.mac));
+	m.origin_size = w->size;
 	m.has_origin_size = true;
-	m.length = len;
+	m.length = w->size;
 	m.has_length = true;
 	return m;
+}
+
+static const unsigned char KEY[] = "the cluster's 32-byte secret key";
+static const unsigned char OTHER_KEY[] = "somebody else's 32-byte key!!!!!";
+
+static void test_etag_kind(void)
+{
+	const char *md5 = "0123456789abcdef0123456789ABCDEF";
+	char q[64];
+
+	CHECK(tier_etag_kind(md5) == TIER_ETAG_MD5);
+	snprintf(q, sizeof(q), "\"%s\"", md5);
+	CHECK(tier_etag_kind(q) == TIER_ETAG_MD5);
+	snprintf(q, sizeof(q), "\"%s-1\"", md5);
+	CHECK(tier_etag_kind(q) == TIER_ETAG_MD5_1);
+	/* Several parts: the part size is unknown, nothing binds. */
+	snprintf(q, sizeof(q), "\"%s-2\"", md5);
+	CHECK(tier_etag_kind(q) == TIER_ETAG_OPAQUE);
+	snprintf(q, sizeof(q), "\"%s-10\"", md5);
+	CHECK(tier_etag_kind(q) == TIER_ETAG_OPAQUE);
+	/* Not 32 hex digits, or something after them. */
+	CHECK(tier_etag_kind("\"v1\"") == TIER_ETAG_OPAQUE);
+	CHECK(tier_etag_kind("\"0123456789abcdef0123456789abcdeg\"") ==
+	      TIER_ETAG_OPAQUE);
+	CHECK(tier_etag_kind("\"0123456789abcdef0123456789abcdef0\"") ==
+	      TIER_ETAG_OPAQUE);
+	CHECK(tier_etag_kind("\"0123456789abcdef\"") == TIER_ETAG_OPAQUE);
+	CHECK(tier_etag_kind("") == TIER_ETAG_OPAQUE);
+}
+
+/* A forged tier object (right name, ETag and size in its headers, the
+ * xxh3 of its own, other, bytes) is never a hit, whatever binds. */
+static void check_forgery_refused(const struct tier_want *w, const char *body)
+{
+	struct s3_status ok = { 0 };
+	char *other = malloc(w->size);
+	struct s3_obj_meta m = meta_of(w, body), fm;
+
+	CHECK(tier_judge((ssize_t)w->size, &ok, &m, w, body) == TIER_HIT);
+	memcpy(other, body, w->size);
+	other[3] ^= 1;
+	fm = meta_of(w, other); /* self-consistent: its own xxh3 (and MAC) */
+	if (w->mac_key) {
+		/* The forger's MAC is under a key of its own. */
+		struct tier_want fw = *w;
+
+		fw.mac_key = OTHER_KEY;
+		fm = meta_of(&fw, other);
+	}
+	CHECK(tier_judge((ssize_t)w->size, &ok, &fm, w, other) ==
+	      TIER_MISMATCH);
+	/* ... or carries the real object's MAC over other bytes. */
+	fm.sum[0] = '\0';
+	memcpy(fm.mac, m.mac, sizeof(fm.mac));
+	CHECK(tier_judge((ssize_t)w->size, &ok, &fm, w, other) ==
+	      TIER_MISMATCH);
+	free(other);
+}
+
+static void test_forgeries(void)
+{
+	const char body[] = "the origin's bytes, all of them";
+	size_t len = sizeof(body) - 1;
+	char single[48], one_part[48], two_parts[48];
+	struct s3_status ok = { 0 };
+	struct tier_want w = { .bucket = "bkt", .key = "dir/a.jpg",
+			       .key_len = 9, .size = len };
+	struct s3_obj_meta m;
+
+	etag_of(body, len, 0, single);
+	etag_of(body, len, 1, one_part);
+	/* A two-part ETag: the MD5 of part MD5s, whatever they were. */
+	snprintf(two_parts, sizeof(two_parts), "%.33s-2\"", single);
+
+	/* A plain MD5 ETag binds the bytes, no key needed. */
+	w.etag = single;
+	CHECK(tier_can_bind(&w));
+	check_forgery_refused(&w, body);
+	/* So does a multipart ETag of one part (MD5 of the MD5). */
+	w.etag = one_part;
+	CHECK(tier_can_bind(&w));
+	check_forgery_refused(&w, body);
+	/* Two parts, no key: nothing binds; even the right bytes with
+	 * consistent headers are refused (and the engine never asks). */
+	w.etag = two_parts;
+	CHECK(!tier_can_bind(&w));
+	m = meta_of(&w, body);
+	CHECK(tier_judge((ssize_t)len, &ok, &m, &w, body) == TIER_MISMATCH);
+	/* With the cluster key, its MAC binds them. */
+	w.mac_key = KEY;
+	w.mac_key_len = sizeof(KEY) - 1;
+	CHECK(tier_can_bind(&w));
+	check_forgery_refused(&w, body);
+	/* An opaque ETag (SSE-C, another server) likewise. */
+	w.etag = "\"v1\"";
+	check_forgery_refused(&w, body);
+	/* The MAC covers the name: the right bytes under another key's
+	 * (or bucket's) name do not pass. */
+	m = meta_of(&w, body);
+	w.key = "dir/b.jpg";
+	CHECK(tier_judge((ssize_t)len, &ok, &m, &w, body) == TIER_MISMATCH);
+	w.key = "dir/a.jpg";
+	w.bucket = "bkt2";
+	CHECK(tier_judge((ssize_t)len, &ok, &m, &w, body) == TIER_MISMATCH);
 }
 
 static void test_judge(void)
 {
 	const char body[] = "the origin's bytes";
 	size_t len = sizeof(body) - 1;
+	char etag[48], etag2[48];
 	struct s3_status ok = { 0 }, st = { 0 };
-	struct s3_obj_meta m = meta_of("\"v1\"", body, len), bad;
-	char other[sizeof(body)];
+	struct tier_want w = { .bucket = "b", .key = "k", .key_len = 1,
+			       .etag = etag, .size = len };
+	struct tier_want w2 = w;
+	struct s3_obj_meta m, bad;
 
-	CHECK(tier_judge((ssize_t)len, &ok, &m, "\"v1\"", len, body) == TIER_HIT);
+	etag_of(body, len, 0, etag);
+	etag_of("other", 5, 0, etag2);
+	w2.etag = etag2;
+	m = meta_of(&w, body);
+	CHECK(tier_judge((ssize_t)len, &ok, &m, &w, body) == TIER_HIT);
 	/* Another version of the key (the listing moved on). */
-	CHECK(tier_judge((ssize_t)len, &ok, &m, "\"v2\"", len, body) ==
-	      TIER_MISMATCH);
-	/* Other bytes under the right headers. */
-	memcpy(other, body, sizeof(body));
-	other[3] ^= 1;
-	CHECK(tier_judge((ssize_t)len, &ok, &m, "\"v1\"", len, other) ==
-	      TIER_MISMATCH);
+	CHECK(tier_judge((ssize_t)len, &ok, &m, &w2, body) == TIER_MISMATCH);
 	/* No metadata at all (written by someone else). */
 	bad = (struct s3_obj_meta){ .length = len, .has_length = true };
-	CHECK(tier_judge((ssize_t)len, &ok, &bad, "\"v1\"", len, body) ==
-	      TIER_MISMATCH);
+	CHECK(tier_judge((ssize_t)len, &ok, &bad, &w, body) == TIER_MISMATCH);
 	/* A size that is not the listed one. */
 	bad = m;
 	bad.origin_size = len + 1;
-	CHECK(tier_judge((ssize_t)len, &ok, &bad, "\"v1\"", len, body) ==
-	      TIER_MISMATCH);
+	CHECK(tier_judge((ssize_t)len, &ok, &bad, &w, body) == TIER_MISMATCH);
 	/* A body cut short under the right headers: an error, not a
 	 * mismatch (nothing is wrong with the object). */
-	CHECK(tier_judge((ssize_t)len - 4, &ok, &m, "\"v1\"", len, body) ==
-	      TIER_ERROR);
+	CHECK(tier_judge((ssize_t)len - 4, &ok, &m, &w, body) == TIER_ERROR);
 	/* A body longer than the object (BodyTooLarge). */
 	st = (struct s3_status){ .kind = S3_ERR_OTHER, .code = "BodyTooLarge" };
-	CHECK(tier_judge(-EPROTO, &st, &m, "\"v1\"", len, body) ==
-	      TIER_MISMATCH);
+	CHECK(tier_judge(-EPROTO, &st, &m, &w, body) == TIER_MISMATCH);
 	/* Not there: NoSuchKey, or a bare 404. */
 	st = (struct s3_status){ .kind = S3_ERR_STALE, .http = 404 };
-	CHECK(tier_judge(-ESTALE, &st, &m, "\"v1\"", len, body) == TIER_MISS);
+	CHECK(tier_judge(-ESTALE, &st, &m, &w, body) == TIER_MISS);
 	st = (struct s3_status){ .kind = S3_ERR_OTHER, .http = 404 };
-	CHECK(tier_judge(-ENOENT, &st, &m, "\"v1\"", len, body) == TIER_MISS);
+	CHECK(tier_judge(-ENOENT, &st, &m, &w, body) == TIER_MISS);
 	/* 503, reset, refused, timeout: errors. */
 	st = (struct s3_status){ .kind = S3_ERR_SLOWDOWN, .http = 503 };
-	CHECK(tier_judge(-EAGAIN, &st, &m, "\"v1\"", len, body) == TIER_ERROR);
+	CHECK(tier_judge(-EAGAIN, &st, &m, &w, body) == TIER_ERROR);
 	st = (struct s3_status){ .kind = S3_ERR_NETWORK };
-	CHECK(tier_judge(-ECONNRESET, &st, &m, "\"v1\"", len, body) ==
-	      TIER_ERROR);
-	CHECK(tier_judge(-ETIMEDOUT, &st, &m, "\"v1\"", len, body) ==
-	      TIER_ERROR);
+	CHECK(tier_judge(-ECONNRESET, &st, &m, &w, body) == TIER_ERROR);
+	CHECK(tier_judge(-ETIMEDOUT, &st, &m, &w, body) == TIER_ERROR);
 }
 
 static struct s3_client *client(void)
@@ -136,10 +254,12 @@ static void puts_settled(struct tier *t, struct tier_stats *ts)
 	tier_get_stats(t, ts);
 }
 
-/* A whole GET of tier object @name as the engine sends it; its verdict. */
-static enum tier_verdict get_back(struct s3_client *c, const char *name,
+/* A whole GET of tier object @name as the engine sends it; its verdict
+ * from tier @t, for object "k/1" version @etag. */
+static enum tier_verdict get_back(struct tier *t, const char *name,
 				  const char *etag, const void *want, size_t len)
 {
+	struct s3_client *c = tier_client(t);
 	char *buf = calloc(1, len);
 	struct s3_status st = { 0 };
 	struct s3_xfer *x = NULL;
@@ -153,12 +273,22 @@ static enum tier_verdict get_back(struct s3_client *c, const char *name,
 	s3_xfer_want_meta(x);
 	rc = s3_perform(x, &st);
 	got = rc ? rc : (ssize_t)x->body.b.len;
-	v = tier_judge(got, &st, s3_xfer_meta(x), etag, len, buf);
+	v = tier_check(t, got, &st, s3_xfer_meta(x), "k/1", 3, etag, len, buf);
 	if (v == TIER_HIT)
 		CHECK(!memcmp(buf, want, len));
 	s3_xfer_destroy(x);
 	free(buf);
 	return v;
+}
+
+/* Queues a PUT of "k/1", version @etag, of @len bytes at @data to @t and
+ * waits for it; the stats after it in @ts. */
+static void put_settled(struct tier *t, const char *etag, const void *data,
+			size_t len, struct tier_stats *ts)
+{
+	tier_put_expect(t);
+	CHECK(tier_put(t, "k/1", 3, etag, len, data) == 0);
+	puts_settled(t, ts);
 }
 
 static void test_put_and_read_back(void)
@@ -168,41 +298,70 @@ static void test_put_and_read_back(void)
 				  .prefix = "shared/" };
 	struct tier_stats ts;
 	struct tier *t = NULL;
-	char name[TIER_NAME_MAX], data[3000];
+	char name[TIER_NAME_MAX], data[3000], etag[48];
 
 	fake_s3_reset();
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (char)(i * 7);
-	tier_name("shared/", "origin", "k/1", 3, "\"e1\"", name, sizeof(name));
+	etag_of(data, sizeof(data), 0, etag);
+	tier_name("shared/", "origin", "k/1", 3, etag, name, sizeof(name));
 
 	CHECK(tier_start(&tc, &t) == 0);
+	CHECK(tier_wants(t, "k/1", 3, etag));
 	/* Not there yet: a miss. */
-	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_MISS);
-	tier_put_expect(t);
-	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == 0);
-	puts_settled(t, &ts);
+	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_MISS);
+	put_settled(t, etag, data, sizeof(data), &ts);
 	CHECK(ts.puts == 1 && ts.put_errors == 0 && fake_s3_puts() == 1);
 	/* Written under its name, with its metadata: read back, a hit. */
-	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_HIT);
+	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_HIT);
 	/* Someone overwrites it without hintfs's metadata: never served. */
 	CHECK(fake_s3_put(name, data, sizeof(data)) == 0);
-	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_MISMATCH);
+	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_MISMATCH);
 	/* A tier that answers 503: an error (the engine reads the origin). */
 	fake_s3_fail(name, 503, "SlowDown", -1);
-	CHECK(get_back(c, name, "\"e1\"", data, sizeof(data)) == TIER_ERROR);
+	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_ERROR);
 	/* A PUT the tier refuses is counted, not retried for ever. */
-	tier_put_expect(t);
-	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == 0);
-	puts_settled(t, &ts);
+	put_settled(t, etag, data, sizeof(data), &ts);
 	CHECK(ts.put_errors == 1);
+	fake_s3_reset();
+	/* Without a key: an ETag that binds nothing keeps the object off the
+	 * tier, and bytes that are not their MD5 ETag's (SSE-KMS) are never
+	 * written. */
+	CHECK(!tier_wants(t, "k/1", 3, "\"v1\""));
+	data[0] ^= 1;
+	put_settled(t, etag, data, sizeof(data), &ts);
+	data[0] ^= 1;
+	CHECK(ts.unbound == 2 && ts.puts == 1 && fake_s3_puts() == 0);
 	tier_stop(t);
+
+	/* With the cluster's key, an opaque ETag is bound by the MAC the
+	 * object carries; another node's key does not pass. */
+	tc.mac_key = KEY;
+	tc.mac_key_len = sizeof(KEY) - 1;
+	CHECK(tier_start(&tc, &t) == 0);
+	CHECK(tier_wants(t, "k/1", 3, "\"v1\""));
+	tier_name("shared/", "origin", "k/1", 3, "\"v1\"", name, sizeof(name));
+	put_settled(t, "\"v1\"", data, sizeof(data), &ts);
+	CHECK(ts.puts == 1 && fake_s3_puts() == 1);
+	CHECK(get_back(t, name, "\"v1\"", data, sizeof(data)) == TIER_HIT);
+	tier_stop(t);
+	tc.mac_key = OTHER_KEY;
+	CHECK(tier_start(&tc, &t) == 0);
+	CHECK(get_back(t, name, "\"v1\"", data, sizeof(data)) ==
+	      TIER_MISMATCH);
+	tier_stop(t);
+	/* A key shorter than 16 bytes is refused. */
+	tc.mac_key_len = 15;
+	CHECK(tier_start(&tc, &t) == -EINVAL);
+	tc.mac_key = NULL;
+	tc.mac_key_len = 0;
 
 	/* The queue's bound is what a reader never waits for: an object
 	 * past it is dropped and counted at once. */
 	tc.put_mem = sizeof(data) - 1;
 	CHECK(tier_start(&tc, &t) == 0);
 	tier_put_expect(t);
-	CHECK(tier_put(t, "k/1", 3, "\"e1\"", sizeof(data), data) == -EBUSY);
+	CHECK(tier_put(t, "k/1", 3, etag, sizeof(data), data) == -EBUSY);
 	tier_get_stats(t, &ts);
 	CHECK(ts.put_dropped == 1 && ts.put_pending == 0);
 	tier_stop(t);
@@ -212,7 +371,9 @@ static void test_put_and_read_back(void)
 int main(void)
 {
 	test_name();
+	test_etag_kind();
 	test_judge();
+	test_forgeries();
 	test_put_and_read_back();
 	return check_done();
 }
