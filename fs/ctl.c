@@ -772,14 +772,14 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		s3_client_counts(fs->tier_s3, &tl, &tg);
 		fprintf(f, "  \"tier\": {\"gets\": %llu, \"hits\": %llu, "
 			"\"misses\": %llu, \"mismatches\": %llu, "
-			"\"fallbacks\": %llu, \"hedged\": %llu, "
+			"\"unbound\": %llu, \"fallbacks\": %llu, \"hedged\": %llu, "
 			"\"bypassed\": %llu, \"puts\": %llu, "
 			"\"put_errors\": %llu, \"put_dropped\": %llu, "
 			"\"put_pending\": %llu, \"requests\": {\"get\": %llu, "
 			"\"put\": %llu, \"connects\": %llu}},\n",
 			U(ps.tier_st.gets), U(ps.tier_st.hits),
 			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
-			U(ps.tier_st.fallbacks), U(ps.tier_st.hedged),
+			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks), U(ps.tier_st.hedged),
 			U(ps.tier_st.bypassed), U(ps.tier_st.puts),
 			U(ps.tier_st.put_errors), U(ps.tier_st.put_dropped),
 			U(ps.tier_st.put_pending), U(tg),

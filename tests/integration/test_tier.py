@@ -21,6 +21,8 @@ second proxy, so that each proxy's log counts one side's requests.
 Request counts come from the proxies' logs; no assertion depends on time.
 """
 
+import ctypes
+import hashlib
 import random
 import threading
 import time
@@ -242,6 +244,117 @@ def test_tier_faults(buckets, mount, proxies, fault):
                                    want=len(objects) - st["hits"]))
     assert st["hits"] + origin_gets == len(objects), st
     assert st["fallbacks"] + st["hedged"] + st["bypassed"] == origin_gets, st
+
+
+# ------------------------------------------------------------------- forgeries
+
+def tier_name(origin, key, etag):
+    """The tier's name of version @etag of @key (design.md 2.7)."""
+    h = hashlib.sha256(b"\0".join(x.encode() for x in (origin, key, etag))
+                       + b"\0").hexdigest()
+    return f"{TIER_PREFIX}/hintfs-v1/{h}"
+
+
+def xxh3_hex(data):
+    """The xxh3-64 of @data as hintfs writes it (libxxhash via ctypes)."""
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return "%016x" % lib.XXH3_64bits(data, len(data))
+
+
+def forge(s3, tier, origin, key, etag, size):
+    """PUTs to the tier, under @key's name, other bytes of the same size
+    with self-consistent metadata: the origin's ETag and size, the xxh3 of
+    the forged bytes. Returns the forged bytes."""
+    bad = bytes([0x5A]) * size
+    s3.put_object(Bucket=tier, Key=tier_name(origin, key, etag), Body=bad,
+                  Metadata={"hintfs-etag": etag, "hintfs-size": str(size),
+                            "hintfs-xxh3": xxh3_hex(bad)})
+    return bad
+
+
+def upload_parts(s3, bucket, key, body, part_size):
+    """A multipart upload of @body in parts of @part_size; its ETag."""
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key)
+    parts = []
+    for n, off in enumerate(range(0, len(body), part_size), 1):
+        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"],
+                           PartNumber=n, Body=body[off:off + part_size])
+        parts.append({"PartNumber": n, "ETag": r["ETag"]})
+    return s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=up["UploadId"],
+        MultipartUpload={"Parts": parts})["ETag"]
+
+
+def test_forged_objects_never_served(s3, bucket, make_bucket, mount, proxies,
+                                     tmp_path):
+    """Whoever can PUT to the tier writes an object under the computed name
+    with the origin's ETag, the right size and the xxh3 of other bytes: a
+    single-part ETag (its MD5 binds the bytes), a multipart upload of one
+    part (the MD5 of the MD5) and one of two parts (nothing binds without
+    the cluster key: it skips the tier, or with the key needs the MAC).
+    Each read returns the origin's bytes, the mismatches are counted, and
+    the local cache holds the origin's bytes."""
+    tier = make_bucket("forge")
+    rng = random.Random(21)
+    single = rng.randbytes(150_000)
+    one_part = rng.randbytes(120_000)
+    two_parts = rng.randbytes((5 << 20) + 4096)  # parts of 5 MiB at least
+    objects = {"single.bin": single, "one.bin": one_part, "two.bin": two_parts}
+    s3.put_object(Bucket=bucket, Key="single.bin", Body=single)
+    upload_parts(s3, bucket, "one.bin", one_part, len(one_part))
+    upload_parts(s3, bucket, "two.bin", two_parts, 5 << 20)
+    etags = {k: s3.head_object(Bucket=bucket, Key=k)["ETag"] for k in objects}
+    assert etags["one.bin"].endswith('-1"') and etags["two.bin"].endswith('-2"')
+    opx, tpx = proxies(), proxies()
+    key_file = tmp_path / "cluster.key"
+    key_file.write_bytes(b"k" * 32)
+    other_key = tmp_path / "other.key"
+    other_key.write_bytes(b"o" * 32)
+
+    def node(*extra):
+        return mount(bucket, endpoint=opx.endpoint,
+                     options=tier_options(tier, tpx, *extra))
+
+    # Forged before any node wrote: every name holds other bytes.
+    for k, v in objects.items():
+        forge(s3, tier, bucket, k, etags[k], len(v))
+    cache = tmp_path / "cache"
+    m = node(f"cache_dir={cache}")
+    read_all(m, objects, threads=3)
+    st = wait_puts(m)
+    # The two ETags that bind the bytes refuse the forgeries; the
+    # two-part object, without a key, never touches the tier.
+    assert st["hits"] == 0 and st["mismatches"] == 2, st
+    assert st["unbound"] == 1 and st["gets"] == 2, st
+    assert st["puts"] == 2, st  # the origin's bytes written back
+    m.stop()
+    # Nothing forged reached the local cache: a remount without the tier
+    # reads the same cache, byte-exact, and the origin sees no GET.
+    before = len(object_gets(opx, bucket))
+    m = mount(bucket, endpoint=opx.endpoint, options=[f"cache_dir={cache}"])
+    read_all(m, objects, threads=3)
+    assert len(object_gets(opx, bucket)) == before
+    m.stop()
+
+    # Under the cluster key, the two-part object uses the tier: a forgery
+    # with a MAC under another key is refused; the origin's copy, written
+    # with the cluster's MAC, is served to the next node.
+    m = node(f"shared_cache_key={other_key}")
+    read_all(m, objects, threads=3)
+    assert wait_puts(m)["puts"] == 1  # two.bin, MAC'd under other.key
+    m.stop()
+    m = node(f"shared_cache_key={key_file}")
+    read_all(m, objects, threads=3)
+    st = wait_puts(m)
+    assert st["hits"] == 2 and st["mismatches"] == 1, st
+    assert st["unbound"] == 0 and st["puts"] == 1, st
+    m.stop()
+    m = node(f"shared_cache_key={key_file}")
+    read_all(m, objects, threads=3)
+    st = hintfs.stats(m.path)["tier"]
+    assert st["hits"] == 3 and st["mismatches"] == 0, st
 
 
 # ------------------------------------------------- four mounts, three epochs
