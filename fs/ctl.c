@@ -772,18 +772,24 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		s3_client_counts(fs->tier_s3, &tl, &tg);
 		fprintf(f, "  \"tier\": {\"gets\": %llu, \"hits\": %llu, "
 			"\"misses\": %llu, \"mismatches\": %llu, "
-			"\"unbound\": %llu, \"fallbacks\": %llu, \"hedged\": %llu, "
-			"\"bypassed\": %llu, \"puts\": %llu, "
+			"\"unbound\": %llu, \"fallbacks\": %llu, "
+			"\"hedged\": %llu, \"hedge_denied\": %llu, "
+			"\"hedge_budget_pct\": 1, \"bypassed\": %llu, "
+			"\"reader_stalls\": %llu, \"breaker_opens\": %llu, "
+			"\"breaker_open\": %s, \"puts\": %llu, "
 			"\"put_errors\": %llu, \"put_dropped\": %llu, "
 			"\"put_pending\": %llu, \"requests\": {\"get\": %llu, "
 			"\"put\": %llu, \"connects\": %llu}},\n",
 			U(ps.tier_st.gets), U(ps.tier_st.hits),
 			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
-			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks), U(ps.tier_st.hedged),
-			U(ps.tier_st.bypassed), U(ps.tier_st.puts),
-			U(ps.tier_st.put_errors), U(ps.tier_st.put_dropped),
-			U(ps.tier_st.put_pending), U(tg),
-			U(s3_client_puts(fs->tier_s3)),
+			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks),
+			U(ps.tier_st.hedged), U(ps.tier_st.hedge_denied),
+			U(ps.tier_st.bypassed), U(ps.tier_st.reader_stalls),
+			U(ps.tier_st.breaker_opens),
+			ps.tier_st.breaker_open ? "true" : "false",
+			U(ps.tier_st.puts), U(ps.tier_st.put_errors),
+			U(ps.tier_st.put_dropped), U(ps.tier_st.put_pending),
+			U(tg), U(s3_client_puts(fs->tier_s3)),
 			U(s3_client_connects(fs->tier_s3)));
 	}
 	fs_creds_json(f, s3_client_creds(fs->s3));

@@ -397,9 +397,12 @@ static struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 		return f;
 	}
 	mem_add(pf, f, o->size);
+	/* Whether it reads the tier is asked again when its GET starts
+	 * (part_take(): the breaker may open or close meanwhile). */
 	f->tier = pf->tier && f->n_parts == 1 &&
-		  tier_wants(pf->tier, f->key, f->key_len, f->etag) &&
-		  tier_use(pf->tier);
+		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
+	if (demand)
+		f->wait_ns = mono_ns();
 	/* Readers move the parts they need to the front (fetch_ask); the
 	 * rest keep the object's order, behind other readers' parts. */
 	for (uint32_t i = 0; i < f->n_parts; i++) {
@@ -591,13 +594,13 @@ static void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		       bool retryable, const struct s3_status *st);
 
 static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
-			    enum tier_verdict v, bool hedged,
+			    enum tier_verdict v, enum tier_cut cut,
 			    const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
 
 	tier_run_remove(pf, p);
-	tier_note_verdict(pf->tier, v, hedged);
+	tier_note_verdict(pf->tier, v, cut, f->demand);
 	if (v != TIER_ERROR)
 		tier_note_answer_ns(pf->tier, mono_ns() - p->start_ns);
 	if (v == TIER_HIT) {
@@ -607,12 +610,11 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	pf->running--;
 	f->running--;
 	f->tier = false;
-	/* After a miss or a mismatch the tier needs the object; after a
-	 * hedge or a timeout it may lack it (a slow answer says nothing),
-	 * and writing it again costs a PUT where a miss next epoch costs an
-	 * origin GET. A tier that answers errors gets nothing more to do. */
-	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH || hedged ||
-		      got == -ETIMEDOUT;
+	/* After a miss or a mismatch the tier needs the object. After a
+	 * hedge, a timeout or an error it most likely holds it (it was slow
+	 * or failing, not empty): a PUT would only load a tier already too
+	 * slow for its readers. */
+	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH;
 	if (f->tier_put)
 		tier_put_expect(pf->tier);
 	/* The origin's GET is another request: new handle, If-Match. */
@@ -623,44 +625,80 @@ static void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
 }
 
+/* Cuts tier GET @p (running, armed) short: it goes to the origin. Engine
+ * thread, mu held. */
+static void tier_cut_part(struct pf *pf, struct pf_part *p,
+			  enum tier_cut cut)
+{
+	struct s3_status st;
+	bool retryable;
+
+	curl_multi_remove_handle(pf->multi, s3_xfer_easy(p->x));
+	s3_xfer_finish(p->x, CURLE_ABORTED_BY_CALLBACK, &st, &retryable);
+	tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, cut, &st);
+}
+
 /*
- * Cancels the tier GETs a reader has waited on past the hedge; they go to
- * the origin. Engine thread (it owns the multi handle), mu held. Returns
- * whether it cancelled any, and lowers *@timeout_ms to the next hedge due.
+ * Sends to the origin the tier GETs that should not wait on the tier any
+ * longer: all of them when the tier is hung or its breaker open (the
+ * hint's prefetches included, so that they keep their lead), and those a
+ * reader has waited on past the hedge, within the hedge budget. Engine
+ * thread (it owns the multi handle), mu held. Returns whether it cut any,
+ * and lowers *@timeout_ms to the next check due.
  */
 static bool tier_hedge(struct pf *pf, int *timeout_ms)
 {
 	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
-	uint64_t now = mono_ns();
+	uint64_t now = mono_ns(), due;
 	struct pf_part *p, *next;
-	bool any = false;
+	unsigned int running = 0;
+	bool any = false, all;
 
-	if (!hedge_ns)
+	if (!pf->tier_run)
 		return false;
+	for (p = pf->tier_run; p; p = p->tnext)
+		running++;
+	/* tier_run is in start order: its head is the oldest GET. */
+	all = tier_open(pf->tier) ||
+	      tier_hung(pf->tier, pf->tier_run->start_ns, running, &due);
+	if (!all && due != UINT64_MAX && due > now) {
+		int ms = (int)((due - now) / 1000000u) + 1;
+
+		if (ms < *timeout_ms)
+			*timeout_ms = ms;
+	}
 	for (p = pf->tier_run; p; p = next) {
-		struct s3_status st;
-		bool retryable;
-		CURL *easy;
+		struct pf_fetch *f = p->f;
 
 		next = p->tnext;
-		if (!p->f->demand)
+		if (!p->x || !s3_xfer_easy(p->x))
+			continue; /* not armed yet: arm_parts() is on it */
+		if (all) {
+			tier_cut_part(pf, p, TIER_CUT_BREAKER);
+			any = true;
 			continue;
-		if (now < p->start_ns + hedge_ns) {
-			int ms = (int)((p->start_ns + hedge_ns - now) / 1000000u) + 1;
+		}
+		if (!hedge_ns || !f->demand || p->hedge_denied)
+			continue;
+		/* The reader's own wait: a prefetch that ran long before
+		 * it came has not kept it waiting. */
+		due = (f->wait_ns > p->start_ns ? f->wait_ns : p->start_ns) +
+		      hedge_ns;
+		if (now < due) {
+			int ms = (int)((due - now) / 1000000u) + 1;
 
 			if (ms < *timeout_ms)
 				*timeout_ms = ms;
 			continue;
 		}
-		easy = p->x ? s3_xfer_easy(p->x) : NULL;
-		if (!easy)
-			continue; /* not armed yet: arm_parts() is on it */
 		/* NOTE: a race would keep both answers; for an object of one
 		 * part, the tier answering after the hedge is a tier in
 		 * trouble, and the origin's GET alone is the cheaper bet. */
-		curl_multi_remove_handle(pf->multi, easy);
-		s3_xfer_finish(p->x, CURLE_ABORTED_BY_CALLBACK, &st, &retryable);
-		tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, true, &st);
+		if (!tier_hedge_take(pf->tier)) {
+			p->hedge_denied = true;
+			continue;
+		}
+		tier_cut_part(pf, p, TIER_CUT_HEDGE);
 		any = true;
 	}
 	return any;
@@ -959,8 +997,11 @@ static void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 		if (p->buf && f->stream)
 			mem_add(pf, f, p->len);
 	}
-	if (!p->attempts++)
+	if (!p->attempts++) {
 		p->first_ns = now;
+		if (f->tier && !tier_use(pf->tier))
+			f->tier = false; /* the breaker is open */
+	}
 	p->state = PART_RUNNING;
 	if (++pf->running > pf->st.inflight_peak)
 		pf->st.inflight_peak = pf->running;
@@ -1070,7 +1111,8 @@ static void arm_parts(struct pf *pf, struct pf_part *list)
 
 			pthread_mutex_lock(&pf->mu);
 			if (f->tier)
-				tier_part_ended(pf, p, rc, TIER_ERROR, false, &st);
+				tier_part_ended(pf, p, rc, TIER_ERROR,
+						TIER_CUT_NONE, &st);
 			else
 				part_ended(pf, p, rc, false, &st);
 			pthread_mutex_unlock(&pf->mu);
@@ -1154,7 +1196,8 @@ static void *engine_main(void *arg)
 				    f->key_len, f->etag, f->size, p->buf);
 
 				pthread_mutex_lock(&pf->mu);
-				tier_part_ended(pf, p, got, v, false, &st);
+				tier_part_ended(pf, p, got, v, TIER_CUT_NONE,
+						&st);
 			} else {
 				pthread_mutex_lock(&pf->mu);
 				part_ended(pf, p, got, retryable, &st);
@@ -1191,6 +1234,8 @@ static void part_span(const struct pf *pf, uint64_t off, size_t len,
  */
 static void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 {
+	if (!f->demand)
+		f->wait_ns = mono_ns();
 	if (!f->demand && !f->stream) {
 		/* A reader waits for it now: its parts leave the prefetch
 		 * queue for the demand queue, in order. */
@@ -1531,7 +1576,11 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 		st->tier_st.unbound = ts.unbound;
 		st->tier_st.fallbacks = ts.fallbacks;
 		st->tier_st.hedged = ts.hedged;
+		st->tier_st.hedge_denied = ts.hedge_denied;
 		st->tier_st.bypassed = ts.bypassed;
+		st->tier_st.reader_stalls = ts.reader_stalls;
+		st->tier_st.breaker_opens = ts.breaker_opens;
+		st->tier_st.breaker_open = ts.breaker_open;
 		st->tier_st.puts = ts.puts;
 		st->tier_st.put_errors = ts.put_errors;
 		st->tier_st.put_dropped = ts.put_dropped;

@@ -55,9 +55,10 @@ struct pf_part {
 	uint64_t due_ns;        /* when a retry may start */
 	struct pf_queue *q;     /* the queue it is in, or NULL */
 	struct pf_part *prev, *next;
-	/* Running on the shared cache tier: in pf->tier_run since start_ns
-	 * (the hedge's clock). */
+	/* Running on the shared cache tier: in pf->tier_run since start_ns.
+	 * hedge_denied: the budget refused its hedge, its reader waits. */
 	bool on_tier;
+	bool hedge_denied;
 	uint64_t start_ns;
 	struct pf_part *tprev, *tnext;
 };
@@ -78,6 +79,8 @@ struct pf_fetch {
 	enum s3_err_kind kind;  /* ... and its kind */
 	bool stream;            /* not cached: parts as asked (see the top) */
 	bool demand;            /* a reader waits: parts go first */
+	uint64_t wait_ns;       /* when a reader first waited on it (a tier
+				   hedge's clock), 0: none yet */
 	bool in_table;          /* still in pf->by_id */
 	bool tier;              /* its part is read from the shared cache
 				   tier (engine.c: "The tier") */

@@ -348,8 +348,14 @@ struct pf_stats {
 		uint64_t fallbacks;   /**< errors: read from the origin */
 		uint64_t hedged;      /**< too slow for a waiting reader:
 					   cancelled, read from the origin */
+		uint64_t hedge_denied; /**< hedges over the budget: the
+					    reader waited on the tier */
 		uint64_t bypassed;    /**< fetches sent to the origin while
 					   the tier was failing */
+		uint64_t reader_stalls; /**< tier GETs a reader waited on
+					     that ended without an answer */
+		uint64_t breaker_opens; /**< times the breaker opened */
+		bool breaker_open;    /**< open or half-open now */
 		uint64_t puts;        /**< objects written to the tier */
 		uint64_t put_errors;  /**< PUTs failed after retries */
 		uint64_t put_dropped; /**< PUTs not queued: queue full */

@@ -43,12 +43,30 @@
 /* 8 PUTs at once: a near tier takes a 110 KB PUT in ~5-8 ms (RGW on this
  * machine), so 8 keep up with the origin's ~1,000-2,000 objects/s. */
 #define TIER_PUT_WORKERS 8
-/* The breaker: 8 tier errors in a row (no answer between) send
- * fetches straight to the origin for 1 s, then one fetch probes again.
- * A tier that is down then costs 8 failed GETs a second, not one per
- * object. */
+/* The breaker: 8 tier failures in a row (errors, timeouts, hedges; no
+ * answer between) open it: fetches go straight to the origin for 1 s,
+ * then one fetch probes (half-open) while the others still go to the
+ * origin. The probe's answer closes it; its failure opens it again for
+ * twice as long, up to 30 s. A tier that is down then costs 8 failed GETs,
+ * then one every 1-30 s, not one per object. */
 #define TIER_BREAK_AFTER 8
 #define TIER_BREAK_NS 1000000000ull
+#define TIER_BREAK_MAX_NS 30000000000ull
+/* A probe that never reports (its fetch dropped) frees the half-open state
+ * after 3 s: past the 2 s a tier attempt may take (engine.c). */
+#define TIER_PROBE_NS 3000000000ull
+/* Hung: GETs have run for 500 ms (or 8 times the usual answer time, if
+ * longer) and none answered since the oldest started. A near tier answers
+ * in milliseconds, a busy one in 100-200 ms (4 mounts x 64 GETs on this
+ * 2-core machine); 500 ms of silence from all of them is a tier that
+ * accepted the connections and stopped, and waiting for the 2 s timeout
+ * would stall the readers for 2 s and the hint's lead with them. */
+#define TIER_HUNG_NS 500000000ull
+#define TIER_HUNG_TAIL 8
+/* ... and at least 4 GETs wait: one or two slow ones alone at the end of
+ * an epoch (the rest answered before they started) are a slow tail, not a
+ * hung tier; a hung tier under a hint has its whole window waiting. */
+#define TIER_HUNG_MIN_GETS 4
 /* The hedge waits at least 4 times the tier's usual answer time (an
  * average over the last ~16 answers): a hedge is for the tail, a request
  * stuck behind a slow disk or a lost packet, not for a tier that is
@@ -57,6 +75,13 @@
  * flight make a 1 ms tier answer in 100-200 ms: a fixed 100 ms hedged
  * 30% of the reads). */
 #define TIER_HEDGE_TAIL 4
+/* The hedge budget: 1 hedge per 100 tier GETs, as hedged-request designs
+ * bound the extra load; up to 10 saved (a window of ~1,000 GETs), none at
+ * the start. The operator's target is <= 1% of an epoch's objects read
+ * from the origin once the tier holds them: a slow tier, whose every
+ * answer comes past the hedge, costs at most that. */
+#define TIER_HEDGE_PER 100
+#define TIER_HEDGE_BURST 10
 /* Longest prefix accepted: room in TIER_NAME_MAX. */
 #define TIER_PREFIX_MAX 512
 
@@ -92,13 +117,21 @@ struct tier {
 
 	_Atomic uint64_t answer_ns;   /* average time to an answer (EWMA,
 					 1/16 per answer), 0: none yet */
+	_Atomic uint64_t last_answer; /* mono_ns of the latest answer */
+	_Atomic uint64_t hedge_gets;  /* the budget: tier GETs not yet
+					 spent on a hedge, at most
+					 TIER_HEDGE_PER x TIER_HEDGE_BURST */
 	_Atomic uint32_t fail_streak; /* failures since the last answer */
-	_Atomic uint64_t open_until;  /* breaker open until (mono_ns) */
+	/* The breaker: closed while open_until is 0; open until open_until;
+	 * past it half-open, one probe at a time (probe_until: when a probe
+	 * under way is given up on). open_ns: the next open period. */
+	_Atomic uint64_t open_until;
+	_Atomic uint64_t probe_until;
+	_Atomic uint64_t open_ns;
 	struct {
 		_Atomic uint64_t gets, hits, misses, mismatches, unbound,
-		    fallbacks,
-		    hedged, bypassed, puts, put_errors, put_dropped,
-		    put_pending;
+		    fallbacks, hedged, hedge_denied, bypassed, reader_stalls,
+		    breaker_opens, puts, put_errors, put_dropped, put_pending;
 	} n;
 };
 
@@ -314,25 +347,92 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 
 /* ---- the breaker and the counters ---------------------------------------- */
 
+/* Opens the breaker for the next open period (doubling up to 30 s while
+ * the probes fail), ending any probe. */
+static void breaker_open(struct tier *t, const char *why)
+{
+	uint64_t period = atomic_load(&t->open_ns);
+	uint64_t next = period * 2 < TIER_BREAK_MAX_NS ? period * 2
+						       : TIER_BREAK_MAX_NS;
+
+	atomic_store(&t->open_until, mono_ns() + period);
+	atomic_store(&t->open_ns, next);
+	atomic_store(&t->probe_until, 0);
+	atomic_store(&t->fail_streak, 0);
+	add(&t->n.breaker_opens);
+	log_warn("shared cache: %s; reading from the origin for %llu ms", why,
+		 (unsigned long long)(period / 1000000u));
+}
+
+static void breaker_close(struct tier *t)
+{
+	atomic_store(&t->fail_streak, 0);
+	if (!atomic_load(&t->open_until))
+		return;
+	atomic_store(&t->open_until, 0);
+	atomic_store(&t->probe_until, 0);
+	atomic_store(&t->open_ns, TIER_BREAK_NS);
+	log_info("shared cache: the tier answers again");
+}
+
 bool tier_use(struct tier *t)
 {
-	uint64_t until = atomic_load(&t->open_until);
+	uint64_t until = atomic_load(&t->open_until), now, probe;
 
-	if (!until || mono_ns() >= until)
+	if (!until)
 		return true;
+	now = mono_ns();
+	if (now >= until) {
+		/* Half-open: one fetch probes, the others keep to the
+		 * origin until its answer. */
+		probe = atomic_load(&t->probe_until);
+		if (probe <= now && atomic_compare_exchange_strong(
+					&t->probe_until, &probe,
+					now + TIER_PROBE_NS))
+			return true;
+	}
 	add(&t->n.bypassed);
 	return false;
 }
 
+bool tier_open(const struct tier *t)
+{
+	uint64_t until = atomic_load(&t->open_until);
+
+	return until && mono_ns() < until;
+}
+
 void tier_note_get(struct tier *t)
 {
+	uint64_t have = atomic_load(&t->hedge_gets);
+
 	add(&t->n.gets);
+	/* Racy cap: a GET lost to a race costs 1/100 of a hedge. */
+	if (have < TIER_HEDGE_PER * TIER_HEDGE_BURST)
+		atomic_fetch_add(&t->hedge_gets, 1);
+}
+
+bool tier_hedge_take(struct tier *t)
+{
+	uint64_t have = atomic_load(&t->hedge_gets);
+
+	/* Half-open: the one GET running is the probe of a tier that just
+	 * failed; its reader does not wait for the probe's timeout. */
+	if (atomic_load(&t->open_until))
+		return true;
+	while (have >= TIER_HEDGE_PER)
+		if (atomic_compare_exchange_weak(&t->hedge_gets, &have,
+						 have - TIER_HEDGE_PER))
+			return true;
+	add(&t->n.hedge_denied);
+	return false;
 }
 
 void tier_note_answer_ns(struct tier *t, uint64_t ns)
 {
 	uint64_t avg = atomic_load(&t->answer_ns);
 
+	atomic_store(&t->last_answer, mono_ns());
 	/* Racy read-modify-write: a lost sample among many is fine. */
 	atomic_store(&t->answer_ns, avg ? avg - avg / 16 + ns / 16 : ns);
 }
@@ -350,7 +450,26 @@ uint64_t tier_hedge_ns(const struct tier *t)
 	return tail > floor ? tail : floor;
 }
 
-void tier_note_verdict(struct tier *t, enum tier_verdict v, bool hedged)
+bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
+	       uint64_t *due_ns)
+{
+	uint64_t tail = TIER_HUNG_TAIL * atomic_load(&t->answer_ns);
+	uint64_t wait = tail > TIER_HUNG_NS ? tail : TIER_HUNG_NS;
+
+	*due_ns = UINT64_MAX;
+	/* Hedging off: readers wait on the tier for the attempt's timeout,
+	 * whatever it does (the timeouts still open the breaker). */
+	if (!t->cfg.hedge_ms || running < TIER_HUNG_MIN_GETS)
+		return false;
+	*due_ns = oldest_ns + wait;
+	if (mono_ns() < *due_ns || atomic_load(&t->last_answer) >= oldest_ns)
+		return false;
+	breaker_open(t, "no answer for 500 ms or more");
+	return true;
+}
+
+void tier_note_verdict(struct tier *t, enum tier_verdict v,
+		       enum tier_cut cut, bool waited)
 {
 	switch (v) {
 	case TIER_HIT:
@@ -363,29 +482,30 @@ void tier_note_verdict(struct tier *t, enum tier_verdict v, bool hedged)
 		add(&t->n.mismatches);
 		break;
 	case TIER_ERROR:
-		add(hedged ? &t->n.hedged : &t->n.fallbacks);
+		add(cut == TIER_CUT_HEDGE     ? &t->n.hedged
+		    : cut == TIER_CUT_BREAKER ? &t->n.bypassed
+					      : &t->n.fallbacks);
+		if (waited)
+			add(&t->n.reader_stalls);
 		break;
 	}
 	if (v != TIER_ERROR) {
-		atomic_store(&t->fail_streak, 0);
+		breaker_close(t);
 		return;
 	}
-	/* A hedge says the tier is slow for one reader, not that it fails:
-	 * the breaker counts errors only (a busy tier must not be bypassed,
-	 * every bypass an origin GET). */
-	if (hedged)
+	/* Cut because the breaker opened: already counted. */
+	if (cut == TIER_CUT_BREAKER)
 		return;
-	if (atomic_fetch_add(&t->fail_streak, 1) + 1 >= TIER_BREAK_AFTER) {
-		uint64_t was = atomic_exchange(&t->open_until,
-					       mono_ns() + TIER_BREAK_NS);
-
-		atomic_store(&t->fail_streak, 0);
-		if (!was || mono_ns() >= was)
-			log_warn("shared cache: %d failures in a row; reading "
-				 "from the origin for %llu ms",
-				 TIER_BREAK_AFTER,
-				 (unsigned long long)(TIER_BREAK_NS / 1000000u));
+	/* Errors, timeouts and hedges alike: a tier too slow for its
+	 * readers 8 times in a row is failing them. A failed probe opens
+	 * the breaker again at once. */
+	if (atomic_load(&t->open_until) && !tier_open(t)) {
+		breaker_open(t, "the probe failed");
+		return;
 	}
+	if (atomic_fetch_add(&t->fail_streak, 1) + 1 >= TIER_BREAK_AFTER &&
+	    !tier_open(t))
+		breaker_open(t, "8 failures in a row");
 }
 
 void tier_get_stats(struct tier *t, struct tier_stats *st)
@@ -397,7 +517,11 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->unbound = atomic_load(&t->n.unbound);
 	st->fallbacks = atomic_load(&t->n.fallbacks);
 	st->hedged = atomic_load(&t->n.hedged);
+	st->hedge_denied = atomic_load(&t->n.hedge_denied);
 	st->bypassed = atomic_load(&t->n.bypassed);
+	st->reader_stalls = atomic_load(&t->n.reader_stalls);
+	st->breaker_opens = atomic_load(&t->n.breaker_opens);
+	st->breaker_open = atomic_load(&t->open_until) != 0;
 	st->puts = atomic_load(&t->n.puts);
 	st->put_errors = atomic_load(&t->n.put_errors);
 	st->put_dropped = atomic_load(&t->n.put_dropped);
@@ -560,6 +684,7 @@ int tier_start(const struct tier_config *cfg, struct tier **out)
 	if (!t)
 		return -ENOMEM;
 	t->cfg = *cfg;
+	atomic_store(&t->open_ns, TIER_BREAK_NS);
 	t->prefix = strdup(cfg->prefix);
 	t->bucket = strdup(cfg->origin_bucket);
 	if (cfg->mac_key) {

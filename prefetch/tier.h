@@ -138,8 +138,15 @@ struct tier_stats {
 				   the bytes' MD5, not PUT) */
 	uint64_t fallbacks;   /**< errors, timeouts: read from the origin */
 	uint64_t hedged;      /**< too slow for a waiting reader: origin */
+	uint64_t hedge_denied; /**< hedges the budget refused: the reader
+				    waited on for the tier */
 	uint64_t bypassed;    /**< fetches sent to the origin while the
-				   breaker was open (tier failing) */
+				   breaker was open (tier failing), or cut
+				   when it opened */
+	uint64_t reader_stalls; /**< tier GETs a reader waited on that
+				     ended without an answer */
+	uint64_t breaker_opens; /**< times the breaker opened */
+	bool breaker_open;    /**< open or half-open now */
 	uint64_t puts;        /**< objects written to the tier */
 	uint64_t put_errors;  /**< PUTs that failed after their retries */
 	uint64_t put_dropped; /**< not queued: queue full */
@@ -183,26 +190,61 @@ enum tier_verdict tier_check(const struct tier *t, ssize_t got,
 
 /**
  * How long a reader waits on a tier GET before its object is read from the
- * origin instead, in ns: the configured hedge_ms, or 4 times the tier's
- * recent answer time when that is longer; 0: never (the attempt's own
- * timeout). Any thread.
+ * origin instead, in ns, counted from when the reader began to wait (not
+ * from the GET's start: a prefetch may have run long before): the
+ * configured hedge_ms, or 4 times the tier's recent answer time when that
+ * is longer; 0: never (the attempt's own timeout). Any thread.
  */
 uint64_t tier_hedge_ns(const struct tier *t);
 
+/**
+ * Takes one hedge from the budget (1 per 100 tier GETs, 10 saved at
+ * most): true, or false (counted in hedge_denied) when it is spent and
+ * the reader waits on for the tier. Free while the breaker is half-open
+ * (the GET is its probe). Any thread.
+ */
+bool tier_hedge_take(struct tier *t);
+
 /** Feeds the time a tier GET took to its answer (hit, miss or mismatch)
- *  to tier_hedge_ns(). Any thread. */
+ *  to tier_hedge_ns() and tier_hung(). Any thread. */
 void tier_note_answer_ns(struct tier *t, uint64_t ns);
 
 /**
- * Whether a fetch should try the tier now: false while the breaker is
- * open (counted in bypassed). Any thread.
+ * Whether the tier is hung: @running GETs (4 at least) run, the oldest,
+ * started at @oldest_ns, has waited past the hung time (500 ms, or 8 times
+ * the usual answer time) and no GET answered since it started; never with
+ * hedging off. True opens the breaker (the caller then cuts the GETs
+ * running). *@due_ns: when the question is worth asking again. Any thread.
+ */
+bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
+	       uint64_t *due_ns);
+
+/**
+ * Whether a fetch should try the tier now: true while the breaker is
+ * closed, and for one fetch at a time (the probe) once an open period
+ * ended; else false, counted in bypassed. Call once per fetch, when its
+ * GET starts. Any thread.
  */
 bool tier_use(struct tier *t);
 
-/** Counts a tier GET's start, and feeds its verdict to the stats and the
- *  breaker (@hedged: cancelled for being slow). Any thread. */
+/** Whether the breaker is open (not half-open): GETs still running on
+ *  the tier are better read from the origin. Any thread. */
+bool tier_open(const struct tier *t);
+
+/** Why a tier GET ended without an answer, if it was cut. */
+enum tier_cut {
+	TIER_CUT_NONE,    /**< not cut: its own answer, error or timeout */
+	TIER_CUT_HEDGE,   /**< a reader waited past the hedge */
+	TIER_CUT_BREAKER, /**< the breaker opened while it ran */
+};
+
+/** Counts a tier GET's start (and feeds the hedge budget), and feeds its
+ *  verdict to the stats and the breaker: errors, timeouts and hedges count
+ *  towards opening it, any answer closes it. @waited: a reader waited on
+ *  it. Any thread. */
 void tier_note_get(struct tier *t);
-void tier_note_verdict(struct tier *t, enum tier_verdict v, bool hedged);
+void tier_note_verdict(struct tier *t, enum tier_verdict v,
+		       enum tier_cut cut, bool waited);
 
 /**
  * Says a PUT will follow (the object is being read from the origin): it

@@ -151,7 +151,7 @@ class Proxy:
 
     def start(self, upstream, rtt_ms=0, seed=None, slowdown=0, error500=0,
               reset=0, truncate=0, stall=0, stall_ms=None, trickle=0,
-              trickle_ms=None, fail_keys=(),
+              trickle_ms=None, slow=0, slow_ms=None, fail_keys=(),
               fail_status=None, faults_on_list=False, log_path=None,
               listen="127.0.0.1:0", extra_args=()):
         """Starts the proxy in front of @upstream ("http://HOST:PORT",
@@ -178,13 +178,16 @@ class Proxy:
             argv += ["--seed", str(seed)]
         for name, pct in (("slowdown", slowdown), ("error500", error500),
                           ("reset", reset), ("truncate", truncate),
-                          ("stall", stall), ("trickle", trickle)):
+                          ("stall", stall), ("trickle", trickle),
+                          ("slow", slow)):
             if pct:
                 argv += [f"--{name}", str(pct)]
         if stall_ms is not None:
             argv += ["--stall-ms", str(stall_ms)]
         if trickle_ms is not None:
             argv += ["--trickle-ms", str(trickle_ms)]
+        if slow_ms is not None:
+            argv += ["--slow-ms", str(slow_ms)]
         if isinstance(fail_keys, str):
             fail_keys = [fail_keys]
         for k in fail_keys:

@@ -24,6 +24,7 @@ Request counts come from the proxies' logs; no assertion depends on time.
 import ctypes
 import hashlib
 import random
+import socket
 import threading
 import time
 
@@ -355,6 +356,83 @@ def test_forged_objects_never_served(s3, bucket, make_bucket, mount, proxies,
     read_all(m, objects, threads=3)
     st = hintfs.stats(m.path)["tier"]
     assert st["hits"] == 3 and st["mismatches"] == 0, st
+
+
+# ------------------------------------------------------- slow and hung tiers
+
+SLOW_D = 200
+
+
+def test_slow_tier_keeps_reads_off_the_origin(s3, bucket, make_bucket, mount,
+                                              proxies):
+    """A tier that answers one GET in 10 300 ms late, past the hedge (100
+    ms, the default; 4 times the average answer of ~35 ms is 140 ms): epoch
+    1 reads the origin once per object and fills the tier; epochs 2 and 3,
+    each a new node with an empty local cache reading its hint, send the
+    origin at most 1% of the objects (the hedge budget) and PUT nothing
+    back to the tier (a slow answer is no miss)."""
+    objects = workload.small_objects(n=SLOW_D, seed=22, tag="w")
+    upload(s3, bucket, objects)
+    tier = make_bucket("slow")
+    opx, _ = fill_tier(mount, proxies, bucket, tier, objects)
+    assert len(gets_settled(opx, bucket, want=SLOW_D)) == SLOW_D
+    tpx = proxies(slow=10, slow_ms=300, seed=3)
+    late = 0
+    for epoch in (2, 3):
+        before = len(object_gets(opx, bucket))
+        m = mount(bucket, endpoint=opx.endpoint,
+                  options=[f"shared_cache=s3://{tier}/{TIER_PREFIX}",
+                           f"shared_cache_endpoint={tpx.endpoint}"])
+        keys = workload.shuffled(objects, epoch)
+        write_hint(m.path, keys, epoch=epoch)
+        res = parallel_read(m.path, keys, objects, threads=4,
+                            timeout=READ_TIMEOUT_S)
+        assert res.errors == {} and res.wrong == 0, res
+        st = wait_puts(m)
+        origin = len(gets_settled(opx, bucket)) - before
+        assert origin <= SLOW_D // 100, (epoch, origin, st)
+        assert st["hedged"] <= SLOW_D // 100, st
+        assert st["puts"] == 0 and st["breaker_opens"] == 0, st
+        assert st["hits"] + origin == SLOW_D, st
+        late += st["hedged"] + st["hedge_denied"]
+        m.stop()
+    # Readers did wait past the hedge: the budget, not luck, held.
+    assert late > 0
+
+
+def test_hung_tier_trips_the_breaker(bucket, s3, mount, proxies):
+    """A tier that accepts connections and never answers: within 500 ms of
+    silence the breaker opens, the hint's GETs move to the origin, and
+    only the reads that were waiting then stall on the tier, not one per
+    object; the origin serves each object once, and the unmount ends."""
+    objects = workload.small_objects(n=SLOW_D, seed=23, tag="h")
+    upload(s3, bucket, objects)
+    opx = proxies()
+    hung = socket.socket()
+    try:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(1024)  # the kernel completes handshakes; nobody reads
+        m = mount(bucket, endpoint=opx.endpoint,
+                  options=[f"shared_cache=s3://tier-{bucket}",
+                           "shared_cache_endpoint=http://127.0.0.1:%d"
+                           % hung.getsockname()[1]])
+        keys = workload.shuffled(objects, 1)
+        write_hint(m.path, keys, epoch=1)
+        res = parallel_read(m.path, keys, objects, threads=4,
+                            timeout=READ_TIMEOUT_S)
+        assert res.errors == {} and res.wrong == 0, res
+        st = hintfs.stats(m.path)["tier"]
+        assert st["breaker_opens"] >= 1, st
+        assert st["hits"] == st["misses"] == 0, st
+        # The GETs in flight when it opened (64 at most) and the probes,
+        # not the 200 objects.
+        assert st["gets"] <= 64 + 8, st
+        assert st["reader_stalls"] <= 16, st
+        assert len(gets_settled(opx, bucket, want=SLOW_D)) == SLOW_D
+        assert m.unmount(lazy=True).returncode == 0
+        assert m.wait_exit(timeout=20) is not None, "the unmount hung"
+    finally:
+        hung.close()
 
 
 # ------------------------------------------------- four mounts, three epochs

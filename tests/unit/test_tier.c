@@ -8,6 +8,7 @@
 #include "fake_s3.h"
 #include "prefetch/s3_internal.h"
 #include "prefetch/tier.h"
+#include "common/clock.h"
 #include "check.h"
 
 #include <errno.h>
@@ -368,6 +369,92 @@ static void test_put_and_read_back(void)
 	s3_client_destroy(c);
 }
 
+/* The hedge budget: none at the start, 1 per 100 tier GETs, 10 saved. */
+static void test_hedge_budget(void)
+{
+	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
+				  .prefix = "", .hedge_ms = 100 };
+	struct tier_stats ts;
+	struct tier *t = NULL;
+	int taken = 0;
+
+	CHECK(tier_start(&tc, &t) == 0);
+	CHECK(!tier_hedge_take(t));
+	for (int i = 0; i < 99; i++)
+		tier_note_get(t);
+	CHECK(!tier_hedge_take(t));
+	tier_note_get(t);
+	CHECK(tier_hedge_take(t));
+	CHECK(!tier_hedge_take(t));
+	/* 5,000 GETs save 10 hedges, not 50. */
+	for (int i = 0; i < 5000; i++)
+		tier_note_get(t);
+	while (tier_hedge_take(t))
+		taken++;
+	CHECK(taken == 10);
+	tier_get_stats(t, &ts);
+	CHECK(ts.hedge_denied == 4 && ts.gets == 5100);
+	tier_stop(t);
+}
+
+/* The breaker: errors, timeouts and hedges open it; one probe at a time
+ * once the open period ends; the probe's answer closes it. */
+static void test_breaker(void)
+{
+	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
+				  .prefix = "", .hedge_ms = 100 };
+	struct tier_stats ts;
+	struct tier *t = NULL;
+	uint64_t due;
+
+	CHECK(tier_start(&tc, &t) == 0);
+	/* An answer between failures resets the count. */
+	for (int i = 0; i < 7; i++)
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false);
+	tier_note_verdict(t, TIER_MISS, TIER_CUT_NONE, false);
+	CHECK(tier_use(t));
+	/* Hedges count: 4 errors and 4 hedges in a row open it. */
+	for (int i = 0; i < 4; i++) {
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, true);
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true);
+	}
+	CHECK(tier_open(t) && !tier_use(t));
+	tier_get_stats(t, &ts);
+	CHECK(ts.breaker_opens == 1 && ts.breaker_open && ts.bypassed == 1);
+	CHECK(ts.hedged == 4 && ts.fallbacks == 11 && ts.reader_stalls == 8);
+	/* Half-open after 1 s: one probe, the others still bypass. */
+	usleep(1050000);
+	CHECK(!tier_open(t));
+	CHECK(tier_use(t));
+	CHECK(!tier_use(t) && !tier_use(t));
+	/* The probe's reader hedges for free (the budget is empty). */
+	CHECK(tier_hedge_take(t));
+	/* It failed: open again (for 2 s now). */
+	tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true);
+	CHECK(tier_open(t) && !tier_use(t));
+	tier_get_stats(t, &ts);
+	CHECK(ts.breaker_opens == 2);
+	/* An answer closes it: every fetch uses the tier again. */
+	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, false);
+	CHECK(!tier_open(t) && tier_use(t) && tier_use(t));
+	tier_get_stats(t, &ts);
+	CHECK(!ts.breaker_open);
+
+	/* Hung: 4 GETs or more, the oldest 500 ms old, no answer since it
+	 * started. */
+	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 3, &due));
+	CHECK(!tier_hung(t, mono_ns() - 100000000ull, 64, &due));
+	CHECK(due > mono_ns());
+	CHECK(tier_hung(t, mono_ns() - 600000000ull, 4, &due));
+	CHECK(tier_open(t));
+	tier_stop(t);
+	/* With hedging off, readers wait for the timeout: never hung. */
+	tc.hedge_ms = 0;
+	CHECK(tier_start(&tc, &t) == 0);
+	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 64, &due));
+	tier_stop(t);
+}
+
 int main(void)
 {
 	test_name();
@@ -375,5 +462,7 @@ int main(void)
 	test_judge();
 	test_forgeries();
 	test_put_and_read_back();
+	test_hedge_budget();
+	test_breaker();
 	return check_done();
 }

@@ -66,6 +66,8 @@ static void usage(FILE *f)
 	    "  --stall-ms MS         (default 10000)\n"
 	    "  --trickle PCT         send the body one byte every --trickle-ms\n"
 	    "  --trickle-ms MS       (default 500)\n"
+	    "  --slow PCT            send the whole response --slow-ms late\n"
+	    "  --slow-ms MS          (default 1000)\n"
 	    "  --fail-key STR        every request whose path (raw or "
 	    "%-decoded)\n"
 	    "                        contains STR fails with --fail-status; "
@@ -168,6 +170,8 @@ enum {
 	OPT_STALL_MS,
 	OPT_TRICKLE,
 	OPT_TRICKLE_MS,
+	OPT_SLOW,
+	OPT_SLOW_MS,
 	OPT_FAIL_KEY,
 	OPT_FAIL_STATUS,
 	OPT_FAULTS_ON_LIST,
@@ -188,6 +192,8 @@ static const struct option long_opts[] = {
     {"stall-ms", required_argument, NULL, OPT_STALL_MS},
     {"trickle", required_argument, NULL, OPT_TRICKLE},
     {"trickle-ms", required_argument, NULL, OPT_TRICKLE_MS},
+    {"slow", required_argument, NULL, OPT_SLOW},
+    {"slow-ms", required_argument, NULL, OPT_SLOW_MS},
     {"fail-key", required_argument, NULL, OPT_FAIL_KEY},
     {"fail-status", required_argument, NULL, OPT_FAIL_STATUS},
     {"faults-on-list", no_argument, NULL, OPT_FAULTS_ON_LIST},
@@ -208,6 +214,7 @@ static int parse_args(int argc, char **argv, struct proxy_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->stall_ns = 10000 * 1000000ull;
 	cfg->trickle_ns = 500 * 1000000ull;
+	cfg->slow_ns = 1000 * 1000000ull;
 	cfg->fail_status = 500;
 	cfg->fail_keys = calloc((size_t)argc, sizeof(*cfg->fail_keys));
 	if (!cfg->fail_keys)
@@ -265,6 +272,14 @@ static int parse_args(int argc, char **argv, struct proxy_config *cfg)
 			if (parse_double(optarg, 1, 3600000, &v) < 0)
 				goto bad;
 			cfg->trickle_ns = (uint64_t)(v * 1e6);
+			break;
+		case OPT_SLOW:
+			f = FAULT_SLOW;
+			break;
+		case OPT_SLOW_MS:
+			if (parse_double(optarg, 0, 3600000, &v) < 0)
+				goto bad;
+			cfg->slow_ns = (uint64_t)(v * 1e6);
 			break;
 		case OPT_FAIL_KEY:
 			if (!*optarg)
@@ -444,14 +459,15 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"s3proxy: listening on port %d, upstream %s, rtt %.3f ms, "
 		"seed %" PRIu64 ", faults %%: slowdown %g error500 %g reset %g "
-		"truncate %g stall %g (%.0f ms) trickle %g (%.0f ms), "
-		"%d fail-key(s) -> %d%s\n",
+		"truncate %g stall %g (%.0f ms) trickle %g (%.0f ms) "
+		"slow %g (%.0f ms), %d fail-key(s) -> %d%s\n",
 		port, p->cfg.up_name, (double)p->cfg.half_rtt_ns * 2 / 1e6,
 		p->cfg.seed, p->cfg.pct[FAULT_SLOWDOWN],
 		p->cfg.pct[FAULT_ERROR500], p->cfg.pct[FAULT_RESET],
 		p->cfg.pct[FAULT_TRUNCATE], p->cfg.pct[FAULT_STALL],
 		(double)p->cfg.stall_ns / 1e6, p->cfg.pct[FAULT_TRICKLE],
-		(double)p->cfg.trickle_ns / 1e6, p->cfg.n_fail_keys,
+		(double)p->cfg.trickle_ns / 1e6, p->cfg.pct[FAULT_SLOW],
+		(double)p->cfg.slow_ns / 1e6, p->cfg.n_fail_keys,
 		p->cfg.fail_status,
 		p->cfg.faults_on_list ? ", listings too" : "");
 

@@ -54,7 +54,7 @@
 /* Per-request draws are made in this order; the rates are stacked. */
 static const enum fault drawn_faults[] = {
     FAULT_SLOWDOWN, FAULT_ERROR500, FAULT_RESET, FAULT_TRUNCATE, FAULT_STALL,
-    FAULT_TRICKLE,
+    FAULT_TRICKLE, FAULT_SLOW,
 };
 
 struct s3_error {
@@ -446,11 +446,11 @@ static uint64_t fault_cut(enum fault f, const struct http_body *b,
 	return len / 2;
 }
 
-/* Holds a stalled response open, silent, for stall_ns; returns early if
- * the client gives up (or the proxy stops). */
-static void stall_wait(struct conn *c)
+/* Holds a stalled (or slow) response open, silent, for @ns; returns early
+ * if the client gives up (or the proxy stops). */
+static void stall_wait(struct conn *c, uint64_t ns)
 {
-	uint64_t until = now_ns() + c->p->cfg.stall_ns;
+	uint64_t until = now_ns() + ns;
 
 	for (;;) {
 		uint64_t t = now_ns();
@@ -630,6 +630,10 @@ static bool serve_request(struct conn *c, const struct http_msg *rq)
 	}
 
 	sleep_until(t_first + cfg->half_rtt_ns);
+	/* A slow server: the whole answer, late (a client that gave up
+	 * meanwhile finds the connection closed by the relay's failure). */
+	if (f == FAULT_SLOW)
+		stall_wait(c, cfg->slow_ns);
 	for (;;) {
 		if (http_parse_head(c->uin.data + c->uin.start, (size_t)rh,
 				    false, &rs) < 0) {
@@ -695,7 +699,7 @@ static bool serve_request(struct conn *c, const struct http_msg *rq)
 	/* A fault cuts the response: upstream still has bytes for it. */
 	conn_set_fd(c, &c->ufd, -1, false);
 	if (f == FAULT_STALL) {
-		stall_wait(c);
+		stall_wait(c, cfg->stall_ns);
 		log_request(c, "stalled", sent);
 	} else if (f == FAULT_RESET) {
 		conn_set_fd(c, &c->cfd, -1, true);
@@ -854,7 +858,7 @@ void proxy_print_summary(struct proxy *p, unsigned unfinished)
 		" 5xx=%" PRIuFAST64 " slowdown=%" PRIuFAST64
 		" error500=%" PRIuFAST64 " reset=%" PRIuFAST64
 		" truncate=%" PRIuFAST64 " stall=%" PRIuFAST64
-		" trickle=%" PRIuFAST64
+		" trickle=%" PRIuFAST64 " slow=%" PRIuFAST64
 		" failkey=%" PRIuFAST64 " aborted=%" PRIuFAST64
 		" upstream_errors=%" PRIuFAST64 " reconnects=%" PRIuFAST64
 		" unfinished=%u\n",
@@ -863,7 +867,7 @@ void proxy_print_summary(struct proxy *p, unsigned unfinished)
 		s->faults[FAULT_SLOWDOWN], s->faults[FAULT_ERROR500],
 		s->faults[FAULT_RESET], s->faults[FAULT_TRUNCATE],
 		s->faults[FAULT_STALL], s->faults[FAULT_TRICKLE],
-		s->faults[FAULT_FAILKEY], s->aborted,
+		s->faults[FAULT_SLOW], s->faults[FAULT_FAILKEY], s->aborted,
 		s->upstream_errors, s->reconnects, unfinished);
 }
 

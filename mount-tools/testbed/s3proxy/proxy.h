@@ -20,6 +20,7 @@ enum fault {
 	FAULT_TRUNCATE, /* half the body, then FIN */
 	FAULT_STALL,	/* half the body, silence for stall_ns, then FIN */
 	FAULT_TRICKLE,	/* the whole body, one byte per trickle_ns */
+	FAULT_SLOW,	/* the whole response, slow_ns late */
 	FAULT_FAILKEY,	/* a --fail-key matched: fail_status, always */
 	N_FAULTS
 };
@@ -36,6 +37,7 @@ struct proxy_config {
 	double pct[N_FAULTS]; /* rate of each drawn fault, in percent */
 	uint64_t stall_ns;
 	uint64_t trickle_ns;  /* between two bytes of a trickled body */
+	uint64_t slow_ns;     /* added before a slow response's head */
 	const char **fail_keys; /* substrings of failing paths; not owned */
 	int n_fail_keys;
 	int fail_status;      /* 403, 404, 500 or 503 */
