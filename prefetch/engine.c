@@ -48,17 +48,21 @@
  * and asks it for the next ids to fetch.
  *
  * The tier. With a shared cache tier (-o shared_cache, tier.h), a whole
- * fetch of an object that fits in one part reads the tier first: one
- * attempt, no If-Match (the tier object is named by the origin ETag and
- * carries it), its answer judged by tier_judge() before any reader sees a
- * byte. A hit completes the fetch as an origin GET would; a miss, a
- * mismatch, an error or a timeout turns the part into an origin GET with
- * the whole retry budget (the tier costs time, never a read), and after a
- * miss, a mismatch or a hedge the writer PUTs the origin's bytes to the
- * tier in the background. A tier GET a reader waits on that runs past the
- * hedge (tier_hedge_ns(): -o shared_cache_hedge_ms, or the tail of the
- * tier's answer times) is cancelled, and the origin read instead. Streams never use the
- * tier. Hints drive prefetches from the tier exactly as from the origin.
+ * fetch of an object that fits in one part, and whose ETag (or the
+ * cluster key) can prove a copy, reads the tier first: one attempt, no
+ * If-Match (the tier object is named by the origin ETag), its answer
+ * judged by tier_check() before any reader sees a byte. Whether it tries
+ * the tier is decided when its GET starts (the breaker, tier_use()). A hit
+ * completes the fetch as an origin GET would; a miss, a mismatch, an
+ * error or a timeout turns the part into an origin GET with the whole
+ * retry budget (the tier costs time, never a read), and after a miss or a
+ * mismatch the writer PUTs the origin's bytes to the tier in the
+ * background. A tier GET whose reader has itself waited past the hedge
+ * (tier_hedge_ns()) is cancelled and the origin read instead, within the
+ * hedge budget (tier_hedge_take()); while the breaker is open, or the tier
+ * hung (tier_hung()), every tier GET is cancelled, prefetches included, so
+ * that the hint keeps its lead. Streams never use the tier. Hints drive
+ * prefetches from the tier exactly as from the origin.
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
  * hints, the memory count and the counters but those of the read path

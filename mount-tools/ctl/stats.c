@@ -124,19 +124,21 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 	}
 	if (json_get(st, "tier")) {
 		printf("  %-9s %s GET: %s hits, %s misses, %s mismatches, "
-		       "%s fallbacks, %s hedged\n", "tier",
+		       "%s fallbacks, %s hedged (%s over budget)\n", "tier",
 		       N(0, u64(st, "tier.gets")), N(1, u64(st, "tier.hits")),
 		       N(2, u64(st, "tier.misses")),
 		       N(3, u64(st, "tier.mismatches")),
 		       N(4, u64(st, "tier.fallbacks")),
-		       N(5, u64(st, "tier.hedged")));
+		       N(5, u64(st, "tier.hedged")),
+		       N(6, u64(st, "tier.hedge_denied")));
 		printf("  %-9s %s PUT, %s failed, %s dropped, %s pending; "
-		       "%s bypassed\n", "",
+		       "%s bypassed, breaker opened %s times\n", "",
 		       N(0, u64(st, "tier.puts")),
 		       N(1, u64(st, "tier.put_errors")),
 		       N(2, u64(st, "tier.put_dropped")),
 		       N(3, u64(st, "tier.put_pending")),
-		       N(4, u64(st, "tier.bypassed")));
+		       N(4, u64(st, "tier.bypassed")),
+		       N(5, u64(st, "tier.breaker_opens")));
 	}
 	if (json_get(st, "errors"))
 		printf("  %-9s %s slowdown, %s server, %s network, %s stale, "
