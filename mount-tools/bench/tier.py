@@ -5,7 +5,10 @@ reads in the hinted order, with and without a tier.
 
 Origin: a bucket of the local Ceph RGW behind the project's proxy at
 --origin-rtt ms (30). Tier: a second bucket of the same RGW behind a second
-proxy at --tier-rtt ms (1). Per epoch: origin GETs, tier GETs and PUTs
+proxy at --tier-rtt ms (1). The slow-tier run puts --tier-slow % of the
+tier's GETs --tier-slow-ms late (past the 100 ms hedge); the hung-tier run
+points the tier at a socket that accepts connections and never answers
+(its yardstick is the no-tier run). Per epoch: origin GETs, tier GETs and PUTs
 (from the proxies' logs), epoch time per rank, stalls (hintfs' stats). A
 warm epoch from the local caches (every object cached, the page cache
 dropped) is the yardstick of epoch 2. The kill-9 run kills one mount during
@@ -24,6 +27,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -178,31 +182,41 @@ class Bench:
         self.opx.start(self.env["AWS_ENDPOINT_URL"], rtt_ms=a.origin_rtt)
         self.tpx = Proxy()
         self.tpx.start(self.env["AWS_ENDPOINT_URL"], rtt_ms=a.tier_rtt)
+        self.spx = Proxy()
+        self.spx.start(self.env["AWS_ENDPOINT_URL"], rtt_ms=a.tier_rtt,
+                       slow=a.tier_slow, slow_ms=a.tier_slow_ms, seed=a.seed)
+        # Accepts (the kernel's backlog completes the handshakes), never
+        # reads, never answers.
+        self.hung = socket.socket()
+        self.hung.bind(("127.0.0.1", 0))
+        self.hung.listen(4096)
+        self.hung_endpoint = f"http://127.0.0.1:{self.hung.getsockname()[1]}"
 
-    def nodes(self, name, tier_bucket):
+    def nodes(self, name, tier_bucket, tier_px):
         a = self.args
         base = a.workdir / name
         subprocess.run(["rm", "-rf", "--", str(base)], check=False)
         opts = [f"endpoint={self.opx.endpoint}",
                 f"cache_size={self.total // 3}"]
         if tier_bucket:
+            ep = tier_px.endpoint if tier_px else self.hung_endpoint
             opts += [f"shared_cache=s3://{tier_bucket}/shared",
-                     f"shared_cache_endpoint={self.tpx.endpoint}"]
+                     f"shared_cache_endpoint={ep}"]
         return [Node(a, self.env, self.bucket, base / f"mnt{r}",
                      base / f"cache{r}", opts) for r in range(WORLD)]
 
-    def run(self, name, tier, epochs, kill_epoch=None):
-
+    def run(self, name, tier, epochs, kill_epoch=None, tier_px=None):
+        """@tier_px: the tier's proxy (None with a tier: the hung one)."""
         tier_bucket = None
         if tier:
             tier_bucket = f"hintfs-tier-{name}-{int(time.time())}"
             self.s3.create_bucket(Bucket=tier_bucket)
-        nodes = self.nodes(name, tier_bucket)
+        nodes = self.nodes(name, tier_bucket, tier_px)
         for n in nodes:
             n.start()
         try:
             for e in range(epochs):
-                self.epoch(name, nodes, e, tier_bucket,
+                self.epoch(name, nodes, e, tier_bucket, tier_px,
                            kill=(kill_epoch == e))
             if kill_epoch is None:
                 self.warm_epoch(name, nodes, epochs - 1)
@@ -210,12 +224,12 @@ class Bench:
             for n in nodes:
                 n.stop()
 
-    def epoch(self, name, nodes, e, tier_bucket, kill=False):
+    def epoch(self, name, nodes, e, tier_bucket, tpx, kill=False):
         a = self.args
         common.drop_page_cache()
         o0 = object_requests(self.opx, self.bucket, "GET")
-        tg0 = object_requests(self.tpx, tier_bucket, "GET") if tier_bucket else 0
-        tp0 = object_requests(self.tpx, tier_bucket, "PUT") if tier_bucket else 0
+        tg0 = object_requests(tpx, tier_bucket, "GET") if tpx else 0
+        tp0 = object_requests(tpx, tier_bucket, "PUT") if tpx else 0
         st0 = [n.stats() for n in nodes]
         times, wrong, errors = [None] * WORLD, [], []
         shards = [shard(self.objects, e, r, a.seed) for r in range(WORLD)]
@@ -278,10 +292,10 @@ class Bench:
         row = {
             "run": name, "epoch": e + 1,
             "origin_gets": object_requests(self.opx, self.bucket, "GET") - o0,
-            "tier_gets": (object_requests(self.tpx, tier_bucket, "GET") - tg0
-                          if tier_bucket else None),
-            "tier_puts": (object_requests(self.tpx, tier_bucket, "PUT") - tp0
-                          if tier_bucket else None),
+            "tier_gets": (object_requests(tpx, tier_bucket, "GET") - tg0
+                          if tpx else None),
+            "tier_puts": (object_requests(tpx, tier_bucket, "PUT") - tp0
+                          if tpx else None),
             "times": times, "stalls": stalls, "wrong": len(wrong),
             "errors": len(errors), "put_drain_s": drain,
         }
@@ -292,6 +306,9 @@ class Bench:
                                             else 0)
                            for i, (s0, s1) in enumerate(zip(st0, st1)))
             row["hedged"] = delta("hedged")
+            row["hedge_denied"] = delta("hedge_denied")
+            row["breaker_opens"] = delta("breaker_opens")
+            row["reader_stalls"] = delta("reader_stalls")
             row["fallbacks"] = delta("fallbacks")
             row["bypassed"] = delta("bypassed")
             row["dropped"] = delta("put_dropped")
@@ -335,15 +352,18 @@ class Bench:
                f"({self.total / 1e6:.0f} MB), 4 mounts, local cache "
                f"{self.total // 3 / 1e6:.0f} MB each (a third), "
                f"{a.threads} reader threads per rank; origin RTT "
-               f"{a.origin_rtt} ms, tier RTT {a.tier_rtt} ms; "
+               f"{a.origin_rtt} ms, tier RTT {a.tier_rtt} ms (slow tier: "
+               f"{a.tier_slow:g}% of GETs {a.tier_slow_ms} ms late); "
                f"{os.cpu_count()} cores, shared.", "",
                "| run | epoch | origin GETs | tier GETs | tier PUTs | "
-               "epoch time per rank (s) | stalls | hedged / fallbacks / bypassed | "
+               "epoch time per rank (s) | stalls | hedged (over budget) / "
+               "fallbacks / bypassed / breaker opened | "
                "wrong bytes / failed reads |",
                "|---|---|---|---|---|---|---|---|---|"]
         for r in self.rows:
             t = " ".join(f"{x:.2f}" for x in r["times"])
-            hf = (f"{r['hedged']} / {r['fallbacks']} / {r['bypassed']}"
+            hf = (f"{r['hedged']} ({r['hedge_denied']}) / {r['fallbacks']} "
+                  f"/ {r['bypassed']} / {r['breaker_opens']}"
                   if "hedged" in r else "-")
             out.append(
                 f"| {r['run']} | {r['epoch']} | {r['origin_gets']} | "
@@ -374,8 +394,10 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--origin-rtt", type=int, default=30)
     p.add_argument("--tier-rtt", type=int, default=1)
+    p.add_argument("--tier-slow", type=float, default=10)
+    p.add_argument("--tier-slow-ms", type=int, default=300)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--runs", default="tier,notier,kill9")
+    p.add_argument("--runs", default="tier,notier,kill9,slowtier,hungtier")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/hintfs-tier"))
     p.add_argument("--out", type=Path, default=Path("/tmp/hintfs-tier/out"))
     p.add_argument("--hintfs", type=Path,
@@ -389,15 +411,21 @@ def main(argv=None):
         b.setup()
         runs = a.runs.split(",")
         if "tier" in runs:
-            b.run("tier", True, a.epochs)
+            b.run("tier", True, a.epochs, tier_px=b.tpx)
         if "notier" in runs:
             b.run("no-tier", False, a.epochs)
         if "kill9" in runs:
-            b.run("tier-kill9", True, 2, kill_epoch=1)
+            b.run("tier-kill9", True, 2, kill_epoch=1, tier_px=b.tpx)
+        if "slowtier" in runs:
+            b.run("slow-tier", True, a.epochs, tier_px=b.spx)
+        if "hungtier" in runs:
+            b.run("hung-tier", True, 1)
     finally:
-        for px in ("opx", "tpx"):
+        for px in ("opx", "tpx", "spx"):
             if hasattr(b, px):
                 getattr(b, px).stop()
+        if hasattr(b, "hung"):
+            b.hung.close()
         b.rgw.stop()
     text = b.table()
     a.out.mkdir(parents=True, exist_ok=True)

@@ -129,6 +129,18 @@ def test_write_through(s3, buckets, mount, proxies):
     assert not [r for r in opx.requests() if r.method != "GET"]
 
 
+def test_put_queue_has_its_own_bound(buckets, mount, proxies):
+    """-o shared_cache_put_mem bounds the PUT queue (on top of fetch_mem):
+    objects larger than it are dropped and counted, never waited for."""
+    origin, tier, objects = buckets
+    opx, tpx = proxies(), proxies()
+    m = mount(origin, endpoint=opx.endpoint,
+              options=tier_options(tier, tpx, "shared_cache_put_mem=1K"))
+    read_all(m, objects)  # every object is 2-20 KB
+    st = wait_puts(m)
+    assert st["put_dropped"] == len(objects) and st["puts"] == 0, st
+
+
 def test_read_through(s3, buckets, mount, proxies):
     origin, tier, objects = buckets
     opx, tpx = fill_tier(mount, proxies, origin, tier, objects)

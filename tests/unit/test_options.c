@@ -7,8 +7,10 @@
 #include "prefetch/prefetch.h"
 #include "check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ARGV(...) ((char *[]){ "hintfs", __VA_ARGS__, NULL })
 #define ARGC(...) ((int)(sizeof((char *[]){ "hintfs", __VA_ARGS__ }) / sizeof(char *)))
@@ -89,6 +91,29 @@ static void test_good(void)
 	      !strcmp(o.tier_endpoint, "https://s3express.example"));
 	CHECK(!strcmp(o.tier_region, "eu-west-1") && !o.tier_path_style);
 	CHECK(o.tier_hedge_ms == 0 && !strcmp(o.region, "us-east-1"));
+	CHECK(o.tier_key == NULL && o.tier_put_mem == 0);
+	opts_fini(&o);
+	/* The cluster key: the file's bytes, all of them; the PUT queue. */
+	char key_path[] = "/tmp/test_options_key.XXXXXX", opt[128];
+	int fd = mkstemp(key_path);
+
+	CHECK(fd >= 0 && write(fd, "0123456789abcdef\n", 17) == 17);
+	close(fd);
+	snprintf(opt, sizeof(opt),
+		 "shared_cache=s3://near,shared_cache_key=%s,"
+		 "shared_cache_put_mem=64M", key_path);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) == 0);
+	CHECK(o.tier_key_len == 17 && !memcmp(o.tier_key, "0123456789abcdef\n", 17));
+	CHECK(o.tier_put_mem == 64ull << 20);
+	opts_fini(&o);
+	/* Shorter than 16 bytes: refused, never a weak key. */
+	CHECK(truncate(key_path, 15) == 0);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) != 0);
+	CHECK(strstr(err, "15 bytes, a key needs 16 at least") != NULL);
+	opts_fini(&o);
+	unlink(key_path);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) != 0);
+	CHECK(strstr(err, "No such file") != NULL);
 	opts_fini(&o);
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
 	CHECK(o.tier_bucket == NULL);
@@ -194,6 +219,11 @@ static void test_bad(void)
 		{ "s3://bkt", "/mnt", "-o",
 		  "shared_cache=s3://n,shared_cache_hedge_ms=x",
 		  "shared_cache_hedge_ms=x" },
+		{ "s3://bkt", "/mnt", "-o",
+		  "shared_cache=s3://n,shared_cache_put_mem=10%",
+		  "shared_cache_put_mem=10%: expected bytes" },
+		{ "s3://bkt", "/mnt", "-o", "shared_cache_key=/k",
+		  "need -o shared_cache=" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
