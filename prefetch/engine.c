@@ -653,7 +653,7 @@ static void tier_cut_part(struct pf *pf, struct pf_part *p,
 static bool tier_hedge(struct pf *pf, int *timeout_ms)
 {
 	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
-	uint64_t now = mono_ns(), due;
+	uint64_t now = mono_ns(), due = UINT64_MAX;
 	struct pf_part *p, *next;
 	unsigned int running = 0;
 	bool any = false, all;
