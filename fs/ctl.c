@@ -774,7 +774,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 			"\"misses\": %llu, \"mismatches\": %llu, "
 			"\"unbound\": %llu, \"fallbacks\": %llu, "
 			"\"hedged\": %llu, \"hedge_denied\": %llu, "
-			"\"hedge_budget_pct\": 1, \"bypassed\": %llu, "
+			"\"hedge_budget_pct\": 0.5, \"bypassed\": %llu, "
 			"\"reader_stalls\": %llu, \"breaker_opens\": %llu, "
 			"\"breaker_open\": %s, \"puts\": %llu, "
 			"\"put_errors\": %llu, \"put_dropped\": %llu, "

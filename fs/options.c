@@ -809,7 +809,7 @@ void opts_usage(const char *prog)
 	       "  -o shared_cache_hedge_ms=MS\n"
 	       "                         a reader waits MS on the tier, then reads the\n"
 	       "                         origin (default 100; 0: never), within a\n"
-	       "                         budget of 1%% of tier GETs\n"
+	       "                         budget of 0.5%% of tier GETs\n"
 	       "  -o shared_cache_key=FILE\n"
 	       "                         a key only the cluster holds: tier objects\n"
 	       "                         carry its HMAC, which proves objects whose\n"

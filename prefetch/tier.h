@@ -198,7 +198,7 @@ enum tier_verdict tier_check(const struct tier *t, ssize_t got,
 uint64_t tier_hedge_ns(const struct tier *t);
 
 /**
- * Takes one hedge from the budget (1 per 100 tier GETs, 10 saved at
+ * Takes one hedge from the budget (1 per 200 tier GETs, 2 saved at
  * most): true, or false (counted in hedge_denied) when it is spent and
  * the reader waits on for the tier. Free while the breaker is half-open
  * (the GET is its probe). Any thread.

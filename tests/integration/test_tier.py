@@ -381,7 +381,8 @@ def test_slow_tier_keeps_reads_off_the_origin(s3, bucket, make_bucket, mount,
     ms, the default; 4 times the average answer of ~35 ms is 140 ms): epoch
     1 reads the origin once per object and fills the tier; epochs 2 and 3,
     each a new node with an empty local cache reading its hint, send the
-    origin at most 1% of the objects (the hedge budget) and PUT nothing
+    origin at most 1% of the objects (the hedge budget: 0.5% of the tier's
+    GETs) and PUT nothing
     back to the tier (a slow answer is no miss)."""
     objects = workload.small_objects(n=SLOW_D, seed=22, tag="w")
     upload(s3, bucket, objects)

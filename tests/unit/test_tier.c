@@ -369,7 +369,7 @@ static void test_put_and_read_back(void)
 	s3_client_destroy(c);
 }
 
-/* The hedge budget: none at the start, 1 per 100 tier GETs, 10 saved. */
+/* The hedge budget: none at the start, 1 per 200 tier GETs, 2 saved. */
 static void test_hedge_budget(void)
 {
 	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
@@ -380,20 +380,20 @@ static void test_hedge_budget(void)
 
 	CHECK(tier_start(&tc, &t) == 0);
 	CHECK(!tier_hedge_take(t));
-	for (int i = 0; i < 99; i++)
+	for (int i = 0; i < 199; i++)
 		tier_note_get(t);
 	CHECK(!tier_hedge_take(t));
 	tier_note_get(t);
 	CHECK(tier_hedge_take(t));
 	CHECK(!tier_hedge_take(t));
-	/* 5,000 GETs save 10 hedges, not 50. */
+	/* 5,000 GETs save 2 hedges, not 25. */
 	for (int i = 0; i < 5000; i++)
 		tier_note_get(t);
 	while (tier_hedge_take(t))
 		taken++;
-	CHECK(taken == 10);
+	CHECK(taken == 2);
 	tier_get_stats(t, &ts);
-	CHECK(ts.hedge_denied == 4 && ts.gets == 5100);
+	CHECK(ts.hedge_denied == 4 && ts.gets == 5200);
 	tier_stop(t);
 }
 
