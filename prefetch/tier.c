@@ -311,14 +311,15 @@ bool tier_bytes_bound(const struct tier_want *w, const void *data,
 		      const char *mac_hex)
 {
 	enum tier_etag k = tier_etag_kind(w->etag);
-	unsigned char want[16], md[16];
+	unsigned char want[16], md[16], md2[16];
 	char mac[65];
 
 	if (k != TIER_ETAG_OPAQUE && etag_md5(w->etag, want) &&
 	    EVP_Digest(data, w->size, md, NULL, EVP_md5(), NULL) &&
-	    (k == TIER_ETAG_MD5 ||
-	     EVP_Digest(md, sizeof(md), md, NULL, EVP_md5(), NULL)) &&
-	    !memcmp(md, want, sizeof(md)))
+	    (k == TIER_ETAG_MD5
+		     ? !memcmp(md, want, sizeof(md))
+		     : EVP_Digest(md, sizeof(md), md2, NULL, EVP_md5(), NULL) &&
+			       !memcmp(md2, want, sizeof(md2))))
 		return true;
 	/* The MAC: compared in constant time, the key is a secret. */
 	return mac_hex && strlen(mac_hex) == 64 && tier_mac_hex(w, data, mac) &&

@@ -13,8 +13,9 @@
  * mismatch, never served, and an object nothing can bind skips the tier. The engine (engine.c) decides where a GET goes and what its
  * answer means; this file owns the naming, the check, the background PUTs
  * of objects the origin served after a tier miss (a bounded queue: full
- * drops and counts, a reader never waits on it), the breaker that sends
- * fetches straight to the origin while the tier fails, and the counters.
+ * drops and counts, a reader never waits on it), the hedge budget, the
+ * breaker that sends fetches straight to the origin while the tier fails
+ * or hangs, and the counters.
  * hintfs never deletes on the tier: its lifecycle rules evict.
  */
 #ifndef HINTFS_PREFETCH_TIER_H
