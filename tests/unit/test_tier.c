@@ -369,16 +369,25 @@ static void test_put_and_read_back(void)
 	s3_client_destroy(c);
 }
 
+/* A tier without a client (no GET or PUT is sent), hedging past
+ * @hedge_ms: its budget, breaker and counters. */
+static struct tier *bare_tier(unsigned int hedge_ms)
+{
+	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
+				  .prefix = "", .hedge_ms = hedge_ms };
+	struct tier *t = NULL;
+
+	CHECK(tier_start(&tc, &t) == 0);
+	return t;
+}
+
 /* The hedge budget: none at the start, 1 per 200 tier GETs, 2 saved. */
 static void test_hedge_budget(void)
 {
-	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
-				  .prefix = "", .hedge_ms = 100 };
+	struct tier *t = bare_tier(100);
 	struct tier_stats ts;
-	struct tier *t = NULL;
 	int taken = 0;
 
-	CHECK(tier_start(&tc, &t) == 0);
 	CHECK(!tier_hedge_take(t));
 	for (int i = 0; i < 199; i++)
 		tier_note_get(t);
@@ -401,13 +410,10 @@ static void test_hedge_budget(void)
  * once the open period ends; the probe's answer closes it. */
 static void test_breaker(void)
 {
-	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
-				  .prefix = "", .hedge_ms = 100 };
+	struct tier *t = bare_tier(100);
 	struct tier_stats ts;
-	struct tier *t = NULL;
 	uint64_t due;
 
-	CHECK(tier_start(&tc, &t) == 0);
 	/* An answer between failures resets the count. */
 	for (int i = 0; i < 7; i++)
 		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false);
@@ -449,8 +455,7 @@ static void test_breaker(void)
 	CHECK(tier_open(t));
 	tier_stop(t);
 	/* With hedging off, readers wait for the timeout: never hung. */
-	tc.hedge_ms = 0;
-	CHECK(tier_start(&tc, &t) == 0);
+	t = bare_tier(0);
 	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 64, &due));
 	tier_stop(t);
 }
