@@ -4,19 +4,27 @@
 # lintian on them. Debian 12; installs what it needs with apt (as root).
 #
 # Usage: mount-tools/package.sh [--out DIR] [--no-deps] [--no-check]
-#                               [--check-version] [--test]
+#                               [--no-build] [--check-version] [--test]
+#                               [--clean ROOT]
 #   --out DIR        where the .deb, .buildinfo and .changes files go
 #                    (default: build-deb/ at the top of the tree)
 #   --no-deps        do not run install-deps.sh --package first
 #   --no-check       skip the unit tests during the build (nocheck)
+#   --no-build       use the packages already in --out (for --test, --clean)
 #   --check-version  only check that every file naming the version agrees
 #                    with meson.build's, and exit
 #   --test           then install the packages on this machine, mount the
 #                    test bucket with `mount -t fuse.hintfs` and from an
 #                    fstab line, run hintfs-run, remove them and check that
 #                    nothing is left (tests/integration/test_package.py,
-#                    a few minutes; starts a Ceph RGW unless
+#                    about a minute; starts a Ceph RGW unless
 #                    HINTFS_TEST_RGW_DIR names a running one)
+#   --clean ROOT     the same in a clean Debian 12 at ROOT, made with
+#                    debootstrap when absent (minbase, about 100 MB from
+#                    deb.debian.org), where apt-get fetches the packages'
+#                    dependencies; hintfs-run runs a script without PyTorch
+#                    there. ROOT is kept for the next run: remove it with
+#                    rm -rf --one-file-system once nothing is mounted in it.
 #
 # The version lives in meson.build (project version). debian/changelog,
 # the Python package and the man pages must say the same: a release bumps
@@ -30,6 +38,8 @@ deps=1
 check=1
 only_version=0
 test=0
+build=1
+clean=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$(realpath -m "$2"); shift ;;
@@ -37,8 +47,10 @@ while [ $# -gt 0 ]; do
 	--no-check) check=0 ;;
 	--check-version) only_version=1 ;;
 	--test) test=1 ;;
+	--no-build) build=0 ;;
+	--clean) clean=$(realpath -m "$2"); shift ;;
 	*)
-		sed -n '7,20p' "$0" >&2
+		sed -n '7,30p' "$0" >&2
 		exit 2
 		;;
 	esac
@@ -82,35 +94,55 @@ if [ $only_version -eq 1 ]; then
 	exit
 fi
 
-if [ $deps -eq 1 ]; then
-	bash "$here/install-deps.sh" --package
+version=$(check_version "$repo")
+if [ $build -eq 1 ]; then
+	if [ $deps -eq 1 ]; then
+		bash "$here/install-deps.sh" --package
+	fi
+	if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
+		echo "package: warning: uncommitted changes are not packaged" \
+			"(a fresh clone of HEAD is)" >&2
+	fi
+
+	work=$(mktemp -d /tmp/hintfs-package.XXXXXX)
+	trap 'rm -rf "$work"' EXIT
+	git clone -q --no-hardlinks "$repo" "$work/hintfs"
+	version=$(check_version "$work/hintfs")
+	echo "package: hintfs $version from $(git -C "$work/hintfs" rev-parse --short HEAD)" >&2
+
+	opts="${DEB_BUILD_OPTIONS:-} parallel=$(nproc)"
+	[ $check -eq 1 ] || opts="$opts nocheck"
+	# Debian's interpreters and tools only: never a python3 of PATH (pyenv).
+	(cd "$work/hintfs" && PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		DEB_BUILD_OPTIONS="${opts# }" dpkg-buildpackage -b -us -uc)
+
+	mkdir -p "$out"
+	cp "$work"/*.deb "$work"/*.buildinfo "$work"/*.changes "$out"/
+	echo "package: lintian" >&2
+	lintian --fail-on error --no-tag-display-limit "$out"/hintfs_"$version"_*.changes
+	echo "package: lintian: no error" >&2
+	ls -l "$out"/*"$version"*.deb
 fi
-if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
-	echo "package: warning: uncommitted changes are not packaged" \
-		"(a fresh clone of HEAD is)" >&2
-fi
 
-work=$(mktemp -d /tmp/hintfs-package.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-git clone -q --no-hardlinks "$repo" "$work/hintfs"
-version=$(check_version "$work/hintfs")
-echo "package: hintfs $version from $(git -C "$work/hintfs" rev-parse --short HEAD)" >&2
-
-opts=${DEB_BUILD_OPTIONS:-}
-[ $check -eq 1 ] || opts="$opts nocheck"
-# Debian's interpreters and tools only: never a python3 of PATH (pyenv).
-(cd "$work/hintfs" && PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-	DEB_BUILD_OPTIONS="$opts parallel=$(nproc)" dpkg-buildpackage -b -us -uc)
-
-mkdir -p "$out"
-cp "$work"/*.deb "$work"/*.buildinfo "$work"/*.changes "$out"/
-echo "package: lintian" >&2
-lintian --fail-on error --no-tag-display-limit "$out"/hintfs_"$version"_*.changes
-ls -l "$out"/*"$version"*.deb
-
+tests=()
 if [ $test -eq 1 ]; then
-	build=${HINTFS_BUILD:-$repo/build}
-	HINTFS_TEST_PACKAGE=1 HINTFS_PACKAGE_DIR=$out HINTFS_BUILD=$build \
-		/usr/bin/python3 -m pytest "$repo/tests/integration/test_package.py" \
-		-p no:cacheprovider -q
+	tests+=(test_install_mount_run_remove)
+	export HINTFS_TEST_PACKAGE=1
+fi
+if [ -n "$clean" ]; then
+	if [ ! -e "$clean/etc/debian_version" ]; then
+		debootstrap --variant=minbase bookworm "$clean" \
+			http://deb.debian.org/debian
+	fi
+	cp /etc/resolv.conf "$clean/etc/resolv.conf"
+	chroot "$clean" apt-get update -qq
+	tests+=(test_clean_debian_install_mount_remove)
+	export HINTFS_PACKAGE_ROOT=$clean
+fi
+if [ ${#tests[@]} -gt 0 ]; then
+	k=$(IFS=' '; echo "${tests[*]}" | sed 's/ / or /g')
+	HINTFS_PACKAGE_DIR=$out HINTFS_BUILD=${HINTFS_BUILD:-$repo/build} \
+		/usr/bin/python3 -m pytest \
+		"$repo/tests/integration/test_package.py" -p no:cacheprovider \
+		-q -rs -k "$k"
 fi

@@ -15,15 +15,16 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 import conftest
 from dataset import upload
-from test_mount_cmd import (LOCK, INSTALLED, Mounts, check_mount, clean_env,
-                            daemons_of, profile_files, run,
-                            unmount_and_check_exit)
+from test_mount_cmd import (LOCK, INSTALLED, check_mount, clean_env,
+                            daemons_of, profile_files)
 
 PACKAGES = ("hintfs", "python3-hintfs")
 # Where a package may put files, walked before and after (/var/lib/dpkg
@@ -73,59 +74,127 @@ def debs():
     return version, found
 
 
-def snapshot():
-    out = set()
-    for root in ROOTS:
-        for dirpath, dirnames, filenames in os.walk(root):
-            out.update(os.path.join(dirpath, n) for n in dirnames + filenames)
-    return out
+class Target:
+    """Where the packages go: this machine (@root "/"), or a Debian made by
+    debootstrap at @root, entered with chroot(8). Paths given to commands
+    are the target's; host() turns one into this machine's."""
 
+    def __init__(self, root, tmp_path):
+        self.root = Path(root)
+        self.prefix = [] if self.root == Path("/") else ["chroot", str(root)]
+        if self.prefix:
+            d = tempfile.mkdtemp(prefix="hintfs-package.",
+                                 dir=self.host("/tmp"))
+            tmp_path = Path("/") / os.path.relpath(d, self.root)
+        self.tmp = tmp_path
+        self.points = []
 
-def unowned(paths):
-    """Those of @paths no installed package owns."""
-    left = []
-    for p in sorted(paths):
-        q = subprocess.run(["dpkg-query", "-S", p], capture_output=True)
-        if q.returncode != 0:
-            left.append(p)
-    return left
+    def host(self, path):
+        return Path(str(self.root).rstrip("/") + str(path))
 
+    def run(self, argv, env=None):
+        return subprocess.run(self.prefix + [str(a) for a in argv],
+                              capture_output=True, text=True,
+                              env=env or clean_env(), timeout=APT_S)
 
-def apt(*args):
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    return subprocess.run(["apt-get", "-y", "-q", *args], capture_output=True,
-                          text=True, env=env, timeout=APT_S)
+    def apt(self, *args):
+        return self.run(["apt-get", "-y", "-q", *args],
+                        env=clean_env(DEBIAN_FRONTEND="noninteractive"))
 
+    def installed(self, pkg):
+        q = self.run(["dpkg-query", "-W", "-f=${Status}", pkg])
+        return "install ok installed" in q.stdout
 
-def installed(pkg):
-    q = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg],
-                       capture_output=True, text=True)
-    return "install ok installed" in q.stdout
+    def snapshot(self):
+        out = set()
+        for top in ROOTS:
+            for dirpath, dirnames, filenames in os.walk(self.host(top)):
+                d = "/" + os.path.relpath(dirpath, self.root)
+                out.update(os.path.normpath(os.path.join(d, n))
+                           for n in dirnames + filenames)
+        return out
+
+    def unowned(self, paths):
+        """Those of @paths no package installed in the target owns (under
+        merged /usr, dpkg knows /usr/bin/ls as /bin/ls)."""
+        def owned(p):
+            alias = p[4:] if p.startswith(("/usr/bin/", "/usr/sbin/",
+                                           "/usr/lib")) else p
+            return any(self.run(["dpkg-query", "-S", q]).returncode == 0
+                       for q in {p, alias})
+        return [p for p in sorted(paths) if not owned(p)]
+
+    def point(self):
+        p = self.tmp / f"mnt{len(self.points)}"
+        self.host(p).mkdir()
+        self.points.append(p)
+        return p
+
+    def umount(self, mnt):
+        """umount(8) in the target; the daemon must exit with it."""
+        p = self.run(["umount", mnt])
+        assert p.returncode == 0, p.stderr
+        deadline = time.monotonic() + conftest.EXIT_WAIT_S
+        while daemons_of(mnt) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not daemons_of(mnt), "the daemon outlived umount"
+        assert not conftest.mounted(self.host(mnt))
+
+    def cleanup(self):
+        """Unmounts and stops what a failed test left, removes the
+        packages; returns what was left."""
+        left = []
+        for p in self.points:
+            if conftest.mounted(self.host(p)):
+                subprocess.run(["umount", "-l", self.host(p)], check=False)
+                left.append(f"{p} still mounted")
+            for pid in daemons_of(p):
+                os.kill(pid, 9)
+                left.append(f"daemon {pid} of {p} still ran")
+        self.apt("remove", *[p for p in PACKAGES if self.installed(p)])
+        return left
 
 
 @pytest.fixture
-def system(tmp_path):
-    """This machine, ours for the test: no hintfs installed before it, none
-    after, and no /usr/local/bin/hintfs that mount(8) would find first."""
+def this_machine(tmp_path):
+    """This machine, ours for the test, with no /usr/local/bin/hintfs that
+    mount(8) would find before the package's."""
     if os.geteuid() != 0:
         pytest.skip("apt-get and mount(8) need root")
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for p in PACKAGES:
-            if installed(p):
-                pytest.fail(f"{p} is installed already: the test removes "
-                            "what it installed only", pytrace=False)
         if INSTALLED.exists():
             pytest.fail(f"{INSTALLED} exists: mount(8) would run it rather "
                         "than the package's /usr/bin/hintfs", pytrace=False)
-        ms = Mounts(tmp_path)
+        t = Target("/", tmp_path)
         try:
-            yield ms
+            yield t
         finally:
-            leftovers = ms.cleanup()
-            apt("remove", *[p for p in PACKAGES if installed(p)])
-            assert not leftovers
+            assert not t.cleanup()
+
+
+@pytest.fixture
+def clean_debian(tmp_path):
+    """A Debian 12 made by debootstrap (package.sh --clean ROOT makes it),
+    with /proc and /dev (for /dev/fuse) while the test runs."""
+    if os.geteuid() != 0:
+        pytest.skip("chroot(8) needs root")
+    root = Path(os.environ["HINTFS_PACKAGE_ROOT"])
+    if not (root / "etc/debian_version").exists():
+        pytest.fail(f"{root} is not a Debian root (package.sh --clean makes "
+                    "one)", pytrace=False)
+    subprocess.run(["mount", "-t", "proc", "proc", root / "proc"], check=True)
+    subprocess.run(["mount", "--rbind", "/dev", root / "dev"], check=True)
+    t = Target(root, tmp_path)
+    try:
+        yield t
+    finally:
+        left = t.cleanup()
+        subprocess.run(["umount", "-R", "-l", root / "dev"], check=False)
+        subprocess.run(["umount", "-l", root / "proc"], check=False)
+        assert not left
+        shutil.rmtree(t.host(t.tmp))  # nothing is mounted there any more
 
 
 def test_every_file_names_meson_builds_version(tmp_path):
@@ -152,76 +221,105 @@ def test_every_file_names_meson_builds_version(tmp_path):
                        "doc/hintfs-run.1", "doc/hintfs.1"], p.stderr
 
 
-@pytest.mark.skipif(os.environ.get("HINTFS_TEST_PACKAGE") != "1",
-                    reason="installs the .debs: mount-tools/package.sh "
-                    "--test runs it")
-def test_install_mount_run_remove(s3, bucket, rgw, system, tmp_path):
+def install_mount_run_remove(t, s3, bucket, rgw):
+    """The packages on target @t, from apt-get install to apt-get remove."""
     version, files = debs()
     objects = {f"train/c{i % 3}/{i:03d}.bin": os.urandom(2000 + i)
                for i in range(24)}
     upload(s3, bucket, objects)
-    cred, conf = profile_files(tmp_path, rgw)
-    cache = tmp_path / "cache"
-    before = snapshot()
+    profile_files(t.host(t.tmp), rgw)
+    cred, conf = t.tmp / "aws" / "credentials", t.tmp / "aws" / "config"
+    cache = t.tmp / "cache"
+    for p in PACKAGES:
+        if t.installed(p):
+            pytest.fail(f"{p} is installed already: the test removes what "
+                        "it installed only", pytrace=False)
+    # Their dependencies first, so that the snapshot holds what those add
+    # (python3's own byte code, say) and apt-get remove keeps.
+    for f in files:
+        deps = subprocess.run(["dpkg-deb", "-f", f, "Depends"],
+                              capture_output=True, text=True).stdout.strip()
+        p = t.apt("satisfy", "--no-install-recommends", deps)
+        assert p.returncode == 0, p.stdout + p.stderr
+    before = t.snapshot()
 
-    p = apt("install", *[str(f) for f in files])
+    debdir = t.tmp / "debs"
+    t.host(debdir).mkdir()
+    for f in files:
+        shutil.copy(f, t.host(debdir))
+    p = t.apt("install", *[debdir / f.name for f in files])
     assert p.returncode == 0, p.stdout + p.stderr
-    listed = subprocess.run(["dpkg-query", "-L", *PACKAGES],
-                            capture_output=True, text=True).stdout.split()
+    listed = t.run(["dpkg-query", "-L", *PACKAGES]).stdout.split()
     assert "/usr/bin/hintfs" in listed and "/usr/bin/hintfs-run" in listed
-    p = run(["hintfs", "--version"])
+    p = t.run(["hintfs", "--version"])
     assert p.stdout.startswith(f"hintfs {version} "), p.stdout
     # Debian's python3 finds the installed package, nothing of the tree.
-    p = run(["/usr/bin/python3", "-c", "import hintfs; print(hintfs.__file__,"
-             " hintfs.__version__)"], env=clean_env())
+    p = t.run(["/usr/bin/python3", "-c", "import hintfs; "
+               "print(hintfs.__file__, hintfs.__version__)"])
     assert p.stdout.split() == [
         "/usr/lib/python3/dist-packages/hintfs/__init__.py", version], p.stderr
 
     # mount -t fuse.hintfs: mount.fuse3 runs the package's /usr/bin/hintfs.
     opts = (f"profile=train,credentials_file={cred},config_file={conf},"
             f"cache_dir={cache}")
-    mnt = system.point()
-    p = run(["mount", "-t", "fuse.hintfs", f"s3://{bucket}/train", mnt,
-             "-o", opts])
+    mnt = t.point()
+    p = t.run(["mount", "-t", "fuse.hintfs", f"s3://{bucket}/train", mnt,
+               "-o", opts])
     assert p.returncode == 0, p.stderr
     [pid] = daemons_of(mnt)
-    assert os.readlink(f"/proc/{pid}/exe") == "/usr/bin/hintfs"
-    check_mount(mnt, bucket, "train", objects)
+    assert os.readlink(f"/proc/{pid}/exe") == str(t.host("/usr/bin/hintfs"))
+    check_mount(t.host(mnt), bucket, "train", objects)
+    st = json.loads(t.run(["hintfs-ctl", "stats", "--json", mnt]).stdout)
+    assert st["source"] == f"s3://{bucket}/train"
 
-    # hintfs-run over an unmodified script: hinted, the script's output
-    # the same as without it.
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    plain = run(["/usr/bin/python3", script, mnt], env=clean_env())
+    # hintfs-run over an unmodified script: the script's output the same
+    # as without it, and (where PyTorch is) every epoch hinted.
+    torch = t.run(["/usr/bin/python3", "-c", "import torch"]).returncode == 0
+    script = t.tmp / "train.py"
+    t.host(script).write_text(TRAIN if torch else
+                              "import os, sys\n"
+                              "print(sorted(os.listdir(sys.argv[1])))\n")
+    plain = t.run(["/usr/bin/python3", script, mnt])
     assert plain.returncode == 0, plain.stderr
-    hinted = subprocess.run(
-        ["/usr/bin/hintfs-run", "-v", "/usr/bin/python3", str(script),
-         str(mnt)], capture_output=True, text=True, env=clean_env(),
-        cwd=tmp_path, timeout=APT_S)
+    hinted = t.run(["hintfs-run", "-v", "/usr/bin/python3", script, mnt])
     assert hinted.returncode == 0, hinted.stderr
     assert hinted.stdout == plain.stdout
-    assert len(plain.stdout.split()) == 2 * len(objects)
-    assert f"hintfs-run: hint epoch=1: {len(objects)} files of Files -> " \
-        f"{mnt}" in hinted.stderr, hinted.stderr
-    st = json.loads(run(["/usr/bin/hintfs-ctl", "stats", "--json",
-                         mnt]).stdout)
-    assert st["hint"]["received"] == 2
-    unmount_and_check_exit(mnt)
+    if torch:
+        assert len(plain.stdout.split()) == 2 * len(objects)
+        assert f"hintfs-run: hint epoch=1: {len(objects)} files of Files " \
+            f"-> {mnt}" in hinted.stderr, hinted.stderr
+        st = json.loads(t.run(["hintfs-ctl", "stats", "--json", mnt]).stdout)
+        assert st["hint"]["received"] == 2
+    t.umount(mnt)
 
     # An fstab line, from a private fstab (util-linux's mount -T).
-    mnt = system.point()
-    fstab = tmp_path / "fstab"
-    fstab.write_text(f"s3://{bucket}/train {mnt} fuse.hintfs "
-                     f"noauto,_netdev,nofail,{opts} 0 0\n")
-    p = run(["mount", "-T", fstab, mnt])
+    mnt = t.point()
+    fstab = t.tmp / "fstab"
+    t.host(fstab).write_text(f"s3://{bucket}/train {mnt} fuse.hintfs "
+                             f"noauto,_netdev,nofail,{opts} 0 0\n")
+    p = t.run(["mount", "-T", fstab, mnt])
     assert p.returncode == 0, p.stderr
-    check_mount(mnt, bucket, "train", objects)
-    unmount_and_check_exit(mnt)
+    check_mount(t.host(mnt), bucket, "train", objects)
+    t.umount(mnt)
 
     # apt-get remove: every file of the packages goes, the cache stays.
-    p = apt("remove", *PACKAGES)
+    p = t.apt("remove", *PACKAGES)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert not any(installed(pkg) for pkg in PACKAGES)
-    left = unowned(snapshot() - before)
+    assert not any(t.installed(pkg) for pkg in PACKAGES)
+    left = t.unowned(t.snapshot() - before)
     assert left == [], f"left behind by apt-get remove: {left}"
-    assert any(cache.iterdir()), "the cache went with the package"
+    assert any(t.host(cache).iterdir()), "the cache went with the package"
+
+
+@pytest.mark.skipif(os.environ.get("HINTFS_TEST_PACKAGE") != "1",
+                    reason="installs the .debs: mount-tools/package.sh "
+                    "--test runs it")
+def test_install_mount_run_remove(s3, bucket, rgw, this_machine):
+    install_mount_run_remove(this_machine, s3, bucket, rgw)
+
+
+@pytest.mark.skipif(not os.environ.get("HINTFS_PACKAGE_ROOT"),
+                    reason="needs a debootstrap root: mount-tools/package.sh "
+                    "--clean ROOT runs it")
+def test_clean_debian_install_mount_remove(s3, bucket, rgw, clean_debian):
+    install_mount_run_remove(clean_debian, s3, bucket, rgw)
