@@ -259,6 +259,14 @@ def install_mount_run_remove(t, s3, bucket, rgw):
     assert p.stdout.split() == [
         "/usr/lib/python3/dist-packages/hintfs/__init__.py", version], p.stderr
 
+    if any("/libhintfs_gpu.so" in f for f in listed):
+        # The GPU helper, where it was built: the binding finds and loads
+        # it without CUDA (the runtime is opened with a device only).
+        p = t.run(["/usr/bin/python3", "-c", "from hintfs import gpu; "
+                   "gpu.load_library(); print(gpu.find_library())"])
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() == "libhintfs_gpu.so.0", p.stdout
+
     # mount -t fuse.hintfs: mount.fuse3 runs the package's /usr/bin/hintfs.
     opts = (f"profile=train,credentials_file={cred},config_file={conf},"
             f"cache_dir={cache}")
