@@ -119,7 +119,7 @@ if [ $build -eq 1 ]; then
 	mkdir -p "$out"
 	cp "$work"/*.deb "$work"/*.buildinfo "$work"/*.changes "$out"/
 	echo "package: lintian" >&2
-	lintian --fail-on error --no-tag-display-limit "$out"/hintfs_"$version"_*.changes
+	lintian --fail-on error --tag-display-limit 0 "$out"/hintfs_"$version"_*.changes
 	echo "package: lintian: no error" >&2
 	ls -l "$out"/*"$version"*.deb
 fi
