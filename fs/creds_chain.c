@@ -15,6 +15,8 @@
 
 #include "common/log.h"
 
+#include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -224,23 +226,128 @@ static struct creds_provider *env_provider(void)
 				   "AWS_ACCESS_KEY_ID not set");
 }
 
-/* Whether an http:// container URL names a host the SDKs allow: the
- * loopback, or the ECS / EKS Pod Identity agents. */
-static bool container_host_ok(const char *url)
+/* Quotes @url into @out for an error line: control characters become
+ * '?', and whatever precedes the last '@' of the authority becomes "***"
+ * (user info can hold a password; the host after it is what matters). */
+static void quote_url(const char *url, char *out, size_t out_len)
 {
-	static const char *const ok[] = {
-		"http://127.", "http://localhost:", "http://localhost/",
-		"http://[::1]", "http://169.254.170.2:", "http://169.254.170.2/",
-		"http://169.254.170.23:", "http://169.254.170.23/",
-		"http://[fd00:ec2::23]",
-	};
+	const char *auth = strstr(url, "://");
+	const char *at = NULL;
+	size_t k = 0;
 
-	if (!strncasecmp(url, "https://", 8))
+	auth = auth ? auth + 3 : url;
+	for (const char *q = auth; *q && *q != '/' && *q != '?' && *q != '#'; q++)
+		if (*q == '@')
+			at = q;
+	for (const char *q = url; *q && k + 4 < out_len; q++) {
+		if (at && q == auth) {
+			memcpy(out + k, "***", 3);
+			k += 3;
+			q = at;
+		}
+		out[k++] = (unsigned char)*q < 0x20 || *q == 0x7f ? '?' : *q;
+	}
+	out[k] = '\0';
+}
+
+/* Whether @host (as libcurl's URL API gives it: IPv4 normalised, IPv6 in
+ * brackets) is one the SDKs let a plain http container URL name: the
+ * loopback (127.0.0.0/8, ::1, localhost), the ECS agent (169.254.170.2)
+ * or the EKS Pod Identity agent (169.254.170.23, fd00:ec2::23). Addresses
+ * are compared as addresses, names exactly: a prefix would let
+ * "127.0.0.1.evil.example" through. */
+static bool container_host_ok(const char *host)
+{
+	static const char *const agents6[] = { "::1", "fd00:ec2::23" };
+	struct in6_addr a6, b6;
+	struct in_addr a;
+	char bare[INET6_ADDRSTRLEN];
+	size_t len = strlen(host);
+
+	if (!strcasecmp(host, "localhost"))
 		return true;
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (!strncasecmp(url, ok[i], strlen(ok[i])))
+	if (inet_pton(AF_INET, host, &a) == 1)
+		return (ntohl(a.s_addr) >> 24) == 127 ||
+		       !strcmp(host, "169.254.170.2") ||
+		       !strcmp(host, "169.254.170.23");
+	if (len < 3 || len - 2 >= sizeof(bare) || host[0] != '[' ||
+	    host[len - 1] != ']')
+		return false;
+	memcpy(bare, host + 1, len - 2);
+	bare[len - 2] = '\0';
+	if (inet_pton(AF_INET6, bare, &a6) != 1)
+		return false;
+	for (size_t i = 0; i < sizeof(agents6) / sizeof(agents6[0]); i++)
+		if (inet_pton(AF_INET6, agents6[i], &b6) == 1 &&
+		    !memcmp(&a6, &b6, sizeof(a6)))
 			return true;
 	return false;
+}
+
+int creds_container_url_check(const char *url, char **out, char *why,
+			      size_t why_len)
+{
+	static const CURLUPart userinfo[] = {
+		CURLUPART_USER, CURLUPART_PASSWORD, CURLUPART_OPTIONS,
+	};
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *part = NULL;
+	char q[420];
+	CURLUcode uc;
+	int rc = -EINVAL;
+
+	*out = NULL;
+	if (!u)
+		return -ENOMEM;
+	quote_url(url, q, sizeof(q));
+	uc = curl_url_set(u, CURLUPART_URL, url, 0);
+	if (uc) {
+		snprintf(why, why_len, "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
+			 "is not a URL (%s)", q, curl_url_strerror(uc));
+		goto out;
+	}
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) ||
+	    (strcasecmp(scheme, "http") && strcasecmp(scheme, "https"))) {
+		snprintf(why, why_len, "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
+			 "is not an http or https URL with a host", q);
+		goto out;
+	}
+	/* user:password@ would go to the host as Basic auth, and fools a
+	 * reader into taking what precedes '@' for the host: refused in any
+	 * scheme, and nothing before the '@' is quoted. */
+	for (size_t i = 0; i < sizeof(userinfo) / sizeof(userinfo[0]); i++) {
+		if (curl_url_get(u, userinfo[i], &part, 0) == CURLUE_OK) {
+			curl_free(part);
+			snprintf(why, why_len,
+				 "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' has "
+				 "user info before '@' (its host is '%.200s')",
+				 q, host);
+			goto out;
+		}
+	}
+	/* NOTE(s3): the SDKs send the authorization token to any https
+	 * host, and over plain http only to the loopback or the agents. */
+	if (strcasecmp(scheme, "https") && !container_host_ok(host)) {
+		snprintf(why, why_len, "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
+			 "is plain http to a host other than the loopback or "
+			 "the ECS/EKS agent", q);
+		goto out;
+	}
+	/* The URL as checked is the URL fetched: libcurl's own spelling, so
+	 * the transfer cannot read it another way. */
+	if (curl_url_get(u, CURLUPART_URL, &part, 0)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	*out = strdup(part);
+	curl_free(part);
+	rc = *out ? 0 : -ENOMEM;
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return rc;
 }
 
 static struct creds_provider *container_provider(const struct ctx *x)
@@ -257,19 +364,15 @@ static struct creds_provider *container_provider(const struct ctx *x)
 			     rel[0] == '/' ? "" : "/", rel) < 0)
 			return NULL;
 	} else if (full) {
-		if (!container_host_ok(full)) {
-			char why[600];
+		char why[700];
+		int rc = creds_container_url_check(full, &url, why,
+						   sizeof(why));
 
-			snprintf(why, sizeof(why),
-				 "AWS_CONTAINER_CREDENTIALS_FULL_URI '%.400s' "
-				 "is plain http to a host other than the "
-				 "loopback or the ECS/EKS agent", full);
-			return creds_absent_create("container credentials",
-						   -EINVAL, why);
-		}
-		url = strdup(full);
-		if (!url)
+		if (rc == -ENOMEM)
 			return NULL;
+		if (rc)
+			return creds_absent_create("container credentials",
+						   rc, why);
 	} else {
 		return creds_absent_create(
 		    "container credentials", 0,

@@ -51,4 +51,16 @@ struct creds_chain_req {
 int creds_chain_build(const struct creds_chain_req *rq,
 		      struct creds_provider **chain, size_t *n);
 
+/**
+ * Checks @url, the value of AWS_CONTAINER_CREDENTIALS_FULL_URI, as the
+ * SDKs do before they send it the authorization token: parsed with
+ * libcurl's URL API, http or https, no user info, and over plain http a
+ * host that is exactly the loopback or the ECS/EKS agent.
+ * Returns 0 with the URL in libcurl's spelling in *@out (malloc'd, the
+ * caller frees it; fetch that one), -EINVAL with a one-line reason in
+ * @why that quotes the URL without its user info, or -ENOMEM. Any thread.
+ */
+int creds_container_url_check(const char *url, char **out, char *why,
+			      size_t why_len);
+
 #endif /* HINTFS_FS_CREDS_CHAIN_H */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -487,12 +488,39 @@ fail_msg:
 	return rc;
 }
 
+/*
+ * Keeps the credentials out of core files: the daemon is made undumpable
+ * before it reads an option, a variable or a file that could hold one.
+ * Marking only our own secret allocations MADV_DONTDUMP would leave copies
+ * we cannot reach: the environment block (AWS_SECRET_ACCESS_KEY), libcurl's
+ * receive buffer with an STS or container answer after TLS decryption, its
+ * copy of the x-amz-security-token and Authorization headers, OpenSSL's
+ * HMAC state. PR_SET_DUMPABLE 0 covers them all; its price (doc/operations.md,
+ * "Security"): a crash leaves no core unless root sets fs.suid_dumpable=2
+ * (the core is then root's, and holds the secrets), gdb -p needs root, and
+ * /proc/PID/environ, fd/ and mem become root's. A credential_process child
+ * is dumpable again after its exec.
+ */
+static int keep_secrets_out_of_cores(void)
+{
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+		int e = errno;
+
+		log_error("cannot keep credentials out of core dumps: "
+			  "prctl(PR_SET_DUMPABLE): %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct hintfs_opts o;
 	char err[1024];
 	int rc;
 
+	if (keep_secrets_out_of_cores())
+		return 1;
 	fuse_set_log_func(fuse_log_cb);
 	rc = opts_parse(argc, argv, &o, err, sizeof(err));
 	if (rc) {

@@ -3,7 +3,7 @@
 # and benchmark. Idempotent: a package already installed is not touched, and
 # `apt-get update` runs only when something is missing.
 #
-# Usage: mount-tools/install-deps.sh [--no-torch] [--bench] [--fuzz]
+# Usage: mount-tools/install-deps.sh [--no-torch] [--bench] [--fuzz] [--package]
 #   --no-torch  leave out PyTorch, torchvision and matplotlib (enough for
 #               the S3 server and the C build)
 #   --bench     also what only the benchmark uses: the curl tool (its
@@ -12,18 +12,24 @@
 #               those two, with a note, where they are absent)
 #   --fuzz      also clang and its libFuzzer runtime, for the fuzz targets
 #               (mount-tools/fuzz.sh)
+#   --package   only what building the Debian packages needs
+#               (mount-tools/package.sh): the build dependencies
+#               debian/control names, dpkg-dev, git, lintian, and
+#               debootstrap for the clean-system check
 set -euo pipefail
 
 torch=1
 bench=0
 fuzz=0
+package=0
 for arg in "$@"; do
 	case "$arg" in
 	--no-torch) torch=0 ;;
 	--bench) bench=1 ;;
 	--fuzz) fuzz=1 ;;
+	--package) package=1 ;;
 	*)
-		echo "usage: $0 [--no-torch] [--bench] [--fuzz]" >&2
+		echo "usage: $0 [--no-torch] [--bench] [--fuzz] [--package]" >&2
 		exit 2
 		;;
 	esac
@@ -41,6 +47,17 @@ pkgs=(
 	# the Python package's install test: pip from the source tree, offline
 	python3-pip python3-setuptools python3-wheel python3-venv
 )
+if [ $package -eq 1 ]; then
+	# debian/control's Build-Depends, and the tools around dpkg-buildpackage
+	pkgs=(
+		gcc pkg-config meson ninja-build
+		libfuse3-dev libcurl4-openssl-dev libssl-dev liblmdb-dev
+		liburing-dev libexpat1-dev libxxhash-dev
+		debhelper dh-python python3-all python3-setuptools
+		pybuild-plugin-pyproject dpkg-dev fakeroot git lintian debootstrap
+	)
+	torch=0
+fi
 if [ $torch -eq 1 ]; then
 	pkgs+=(python3-torch python3-torchvision python3-matplotlib)
 fi

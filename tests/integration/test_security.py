@@ -19,8 +19,10 @@
 import json
 import os
 import re
+import resource
 import select
 import shutil
+import signal
 import socket
 import ssl
 import stat
@@ -98,6 +100,62 @@ def test_credentials_never_in_log_stats_cache_or_cmdline(s3, bucket, mount,
             if p.is_file():
                 assert s.encode() not in p.read_bytes(), f"{s[:4]}... in {p}"
     json.loads(stats_text)
+
+
+def unlimited_cores():
+    core = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    resource.setrlimit(resource.RLIMIT_CORE, core)
+
+
+def core_path(pid):
+    """Where the kernel writes the core of @pid (core_pattern "core": in
+    its working directory)."""
+    uses_pid = Path("/proc/sys/kernel/core_uses_pid").read_text().strip()
+    name = f"core.{pid}" if uses_pid == "1" else "core"
+    return Path(os.readlink(f"/proc/{pid}/cwd")) / name
+
+
+def stamp(path):
+    try:
+        st = path.stat()
+        return (st.st_ino, st.st_mtime_ns)
+    except FileNotFoundError:
+        return None
+
+
+def test_a_crash_leaves_no_core_file(s3, bucket, mount, tmp_path):
+    """A daemon that crashes after it signed requests leaves no core file
+    (which would hold its keys): it makes itself undumpable (issue 20,
+    item 6; doc/operations.md, Security). A plain process crashed the same
+    way first shows that this machine writes core files at all."""
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    if pattern != "core":
+        pytest.skip(f"core_pattern is {pattern!r}, not 'core'")
+    p = subprocess.Popen(["sleep", "60"], cwd=tmp_path,
+                         preexec_fn=unlimited_cores)
+    control = core_path(p.pid)
+    p.send_signal(signal.SIGSEGV)
+    p.wait()
+    if not control.exists():
+        pytest.skip("a plain process that crashes here leaves no core")
+    control.unlink()
+    objects = small(3)
+    upload(s3, bucket, objects)
+    m = mount(bucket)
+    for k, v in objects.items():
+        assert workload.read_file(m / k) == v
+    # libfuse moves the daemon to /, even with -f: a core would land there.
+    path = core_path(m.pid)
+    before = stamp(path)
+    core = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    resource.prlimit(m.pid, resource.RLIMIT_CORE, core)
+    m.signalled = True
+    m.proc.send_signal(signal.SIGSEGV)
+    assert m.wait_exit() == -signal.SIGSEGV
+    after = stamp(path)
+    if after != before:
+        path.unlink()  # it holds the test's keys
+    assert after == before, f"the daemon's crash left {path}"
 
 
 SECRET_OPTIONS = ["secret_key", "aws_secret_access_key", "session_token"]

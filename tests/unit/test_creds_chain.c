@@ -191,7 +191,82 @@ static void test_order(void)
 	CHECK(strstr(err, "container credentials: "
 		     "AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://example.com/"
 		     "creds' is plain http") != NULL);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1@evil/", 1);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "tok-SECRET", 1);
+	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "container credentials: "
+		     "AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://***@evil/' has "
+		     "user info before '@' (its host is 'evil')") != NULL);
+	CHECK(!strstr(err, "tok-SECRET") && !strchr(err, '\n'));
+	unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
 	unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+}
+
+/* AWS_CONTAINER_CREDENTIALS_FULL_URI: the host is compared exactly, after
+ * libcurl parsed the URL, so that the authorization token never goes over
+ * plain http to a stranger (issue 20, item 5). */
+static void test_container_url(void)
+{
+	static const struct {
+		const char *url, *fetched, *why;
+	} cases[] = {
+		{ "http://127.0.0.1:9911/creds", "http://127.0.0.1:9911/creds", NULL },
+		{ "http://127.1/c", "http://127.0.0.1/c", NULL },
+		{ "http://127.200.3.4/c", "http://127.200.3.4/c", NULL },
+		{ "http://localhost/c", "http://localhost/c", NULL },
+		{ "http://[::1]:80/c", "http://[::1]:80/c", NULL },
+		{ "http://169.254.170.2/v2/creds", "http://169.254.170.2/v2/creds", NULL },
+		{ "http://169.254.170.23/v1/credentials",
+		  "http://169.254.170.23/v1/credentials", NULL },
+		{ "http://[FD00:EC2::23]/v1/credentials",
+		  "http://[FD00:EC2::23]/v1/credentials", NULL },
+		{ "http://[0:0:0:0:0:0:0:1]/c", "http://[::1]/c", NULL },
+		{ "https://creds.example.com/x", "https://creds.example.com/x", NULL },
+		/* The attacks: what precedes '@' is user info, not the host. */
+		{ "http://127.0.0.1@evil.example/", NULL,
+		  "'http://***@evil.example/' has user info before '@' "
+		  "(its host is 'evil.example')" },
+		{ "http://169.254.170.2:80@evil.example/", NULL,
+		  "'http://***@evil.example/' has user info" },
+		{ "http://user:s3cret@127.0.0.1/", NULL,
+		  "'http://***@127.0.0.1/' has user info" },
+		{ "https://a:b@creds.example.com/", NULL, "has user info" },
+		{ "http://127.0.0.1.evil.example/", NULL,
+		  "'http://127.0.0.1.evil.example/' is plain http to a host "
+		  "other than the loopback or the ECS/EKS agent" },
+		{ "http://localhost.evil.example/", NULL, "is plain http" },
+		{ "http://169.254.170.2.evil.example/", NULL, "is plain http" },
+		{ "http://169.254.170.3/", NULL, "is plain http" },
+		{ "http://[::ffff:7f00:1]/", NULL, "is plain http" },
+		{ "http://evil.example#@127.0.0.1/", NULL, "is plain http" },
+		{ "http://evil.example?@127.0.0.1/", NULL, "is plain http" },
+		{ "file:///etc/passwd", NULL, "is not an http or https URL" },
+		{ "127.0.0.1/creds", NULL, "is not a URL" },
+		{ "http://127.0.0.1/a\nb", NULL, "'http://127.0.0.1/a?b' is not "
+					      "a URL" },
+	};
+	char why[700], *out;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		why[0] = '\0';
+		rc = creds_container_url_check(cases[i].url, &out, why,
+					       sizeof(why));
+		if (cases[i].fetched) {
+			CHECK(rc == 0);
+			CHECK(out && !strcmp(out, cases[i].fetched));
+		} else {
+			CHECK(rc == -EINVAL && !out);
+			CHECK(!strchr(why, '\n') && !strstr(why, "s3cret"));
+		}
+		if (cases[i].why && !strstr(why, cases[i].why)) {
+			fprintf(stderr, "'%s': '%s' lacks '%s'\n",
+				cases[i].url, why, cases[i].why);
+			CHECK(0);
+		}
+		free(out);
+	}
 }
 
 static void test_reread(void)
@@ -223,6 +298,7 @@ int main(void)
 	snprintf(cred_path, sizeof(cred_path), "%s/credentials", dir);
 	snprintf(conf_path, sizeof(conf_path), "%s/config", dir);
 	test_order();
+	test_container_url();
 	test_reread();
 	unlink(cred_path);
 	unlink(conf_path);
