@@ -726,11 +726,12 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(s3_client_connects(fs->s3)));
 	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
 		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "
-		"\"commit_batches\": %llu, \"commit_objects\": %llu},\n",
+		"\"commit_batches\": %llu, \"commit_objects\": %llu, "
+		"\"lost_wakeups\": %llu},\n",
 		(double)ps.engine_busy_ns / 1e9,
 		(double)ps.engine_busy_max_ns / 1e6,
 		(double)ps.commit_ns / 1e9, U(ps.commit_batches),
-		U(ps.commit_objects));
+		U(ps.commit_objects), U(ps.lost_wakeups));
 	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
 		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
 		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),

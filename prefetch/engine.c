@@ -321,12 +321,21 @@ static void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
 		pf->mem_peak = pf->mem;
 }
 
+/*
+ * Gives @n bytes of @f's memory back. mu held; any thread. Whoever waits
+ * for room hears of it: a reader (cv), and the network thread, whose
+ * prefetch may have stopped at the bound with nothing in flight to wake
+ * it (the cache writer gives a committed fetch's memory back off that
+ * thread: without the wake-up the next prefetch waited out a whole poll).
+ */
 static void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 {
+	if (!n)
+		return;
 	pf->mem -= n;
 	f->mem -= n;
-	/* Room for a reader waiting on memory. */
 	pthread_cond_broadcast(&pf->cv);
+	netloop_wake(&pf->net);
 }
 
 /* See engine_internal.h. */
@@ -789,10 +798,11 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 /*
  * Starts fetches for hinted, then warm-listed, objects that are neither
  * cached nor in flight, while fetch memory lasts; a candidate that does
- * not fit waits in pf->carry. Called without mu: it looks objects up in
- * the cache.
+ * not fit waits in pf->carry. Returns true when one waits so: only memory
+ * given back (mem_sub()) or a reader done waiting for it lets it go on.
+ * Called without mu: it looks objects up in the cache.
  */
-static void schedule_prefetch(struct pf *pf)
+static bool schedule_prefetch(struct pf *pf)
 {
 	struct pf_candidates *c = &pf->carry;
 	char key[4096];
@@ -802,7 +812,7 @@ static void schedule_prefetch(struct pf *pf)
 		if (c->first < c->n &&
 		    (pf->room_waiters || pf->mem >= pf->cfg.fetch_mem)) {
 			pthread_mutex_unlock(&pf->mu);
-			return;
+			return true;
 		}
 		if (c->first == c->n) {
 			size_t room = pf->ahead.head || pf->room_waiters ||
@@ -817,7 +827,7 @@ static void schedule_prefetch(struct pf *pf)
 		}
 		pthread_mutex_unlock(&pf->mu);
 		if (c->first == c->n)
-			return;
+			return false;
 
 		while (c->first < c->n) {
 			uint32_t id = c->ids[c->first];
@@ -841,7 +851,7 @@ static void schedule_prefetch(struct pf *pf)
 				/* Prefetch stops at the bound (and leaves room
 				 * to a reader waiting for it). */
 				pthread_mutex_unlock(&pf->mu);
-				return;
+				return true;
 			}
 			c->first++;
 			if (skip && warm) {
@@ -861,6 +871,7 @@ static void schedule_prefetch(struct pf *pf)
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
+	return false;
 }
 
 int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
@@ -1101,12 +1112,11 @@ static void *engine_main(void *arg)
 	bool ended = false;
 
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy, waited;
+		uint64_t busy0 = mono_ns(), busy, waited, timeouts;
 		struct pf_part *taken;
 		CURLMsg *msg;
 		int left, timeout;
-
-		schedule_prefetch(pf);
+		bool held = schedule_prefetch(pf), idle;
 
 		pthread_mutex_lock(&pf->mu);
 		if (pf->stop) {
@@ -1119,11 +1129,15 @@ static void *engine_main(void *arg)
 		/* A hedge put a part back in a queue: start it at once. */
 		if (pf->tier && tier_hedge(pf, &timeout))
 			ended = true;
+		/* Prefetch waits for memory with nothing in flight: whoever
+		 * gives memory back must wake us (mem_sub()). */
+		idle = held && !taken && !pf->running;
 		pthread_mutex_unlock(&pf->mu);
 		arm_parts(pf, taken);
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
+		timeouts = pf->net.timeouts;
 		waited = netloop_run(&pf->net, ended ? 0 : timeout);
 		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
@@ -1163,6 +1177,8 @@ static void *engine_main(void *arg)
 		/* How long transfers waited on this thread's other work. */
 		busy = mono_ns() - busy0 - waited;
 		pthread_mutex_lock(&pf->mu);
+		if (idle && pf->net.timeouts != timeouts)
+			pf->st.lost_wakeups++;
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)
 			pf->st.engine_busy_max_ns = busy;
@@ -1276,6 +1292,17 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 		netloop_wake(&pf->net);
 }
 
+/*
+ * A reader stops waiting for memory. Prefetch leaves room to readers that
+ * wait (schedule_prefetch()): the last one to go wakes the network thread,
+ * which would otherwise not look again until its poll ran out. mu held.
+ */
+static void room_wait_end(struct pf *pf)
+{
+	if (!--pf->room_waiters)
+		netloop_wake(&pf->net);
+}
+
 /* Gives up after the reader's deadline: one line. Unlocks mu. */
 static ssize_t read_timed_out(struct pf *pf, const struct pf_object *o,
 			      uint64_t off, uint64_t t0)
@@ -1364,10 +1391,10 @@ again:
 			pf->room_waiters++;
 			waited = true;
 			if (!wait_until(pf, deadline)) {
-				pf->room_waiters--;
+				room_wait_end(pf);
 				return read_timed_out(pf, &o, off, t0);
 			}
-			pf->room_waiters--;
+			room_wait_end(pf);
 			pthread_mutex_unlock(&pf->mu);
 			goto again;
 		}

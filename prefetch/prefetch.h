@@ -317,6 +317,11 @@ struct pf_stats {
 	uint64_t engine_busy_ns; /**< the network thread's time between two
 				      polls: what transfers wait behind */
 	uint64_t engine_busy_max_ns; /**< its longest single stretch */
+	uint64_t lost_wakeups;   /**< the network thread's waits that ran
+				      their whole timeout with no GET running
+				      while prefetch was held back by
+				      fetch_mem: memory given back without a
+				      wake-up (0 unless something is wrong) */
 	uint64_t hint_pos;       /**< the streams' hint_pos added up */
 	uint64_t hint_len;       /**< their current hints' lengths added up */
 	int64_t hint_epoch;      /**< the epoch of the stream hinted last, -1
