@@ -264,6 +264,43 @@ def test_distributed_sampler_ranks_hint_their_own_stream(images, mount,
     assert sorted(keys) == sorted(files)
 
 
+def test_a_hung_fuse_mount_elsewhere_does_not_hang_the_hook(images, mount,
+                                                           tmp_path):
+    """Another FUSE file system on the machine hangs (its server never
+    answers): the hook recognises hintfs by its type in mountinfo and
+    never looks inside another mount, so the script runs as without it and
+    is hinted. In a mount namespace of its own (hung_fuse.py), so that
+    nothing else on the machine meets the hung mount."""
+    bucket, _, ref = images
+    m = mount(bucket)
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    out = tmp_path / "seen.json"
+    hung = tmp_path / "hung"
+    hung.mkdir()
+    # First proof that it hangs: a stat killed after 2 s (137).
+    inner = (f"timeout -s KILL 2 stat {hung} >/dev/null 2>&1; "
+             "echo \"stat: $?\" >&2; exec \"$@\"")
+    argv = ["unshare", "--mount", "--propagation", "private", PYTHON,
+            str(Path(__file__).parent / "hung_fuse.py"), str(hung),
+            "sh", "-c", inner, "sh", hintfs_run(), "-v", PYTHON, str(script),
+            m.path, str(out), "2"]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "mount-tools" / "python"))
+    env.pop("HINTFS_RUN", None)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)  # a hang bound
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"hintfs-run hung next to a hung FUSE mount: {e.stderr}")
+    assert "stat: 137" in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT, proc.stderr
+    assert json.loads(out.read_text())["seen"]["2"] == ref["seen"]["2"]
+    n = len(ref["files"])
+    assert run_lines(proc) == [
+        f"hintfs-run: hint epoch={e}: {n} files of ImageFolder -> {m.path}"
+        for e in range(EPOCHS)], proc.stderr
+
+
 def test_dataset_outside_any_mount_runs_unchanged(images, tmp_path):
     _, local, ref = images
     script = tmp_path / "train.py"
