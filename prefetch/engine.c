@@ -83,6 +83,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,8 @@ static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
 _Static_assert(PF_STREAMS_MAX == ORDER_STREAMS_MAX &&
 		       PF_STREAM_NAME_MAX == ORDER_STREAM_NAME_MAX,
 	       "pf_stats.streams mirrors order_streams");
+_Static_assert(PF_RECLAIMED_RECENT == ORDER_RECLAIMED_RECENT,
+	       "pf_stats.reclaimed mirrors order_streams.recent");
 _Static_assert(ORDER_STREAMS_MAX < 256, "opened_by holds 1 + a stream in a byte");
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
@@ -213,8 +216,20 @@ void pf_note_close(struct pf *pf, uint32_t id)
 	pthread_mutex_unlock(&pf->mu);
 }
 
+/*
+ * Whether the process that wrote a stream's hint still runs (order.h's
+ * exit rule). NOTE(fuse): the pid is the one the kernel put in the request,
+ * translated into our pid namespace; EPERM is a process of another user,
+ * alive. A zombie counts as alive until its parent reaps it.
+ */
+static bool writer_alive(void *arg, pid_t pid)
+{
+	(void)arg;
+	return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
-	    int64_t epoch, bool replace)
+	    int64_t epoch, bool replace, pid_t owner)
 {
 	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
 	struct order_queue_stats os;
@@ -231,7 +246,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		order_destroy(h);
 		return 0;
 	}
-	i = order_streams_get(&pf->hints, stream);
+	i = order_streams_get(&pf->hints, stream, owner, mono_ns());
 	if (i < 0) {
 		/* PF_STREAMS_MAX streams with hints still to read. */
 		pf->st.hints_refused++;
@@ -1536,12 +1551,28 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 		ss->hints = hs->hints;
 		ss->stalls = hs->stalls;
 		ss->stall_ns = hs->stall_ns;
+		ss->owner = hs->owner;
+		ss->idle_ns = now > hs->active_ns ? now - hs->active_ns : 0;
 		st->n_streams++;
 		st->hint_pos += os.pos;
 		st->hint_len += os.len;
 		st->hints_queued += os.queued;
 		if (i == pf->hints.latest)
 			st->hint_epoch = os.epoch;
+	}
+	st->reclaimed_exited = pf->hints.reclaimed_exited;
+	st->reclaimed_idle = pf->hints.reclaimed_idle;
+	st->n_reclaimed = 0;
+	for (uint64_t k = st->reclaimed_exited + st->reclaimed_idle, j = 0;
+	     k > 0 && j < ORDER_RECLAIMED_RECENT; k--, j++) {
+		const struct order_reclaimed *r =
+			&pf->hints.recent[(k - 1) % ORDER_RECLAIMED_RECENT];
+		struct pf_reclaimed *o = &st->reclaimed[st->n_reclaimed++];
+
+		memcpy(o->name, r->name, sizeof(o->name));
+		o->owner = r->owner;
+		o->exited = r->why == ORDER_RECLAIM_EXITED;
+		o->unread = r->unread;
 	}
 	pthread_mutex_unlock(&pf->mu);
 	if (pf->tier) {
@@ -1611,6 +1642,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pthread_cond_init(&pf->wcv, NULL);
 	pthread_condattr_destroy(&ca);
 	order_streams_init(&pf->hints);
+	order_streams_set_alive(&pf->hints, writer_alive, NULL);
 	if (pf->cfg.pace_ms != PF_PACE_OFF)
 		order_streams_set_pace(&pf->hints,
 				       (uint64_t)pf->cfg.pace_ms * 1000000u,
