@@ -155,6 +155,45 @@ if __name__ == "__main__":
 """
 
 
+# TRAIN_VAL's loop in two ranks (torch.multiprocessing.spawn, gloo): a
+# DistributedSampler over train/ (persistent workers), a validation pass
+# over each rank's share of val/ every 10 steps. argv: root, out, init.
+DDP_VAL = """\
+import hashlib, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from torchvision import datasets, transforms
+
+def rank_main(rank, world, root, init, out):
+    dist.init_process_group("gloo", init_method=init, rank=rank,
+                            world_size=world)
+    tf = transforms.ToTensor()
+    train = datasets.ImageFolder(root + "/train", transform=tf)
+    val = datasets.ImageFolder(root + "/val", transform=tf)
+    sampler = DistributedSampler(train, shuffle=True, seed=9)
+    loader = DataLoader(train, batch_size=16, sampler=sampler,
+                        num_workers=1, persistent_workers=True)
+    val_loader = DataLoader(val, batch_size=16, num_workers=1,
+                            sampler=DistributedSampler(val, shuffle=False))
+    h = hashlib.sha1()
+    sampler.set_epoch(0)
+    for step, (images, _) in enumerate(loader):
+        h.update(images.numpy().tobytes())
+        if step % 10 == 9:
+            for vimages, _ in val_loader:
+                h.update(vimages.numpy().tobytes())
+    open("%s.%d" % (out, rank), "w").write(h.hexdigest())
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    root, out, init = sys.argv[1:4]
+    mp.spawn(rank_main, args=(2, root, init, out), nprocs=2)
+"""
+
+
 def hintfs_run():
     exe = build_dir() / "mount-tools" / "hintfs-run"
     if not exe.exists():
@@ -495,3 +534,27 @@ def test_two_jobs_share_a_mount(train_val, mount, tmp_path):
     st = hintfs.stats(m.path)
     assert len(st["hint"]["streams"]) == 4, st["hint"]["streams"]
     assert st["reads"]["demand_fetches"] <= 0.03 * 2 * 2100, st["reads"]
+
+
+def test_ranks_with_validation_loaders(train_val, mount, tmp_path):
+    """Two ranks of a torch.multiprocessing.spawn job, each with a training
+    and a validation DataLoader: four streams (rank0, rank0.2, rank1,
+    rank1.2), every read hinted, the data exactly what the ranks read
+    without hintfs-run."""
+    m = mount_train_val(mount, train_val)
+    script = tmp_path / "ddp_val.py"
+    script.write_text(DDP_VAL)
+    digests = []
+    for root, tag, hook in ((m.local, "ref", []), (m.path, "out",
+                                                   [hintfs_run()])):
+        out = tmp_path / tag
+        proc = run(hook + [PYTHON, str(script), str(root), str(out),
+                           f"file://{tmp_path}/rdv-{tag}"], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert run_lines(proc) == [], proc.stderr
+        digests.append([Path(f"{out}.{r}").read_text() for r in (0, 1)])
+    assert digests[0] == digests[1]
+    st = hintfs.stats(m.path)
+    assert sorted(s["name"] for s in st["hint"]["streams"]) == \
+        ["rank0", "rank0.2", "rank1", "rank1.2"]
+    assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
