@@ -5,6 +5,7 @@ are fetched ahead of their readers, a reader moves its own stream's window
 only, a replace in one stream leaves the other's hints, and eviction keeps
 what any stream needs next."""
 
+import os
 import subprocess
 import sys
 import time
@@ -235,7 +236,15 @@ def test_streams_of_ended_processes_are_reclaimed(s3, bucket, mount):
     assert gone <= {f"pid:{p}" for p in pids[:64]} and not gone & names
     assert all(r["unread"] == 2 for r in rec["recent"])
     ctl = workload.build_dir() / "mount-tools" / "hintfs-ctl"
+    # A 68th stream, from a thread: its writer is the process (a request
+    # carries the thread's id), which lives on after the thread.
+    import threading
+    t = threading.Thread(target=write_hint,
+                         args=(m.path, keys[:2]), kwargs={"stream": "thr"})
+    t.start()
+    t.join()
+    assert streams(m)["thr"]["owner"] == os.getpid()
     out = subprocess.run([str(ctl), "stats", m.path], check=True,
                          capture_output=True, text=True,
                          timeout=WAIT_S).stdout
-    assert "reclaimed: 3 whose writer ended, 0 idle 10 minutes" in out, out
+    assert "reclaimed: 4 whose writer ended, 0 idle 10 minutes" in out, out
