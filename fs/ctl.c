@@ -171,7 +171,7 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 
 		snprintf(stream, sizeof(stream), "pid:%ld", (long)f->pid);
 		rc = fs_apply_hint(fs, f->buf, f->len, stream,
-				   FS_CTL_NAME "/hint");
+				   FS_CTL_NAME "/hint", f->pid);
 		break;
 	}
 	case FS_INO_CTL_WARM:
@@ -226,7 +226,7 @@ static uint32_t resolve_cb(void *arg, const char *path, size_t len)
 }
 
 int fs_apply_hint(struct fs *fs, const char *text, size_t len,
-		  const char *stream, const char *from)
+		  const char *stream, const char *from, pid_t owner)
 {
 	struct hint_report rep;
 	uint32_t *ids;
@@ -243,7 +243,7 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len,
 	else
 		snprintf(rep.stream, sizeof(rep.stream), "%s", stream);
 	rc = pf_hint(atomic_load(&fs->pf), stream, ids, n, rep.epoch,
-		     rep.replace);
+		     rep.replace, owner);
 	free(ids);
 	if (rc == -EBUSY)
 		log_error("hint from %s: refused, 16 hints are queued already "
@@ -251,7 +251,8 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len,
 			  "replace the queue)", from, stream);
 	else if (rc == -ENOSPC)
 		log_error("hint from %s: refused, %d other hint streams still "
-			  "have hints to read (stream %s)", from,
+			  "have hints to read, their writers running and "
+			  "active in the last 10 minutes (stream %s)", from,
 			  PF_STREAMS_MAX, stream);
 
 	pthread_mutex_lock(&fs->hint_mu);
@@ -485,7 +486,8 @@ static void watch_check(struct fs *fs, struct watch_state *ws)
 			log_warn("hint file '%s': %s", fs->hint_file,
 				 strerror(-rc));
 		} else {
-			fs_apply_hint(fs, text, len, "file:", fs->hint_file);
+			fs_apply_hint(fs, text, len, "file:", fs->hint_file,
+				      0);
 			free(text);
 		}
 	}
@@ -726,11 +728,12 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		U(s3_client_connects(fs->s3)));
 	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
 		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "
-		"\"commit_batches\": %llu, \"commit_objects\": %llu},\n",
+		"\"commit_batches\": %llu, \"commit_objects\": %llu, "
+		"\"lost_wakeups\": %llu},\n",
 		(double)ps.engine_busy_ns / 1e9,
 		(double)ps.engine_busy_max_ns / 1e6,
 		(double)ps.commit_ns / 1e9, U(ps.commit_batches),
-		U(ps.commit_objects));
+		U(ps.commit_objects), U(ps.lost_wakeups));
 	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
 		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
 		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),
@@ -757,12 +760,24 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		fprintf(f, ", \"position\": %llu, \"length\": %llu, "
 			"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
 			"\"stalls\": %llu, \"stall_seconds\": %.6f, "
-			"\"pace\": %llu}",
+			"\"pace\": %llu, \"owner\": %ld, "
+			"\"idle_seconds\": %.3f}",
 			U(s->pos), U(s->len), (long long)s->epoch, s->queued,
 			U(s->hints), U(s->stalls), (double)s->stall_ns / 1e9,
-			U(s->pace));
+			U(s->pace), (long)s->owner, (double)s->idle_ns / 1e9);
 	}
-	fprintf(f, "]},\n");
+	fprintf(f, "],\n    \"reclaimed\": {\"exited\": %llu, \"idle\": %llu, "
+		"\"recent\": [", U(ps.reclaimed_exited), U(ps.reclaimed_idle));
+	for (uint32_t i = 0; i < ps.n_reclaimed; i++) {
+		const struct pf_reclaimed *r = &ps.reclaimed[i];
+
+		fprintf(f, "%s{\"name\": ", i ? ", " : "");
+		json_str(f, r->name);
+		fprintf(f, ", \"owner\": %ld, \"why\": \"%s\", "
+			"\"unread\": %llu}", (long)r->owner,
+			r->exited ? "exited" : "idle", U(r->unread));
+	}
+	fprintf(f, "]}},\n");
 	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
 		"\"failed\": %llu, \"refused\": %llu},\n", U(ps.warm_queued),
 		U(ps.warm_done), U(ps.warm_failed), U(ps.warm_refused));

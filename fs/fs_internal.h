@@ -72,9 +72,11 @@ ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
 
 /** Parses @text as a hint and hands it to the engine, in the stream its
  *  header names or else in @stream ("pid:1234": the writing process);
- *  @from names the source in the log line. Returns 0 or -errno (logged). */
+ *  @from names the source in the log line; @owner is the process that
+ *  wrote it (0: unknown), whose end lets the stream be reclaimed
+ *  (pf_hint()). Returns 0 or -errno (logged). */
 int fs_apply_hint(struct fs *fs, const char *text, size_t len,
-		  const char *stream, const char *from);
+		  const char *stream, const char *from, pid_t owner);
 
 /** Starts / stops the -o hint=FILE watcher thread. */
 int fs_hint_watch_start(struct fs *fs);

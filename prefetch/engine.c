@@ -81,13 +81,16 @@
 #include "prefetch/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/clock.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/retry.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -150,6 +153,8 @@ static void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
 _Static_assert(PF_STREAMS_MAX == ORDER_STREAMS_MAX &&
 		       PF_STREAM_NAME_MAX == ORDER_STREAM_NAME_MAX,
 	       "pf_stats.streams mirrors order_streams");
+_Static_assert(PF_RECLAIMED_RECENT == ORDER_RECLAIMED_RECENT,
+	       "pf_stats.reclaimed mirrors order_streams.recent");
 _Static_assert(ORDER_STREAMS_MAX < 256, "opened_by holds 1 + a stream in a byte");
 
 static void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
@@ -217,8 +222,41 @@ void pf_note_close(struct pf *pf, uint32_t id)
 	pthread_mutex_unlock(&pf->mu);
 }
 
+/*
+ * Whether the process that wrote a stream's hint still runs (order.h's
+ * exit rule). NOTE(fuse): the pid is the one the kernel put in the request,
+ * translated into our pid namespace; EPERM is a process of another user,
+ * alive. A zombie counts as alive until its parent reaps it.
+ */
+static bool writer_alive(void *arg, pid_t pid)
+{
+	(void)arg;
+	return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+/*
+ * The process of thread @tid. NOTE(fuse): a request carries the calling
+ * thread's id; a hint written by a thread that then ends must not look
+ * like a process that has ended. @tid itself when /proc cannot say.
+ */
+static pid_t thread_group(pid_t tid)
+{
+	char path[32], *text = NULL, *at;
+	size_t len;
+	long tgid = tid;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)tid);
+	if (read_file_all(path, 1 << 16, &text, &len))
+		return tid;
+	at = strstr(text, "\nTgid:");
+	if (at)
+		tgid = strtol(at + 6, NULL, 10);
+	free(text);
+	return tgid > 0 ? (pid_t)tgid : tid;
+}
+
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
-	    int64_t epoch, bool replace)
+	    int64_t epoch, bool replace, pid_t owner)
 {
 	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
 	struct order_queue_stats os;
@@ -227,6 +265,8 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 
 	if (!h)
 		return -ENOMEM;
+	if (owner > 0)
+		owner = thread_group(owner);
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
 	if (!n && !replace) {
@@ -235,7 +275,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		order_destroy(h);
 		return 0;
 	}
-	i = order_streams_get(&pf->hints, stream);
+	i = order_streams_get(&pf->hints, stream, owner, mono_ns());
 	if (i < 0) {
 		/* PF_STREAMS_MAX streams with hints still to read. */
 		pf->st.hints_refused++;
@@ -325,12 +365,21 @@ static void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
 		pf->mem_peak = pf->mem;
 }
 
+/*
+ * Gives @n bytes of @f's memory back. mu held; any thread. Whoever waits
+ * for room hears of it: a reader (cv), and the network thread, whose
+ * prefetch may have stopped at the bound with nothing in flight to wake
+ * it (the cache writer gives a committed fetch's memory back off that
+ * thread: without the wake-up the next prefetch waited out a whole poll).
+ */
 static void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 {
+	if (!n)
+		return;
 	pf->mem -= n;
 	f->mem -= n;
-	/* Room for a reader waiting on memory. */
 	pthread_cond_broadcast(&pf->cv);
+	netloop_wake(&pf->net);
 }
 
 /* See engine_internal.h. */
@@ -833,10 +882,11 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 /*
  * Starts fetches for hinted, then warm-listed, objects that are neither
  * cached nor in flight, while fetch memory lasts; a candidate that does
- * not fit waits in pf->carry. Called without mu: it looks objects up in
- * the cache.
+ * not fit waits in pf->carry. Returns true when one waits so: only memory
+ * given back (mem_sub()) or a reader done waiting for it lets it go on.
+ * Called without mu: it looks objects up in the cache.
  */
-static void schedule_prefetch(struct pf *pf)
+static bool schedule_prefetch(struct pf *pf)
 {
 	struct pf_candidates *c = &pf->carry;
 	char key[4096];
@@ -846,7 +896,7 @@ static void schedule_prefetch(struct pf *pf)
 		if (c->first < c->n &&
 		    (pf->room_waiters || pf->mem >= pf->cfg.fetch_mem)) {
 			pthread_mutex_unlock(&pf->mu);
-			return;
+			return true;
 		}
 		if (c->first == c->n) {
 			size_t room = pf->ahead.head || pf->room_waiters ||
@@ -861,7 +911,7 @@ static void schedule_prefetch(struct pf *pf)
 		}
 		pthread_mutex_unlock(&pf->mu);
 		if (c->first == c->n)
-			return;
+			return false;
 
 		while (c->first < c->n) {
 			uint32_t id = c->ids[c->first];
@@ -885,7 +935,7 @@ static void schedule_prefetch(struct pf *pf)
 				/* Prefetch stops at the bound (and leaves room
 				 * to a reader waiting for it). */
 				pthread_mutex_unlock(&pf->mu);
-				return;
+				return true;
 			}
 			c->first++;
 			if (skip && warm) {
@@ -905,6 +955,7 @@ static void schedule_prefetch(struct pf *pf)
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
+	return false;
 }
 
 int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
@@ -1149,12 +1200,11 @@ static void *engine_main(void *arg)
 	bool ended = false;
 
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy, waited;
+		uint64_t busy0 = mono_ns(), busy, waited, timeouts;
 		struct pf_part *taken;
 		CURLMsg *msg;
 		int left, timeout;
-
-		schedule_prefetch(pf);
+		bool held = schedule_prefetch(pf), idle;
 
 		pthread_mutex_lock(&pf->mu);
 		if (pf->stop) {
@@ -1167,11 +1217,15 @@ static void *engine_main(void *arg)
 		/* A hedge put a part back in a queue: start it at once. */
 		if (pf->tier && tier_hedge(pf, &timeout))
 			ended = true;
+		/* Prefetch waits for memory with nothing in flight: whoever
+		 * gives memory back must wake us (mem_sub()). */
+		idle = held && !taken && !pf->running;
 		pthread_mutex_unlock(&pf->mu);
 		arm_parts(pf, taken);
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
+		timeouts = pf->net.timeouts;
 		waited = netloop_run(&pf->net, ended ? 0 : timeout);
 		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
@@ -1212,6 +1266,8 @@ static void *engine_main(void *arg)
 		/* How long transfers waited on this thread's other work. */
 		busy = mono_ns() - busy0 - waited;
 		pthread_mutex_lock(&pf->mu);
+		if (idle && pf->net.timeouts != timeouts)
+			pf->st.lost_wakeups++;
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)
 			pf->st.engine_busy_max_ns = busy;
@@ -1327,6 +1383,17 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 		netloop_wake(&pf->net);
 }
 
+/*
+ * A reader stops waiting for memory. Prefetch leaves room to readers that
+ * wait (schedule_prefetch()): the last one to go wakes the network thread,
+ * which would otherwise not look again until its poll ran out. mu held.
+ */
+static void room_wait_end(struct pf *pf)
+{
+	if (!--pf->room_waiters)
+		netloop_wake(&pf->net);
+}
+
 /* Gives up after the reader's deadline: one line. Unlocks mu. */
 static ssize_t read_timed_out(struct pf *pf, const struct pf_object *o,
 			      uint64_t off, uint64_t t0)
@@ -1415,10 +1482,10 @@ again:
 			pf->room_waiters++;
 			waited = true;
 			if (!wait_until(pf, deadline)) {
-				pf->room_waiters--;
+				room_wait_end(pf);
 				return read_timed_out(pf, &o, off, t0);
 			}
-			pf->room_waiters--;
+			room_wait_end(pf);
 			pthread_mutex_unlock(&pf->mu);
 			goto again;
 		}
@@ -1560,12 +1627,28 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 		ss->hints = hs->hints;
 		ss->stalls = hs->stalls;
 		ss->stall_ns = hs->stall_ns;
+		ss->owner = hs->owner;
+		ss->idle_ns = now > hs->active_ns ? now - hs->active_ns : 0;
 		st->n_streams++;
 		st->hint_pos += os.pos;
 		st->hint_len += os.len;
 		st->hints_queued += os.queued;
 		if (i == pf->hints.latest)
 			st->hint_epoch = os.epoch;
+	}
+	st->reclaimed_exited = pf->hints.reclaimed_exited;
+	st->reclaimed_idle = pf->hints.reclaimed_idle;
+	st->n_reclaimed = 0;
+	for (uint64_t k = st->reclaimed_exited + st->reclaimed_idle, j = 0;
+	     k > 0 && j < ORDER_RECLAIMED_RECENT; k--, j++) {
+		const struct order_reclaimed *r =
+			&pf->hints.recent[(k - 1) % ORDER_RECLAIMED_RECENT];
+		struct pf_reclaimed *o = &st->reclaimed[st->n_reclaimed++];
+
+		memcpy(o->name, r->name, sizeof(o->name));
+		o->owner = r->owner;
+		o->exited = r->why == ORDER_RECLAIM_EXITED;
+		o->unread = r->unread;
 	}
 	pthread_mutex_unlock(&pf->mu);
 	if (pf->tier) {
@@ -1640,6 +1723,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pthread_cond_init(&pf->wcv, NULL);
 	pthread_condattr_destroy(&ca);
 	order_streams_init(&pf->hints);
+	order_streams_set_alive(&pf->hints, writer_alive, NULL);
 	if (pf->cfg.pace_ms != PF_PACE_OFF)
 		order_streams_set_pace(&pf->hints,
 				       (uint64_t)pf->cfg.pace_ms * 1000000u,

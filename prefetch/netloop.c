@@ -147,6 +147,8 @@ uint64_t netloop_run(struct netloop *nl, int timeout_ms)
 
 	n = epoll_wait(nl->epfd, evs, NETLOOP_EVENTS, wait_ms);
 	waited = mono_ns() - t0;
+	if (n == 0 && wait_ms > 0 && wait_ms == timeout_ms)
+		nl->timeouts++;
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd, bits = 0;
 

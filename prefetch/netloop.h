@@ -36,6 +36,8 @@ struct netloop {
 	bool timer_set;      /**< curl asked for a call at timer_ns */
 	uint64_t timer_ns;   /**< mono_ns() due time of curl's timer */
 	uint64_t wakes;      /**< wake-ups taken from evfd */
+	uint64_t timeouts;   /**< netloop_run() waits that ran out the
+				  caller's whole timeout: nothing woke them */
 };
 
 /**

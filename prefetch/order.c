@@ -49,7 +49,8 @@ struct order {
 	size_t oldest;          /* first unopened entry */
 	size_t newest;          /* one past the newest opened entry */
 	size_t next_pf;         /* next entry the prefetcher looks at */
-	uint64_t spill;         /* opens of ids this hint no longer expects */
+	uint64_t spill;         /* opens in a row of ids this hint no longer
+				   expects (ORDER_SPILL_SWITCH) */
 	struct order *next;     /* in a queue */
 };
 
@@ -253,17 +254,23 @@ struct order *order_queue_add(struct order_queue *q, struct order *o,
 	return old;
 }
 
-void order_queue_note_open(struct order_queue *q, uint32_t id)
+bool order_queue_note_open(struct order_queue *q, uint32_t id)
 {
 	struct order *o = q->head;
+	bool took = false;
 
-	if (o && !order_consume(o, id) && o->next) {
-		/* Not expected any more by this hint: the reader may have moved
-		 * on to the next epoch. */
-		if (order_consume(o->next, id))
-			o->spill++;
+	if (o && order_consume(o, id)) {
+		/* Its readers are still in it: what spilled was not theirs. */
+		o->spill = 0;
+		took = true;
+	} else if (o && o->next && order_consume(o->next, id)) {
+		/* Not expected any more by this hint: the reader may have
+		 * moved on to the next epoch. */
+		o->spill++;
+		took = true;
 	}
 	queue_advance(q);
+	return took;
 }
 
 uint64_t order_queue_next_use(const struct order_queue *q, uint32_t id)
@@ -409,10 +416,47 @@ static bool stream_done(const struct order_stream *st)
 	return !h || (!h->next && h->oldest >= h->n);
 }
 
-int order_streams_get(struct order_streams *ss, const char *name)
+void order_streams_set_alive(struct order_streams *ss, order_alive_cb alive,
+			     void *arg)
+{
+	ss->alive = alive;
+	ss->alive_arg = arg;
+}
+
+/* The entries stream @st's hints still have to read. */
+static uint64_t stream_unread(const struct order_stream *st)
+{
+	uint64_t n = 0;
+
+	for (const struct order *o = st->q.head; o; o = o->next)
+		n += o->n - (o == st->q.head ? o->oldest : 0);
+	return n;
+}
+
+/* Counts and remembers the reclaim of stream @i, whose slot is reused. */
+static void stream_reclaimed(struct order_streams *ss, int i,
+			     enum order_reclaim_why why)
+{
+	uint64_t k = ss->reclaimed_exited + ss->reclaimed_idle;
+	struct order_reclaimed *r = &ss->recent[k % ORDER_RECLAIMED_RECENT];
+
+	memcpy(r->name, ss->s[i].name, sizeof(r->name));
+	r->owner = ss->s[i].owner;
+	r->why = why;
+	r->unread = stream_unread(&ss->s[i]);
+	if (why == ORDER_RECLAIM_EXITED)
+		ss->reclaimed_exited++;
+	else
+		ss->reclaimed_idle++;
+}
+
+int order_streams_get(struct order_streams *ss, const char *name, pid_t owner,
+		      uint64_t now_ns)
 {
 	size_t len = strlen(name);
-	int free_slot = -1, idle = -1;
+	/* Slots a new stream may take, best first: free, done, writer
+	 * ended, idle; in each class the one idle longest. */
+	int best[4] = { -1, -1, -1, -1 }, slot = -1, why = 0;
 
 	if (!len || len >= ORDER_STREAM_NAME_MAX)
 		return -EINVAL;
@@ -420,29 +464,60 @@ int order_streams_get(struct order_streams *ss, const char *name)
 		struct order_stream *st = &ss->s[i];
 
 		if (!order_stream_used(ss, i)) {
-			if (free_slot < 0)
-				free_slot = i;
+			if (best[0] < 0)
+				best[0] = i;
 		} else if (!strcmp(st->name, name)) {
+			st->owner = owner;
+			st->active_ns = now_ns;
 			return i;
-		} else if (stream_done(st) &&
-			   (idle < 0 || st->last_hint < ss->s[idle].last_hint)) {
-			idle = i;
+		} else if (stream_done(st)) {
+			if (best[1] < 0 || st->last_hint < ss->s[best[1]].last_hint)
+				best[1] = i;
+		} else if (best[2] < 0 || st->active_ns < ss->s[best[2]].active_ns) {
+			/* The candidate to reclaim, if a rule allows (below). */
+			best[2] = i;
 		}
 	}
-	if (free_slot < 0 && idle < 0)
+	if (best[0] < 0 && best[1] < 0 && ss->alive) {
+		/* Any stream of a writer that has ended, not only the one
+		 * idle longest: looked for only when no slot is free. */
+		int exited = -1;
+
+		for (int i = 0; i < ORDER_STREAMS_MAX; i++) {
+			const struct order_stream *st = &ss->s[i];
+
+			if (order_stream_used(ss, i) && !stream_done(st) &&
+			    st->owner > 0 &&
+			    (exited < 0 || st->active_ns < ss->s[exited].active_ns) &&
+			    !ss->alive(ss->alive_arg, st->owner))
+				exited = i;
+		}
+		best[2] = exited >= 0 ? exited : best[2];
+		why = exited >= 0 ? ORDER_RECLAIM_EXITED : 0;
+	}
+	if (best[0] < 0 && best[1] < 0 && !why && best[2] >= 0 &&
+	    now_ns >= ss->s[best[2]].active_ns &&
+	    now_ns - ss->s[best[2]].active_ns >= ORDER_STREAM_IDLE_NS)
+		why = ORDER_RECLAIM_IDLE;
+	for (int k = 0; k < 3 && slot < 0; k++)
+		if (best[k] >= 0 && (k < 2 || why))
+			slot = best[k];
+	if (slot < 0)
 		return -ENOSPC;
-	if (free_slot < 0) {
-		/* A finished stream (a process that has exited, most
-		 * likely) gives its slot up: pids do not pile up. */
-		free_slot = idle;
-		order_queue_fini(&ss->s[idle].q);
-		if (ss->latest == idle)
+	if (order_stream_used(ss, slot)) {
+		/* A finished stream (a process that has exited, most likely)
+		 * gives its slot up: pids do not pile up. */
+		if (why)
+			stream_reclaimed(ss, slot, why);
+		order_queue_fini(&ss->s[slot].q);
+		if (ss->latest == slot)
 			ss->latest = -1;
 	}
-	ss->s[free_slot] = (struct order_stream){ 0 };
-	order_queue_init(&ss->s[free_slot].q);
-	memcpy(ss->s[free_slot].name, name, len + 1);
-	return free_slot;
+	ss->s[slot] = (struct order_stream){ .owner = owner,
+					     .active_ns = now_ns };
+	order_queue_init(&ss->s[slot].q);
+	memcpy(ss->s[slot].name, name, len + 1);
+	return slot;
 }
 
 struct order *order_streams_add(struct order_streams *ss, int i,
@@ -484,7 +559,8 @@ int order_streams_note_open(struct order_streams *ss, uint32_t id,
 	if (who >= 0) {
 		struct order_pace *p = &ss->s[who].pace;
 
-		order_queue_note_open(&ss->s[who].q, id);
+		if (order_queue_note_open(&ss->s[who].q, id))
+			ss->s[who].active_ns = now_ns;
 		if (ss->pace_ns) {
 			pace_advance(ss, p, now_ns);
 			p->n[p->at % ORDER_PACE_BUCKETS]++;

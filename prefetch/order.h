@@ -28,16 +28,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /** "Not in this order": what order_next_pos() gives for an id it does
  *  not expect any more. */
 #define ORDER_NONE UINT64_MAX
 
 /**
- * Opens of objects the current hint no longer expects, taken from the
- * next hint instead, after which the queue concludes the readers moved on
- * to it (the rest of the current hint is abandoned): 64 is more than the
- * batches a DataLoader holds open across an epoch's end.
+ * Opens in a row of objects the current hint no longer expects, taken
+ * from the next hint instead, after which the queue concludes the readers
+ * moved on to it (the rest of the current hint is abandoned): 64 is more
+ * than the batches a DataLoader holds open across an epoch's end. An open
+ * the current hint expects starts the count again: its readers are still
+ * in it, and the others were someone else's (another loader's reads of
+ * the same files must not abandon it).
  */
 #define ORDER_SPILL_SWITCH 64
 
@@ -111,9 +115,10 @@ struct order *order_queue_add(struct order_queue *q, struct order *o,
 /**
  * A reader opened @id: consumes its occurrence in the current hint, or
  * else in the next one (a reader already in the next epoch), and drops the
- * hints that are finished or abandoned (ORDER_SPILL_SWITCH).
+ * hints that are finished or abandoned (ORDER_SPILL_SWITCH). Returns
+ * whether an entry was consumed.
  */
-void order_queue_note_open(struct order_queue *q, uint32_t id);
+bool order_queue_note_open(struct order_queue *q, uint32_t id);
 
 /**
  * How soon @id is needed, in entries from the current hint's oldest one
@@ -185,6 +190,38 @@ uint64_t order_queue_lead(const struct order_queue *q, size_t window);
 #define ORDER_STREAM_NAME_MAX 40
 
 /**
+ * A stream nobody has hinted or read from for 10 minutes gives its slot up
+ * when a new stream needs one, whoever wrote it (a writer in another pid
+ * namespace, whose end we cannot see, or a pid reused since). Not sooner:
+ * a live trainer's stream pauses for its validation passes and checkpoint
+ * saves, minutes at most, and must keep its place through them; and not
+ * later, as a mount whose 64 slots are full refuses every new stream
+ * meanwhile. Only under that pressure: a paused stream costs nothing but
+ * its slot.
+ */
+#define ORDER_STREAM_IDLE_NS (600ull * 1000000000ull)
+
+/** Why a stream was reclaimed (order_streams.recent). */
+enum order_reclaim_why {
+	ORDER_RECLAIM_EXITED = 1, /**< the process that wrote it has ended */
+	ORDER_RECLAIM_IDLE,       /**< idle past ORDER_STREAM_IDLE_NS */
+};
+
+/** Streams remembered in order_streams.recent (the stats show them). */
+#define ORDER_RECLAIMED_RECENT 8
+
+/** A reclaimed stream, for the stats. */
+struct order_reclaimed {
+	char name[ORDER_STREAM_NAME_MAX];
+	pid_t owner;              /**< its writer, 0: unknown */
+	enum order_reclaim_why why;
+	uint64_t unread;          /**< entries its hints still had to read */
+};
+
+/** Whether process @pid (> 0, in the daemon's pid namespace) still runs. */
+typedef bool (*order_alive_cb)(void *arg, pid_t pid);
+
+/**
  * The pace of a stream's readers: the entries they consumed in each of the
  * last ORDER_PACE_BUCKETS slices of the pace horizon.
  */
@@ -205,6 +242,10 @@ struct order_stream {
 				    the slot of the stream idle longest is
 				    reused first */
 	struct order_pace pace; /**< how fast its readers consume */
+	pid_t owner;           /**< the process that wrote its latest hint;
+				    0: unknown (another pid namespace, the
+				    -o hint= watcher) */
+	uint64_t active_ns;    /**< its latest hint or consumed open */
 };
 
 /** The streams of one mount. Caller-owned storage; the caller locks. */
@@ -216,6 +257,15 @@ struct order_streams {
 	uint64_t pace_ns;     /**< the pace horizon; 0: no pacing (see
 				   order_streams_set_pace()) */
 	uint32_t pace_min;    /**< entries ahead of the front at least */
+	order_alive_cb alive; /**< whether a writer still runs; NULL: the
+				   exit rule is off (order_streams_get()) */
+	void *alive_arg;
+	uint64_t reclaimed_exited; /**< streams reclaimed: writer ended */
+	uint64_t reclaimed_idle;   /**< ... idle past ORDER_STREAM_IDLE_NS */
+	struct order_reclaimed recent[ORDER_RECLAIMED_RECENT]; /**< the latest
+				   reclaimed, a ring (newest at
+				   (reclaimed_exited + reclaimed_idle - 1) %
+				   ORDER_RECLAIMED_RECENT) */
 };
 
 /** Readies @ss with no stream. */
@@ -235,14 +285,26 @@ void order_streams_set_pace(struct order_streams *ss, uint64_t horizon_ns,
 			    uint32_t min);
 
 /**
+ * Turns on the exit rule of order_streams_get(): @alive says whether a
+ * stream's writer still runs (called under the caller's lock).
+ */
+void order_streams_set_alive(struct order_streams *ss, order_alive_cb alive,
+			     void *arg);
+
+/**
  * The stream named @name (NUL-terminated, shorter than
- * ORDER_STREAM_NAME_MAX), made when there is none: in a free slot, or in
- * the slot of the stream idle longest among those with nothing left to
- * read (its stats go with it). Returns its index, or -ENOSPC when
+ * ORDER_STREAM_NAME_MAX) for a hint written by process @owner (0:
+ * unknown) at @now_ns, made when there is none. A new stream takes a free
+ * slot, else the slot of a stream (its stats go with it) with nothing
+ * left to read, else of one whose writer has ended (the alive callback),
+ * else of one idle (no hint, no open consumed) for ORDER_STREAM_IDLE_NS;
+ * in each class the one idle longest. The last two are *reclaimed*:
+ * counted and remembered in @ss. Returns its index, or -ENOSPC when
  * ORDER_STREAMS_MAX streams still have entries to read, -EINVAL for a bad
  * name.
  */
-int order_streams_get(struct order_streams *ss, const char *name);
+int order_streams_get(struct order_streams *ss, const char *name, pid_t owner,
+		      uint64_t now_ns);
 
 /**
  * Adds @o to stream @i as order_queue_add() does (the other streams keep

@@ -282,6 +282,21 @@ struct pf_stream_stats {
 	uint64_t pace;           /**< entries its prefetch may run past the
 				      furthest one read (pf_config.pace_ms);
 				      0 when unpaced */
+	pid_t owner;             /**< the process that wrote its latest
+				      hint, 0: unknown */
+	uint64_t idle_ns;        /**< since its latest hint or consumed open */
+};
+
+/** Streams of reclaimed ones that pf_stats shows, newest first. */
+#define PF_RECLAIMED_RECENT 8
+
+/** A stream whose slot was given to another (pf_hint()). */
+struct pf_reclaimed {
+	char name[PF_STREAM_NAME_MAX];
+	pid_t owner;             /**< its writer, 0: unknown */
+	bool exited;             /**< its writer had ended; else it was idle
+				      for 10 minutes */
+	uint64_t unread;         /**< entries its hints still had to read */
 };
 
 /** Counters for .hintfs/stats; a snapshot. */
@@ -322,6 +337,11 @@ struct pf_stats {
 	uint64_t engine_busy_ns; /**< the network thread's time between two
 				      polls: what transfers wait behind */
 	uint64_t engine_busy_max_ns; /**< its longest single stretch */
+	uint64_t lost_wakeups;   /**< the network thread's waits that ran
+				      their whole timeout with no GET running
+				      while prefetch was held back by
+				      fetch_mem: memory given back without a
+				      wake-up (0 unless something is wrong) */
 	uint64_t hint_pos;       /**< the streams' hint_pos added up */
 	uint64_t hint_len;       /**< their current hints' lengths added up */
 	int64_t hint_epoch;      /**< the epoch of the stream hinted last, -1
@@ -336,6 +356,11 @@ struct pf_stats {
 				      too many streams */
 	uint32_t n_streams;      /**< streams[] used */
 	struct pf_stream_stats streams[PF_STREAMS_MAX]; /**< in slot order */
+	uint64_t reclaimed_exited; /**< streams reclaimed: writer ended */
+	uint64_t reclaimed_idle;   /**< streams reclaimed: idle 10 minutes */
+	uint32_t n_reclaimed;    /**< reclaimed[] used */
+	struct pf_reclaimed reclaimed[PF_RECLAIMED_RECENT]; /**< the latest
+				      reclaimed, newest first */
 	bool tier;               /**< a shared cache tier is configured */
 	struct {                 /**< its counters (see -o shared_cache) */
 		uint64_t gets;        /**< GETs sent to the tier */
@@ -418,18 +443,23 @@ void pf_note_close(struct pf *pf, uint32_t id);
 
 /**
  * Installs a hint of stream @stream (a NUL-terminated name: "rank5" from
- * the hint's header, or "pid:1234" for an unnamed writer): @n ids (copied)
- * in the order of reading, queued behind that stream's hint in progress,
- * or replacing its current and queued ones when @replace; the other
- * streams keep theirs. @epoch is -1 when unnamed. Its memory is about 9
- * bytes per entry and 32 per distinct object, whatever the listing's
- * size. Returns 0, -EBUSY when 16 hints are queued in the stream already
- * (a replace is always taken), -ENOSPC when 64 other streams still have
- * hints to read (both counted in pf_stats.hints_refused), -EINVAL for a
- * name of 40 bytes or more, or -ENOMEM. Any thread.
+ * the hint's header, or "pid:1234" for an unnamed writer), written by
+ * process @owner (in the daemon's pid namespace; 0: unknown): @n ids
+ * (copied) in the order of reading, queued behind that stream's hint in
+ * progress, or replacing its current and queued ones when @replace; the
+ * other streams keep theirs. @epoch is -1 when unnamed. Its memory is
+ * about 9 bytes per entry and 32 per distinct object, whatever the
+ * listing's size. A new stream with no slot free reclaims the slot of a
+ * stream whose writer has ended, or else of one idle for 10 minutes
+ * (order.h: ORDER_STREAM_IDLE_NS; counted in pf_stats.reclaimed_*).
+ * Returns 0, -EBUSY when 16 hints are queued in the stream already (a
+ * replace is always taken), -ENOSPC when 64 other streams still have
+ * hints to read and none can be reclaimed (both counted in
+ * pf_stats.hints_refused), -EINVAL for a name of 40 bytes or more, or
+ * -ENOMEM. Any thread.
  */
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
-	    int64_t epoch, bool replace);
+	    int64_t epoch, bool replace, pid_t owner);
 
 /**
  * Queues @n objects (ids, copied) to be fetched into the cache whatever the

@@ -13,8 +13,12 @@
 #include "cache/cache.h"
 #include "common/clock.h"
 
+#include "common/log.h"
+
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /*
  * Writes the completed whole fetches @fs into the cache, their index
@@ -106,10 +110,28 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
  * under load one index commit serves many objects, and idle it costs no
  * wait.
  */
+/*
+ * The test hook: with HINTFS_FAULT_COMMIT_DELAY_MS=N in the environment,
+ * the writer waits N ms before each batch, as a slow disk would; the
+ * fetches' memory comes back that much later, off the network thread.
+ */
+static long commit_delay_ms(void)
+{
+	const char *v = getenv("HINTFS_FAULT_COMMIT_DELAY_MS");
+	long ms = v ? strtol(v, NULL, 10) : 0;
+
+	if (ms <= 0 || ms > 60000)
+		return 0;
+	log_warn("cache writer: HINTFS_FAULT_COMMIT_DELAY_MS=%ld: each commit "
+		 "waits %ld ms (a test hook)", ms, ms);
+	return ms;
+}
+
 void *pf_writer_main(void *arg)
 {
 	struct pf *pf = arg;
 	struct pf_fetch *batch[PF_COMMIT_BATCH];
+	long delay_ms = commit_delay_ms();
 
 	pthread_mutex_lock(&pf->mu);
 	for (;;) {
@@ -132,6 +154,11 @@ void *pf_writer_main(void *arg)
 		pf->n_done -= n;
 		memmove(pf->done, pf->done + n, pf->n_done * sizeof(*pf->done));
 		pthread_mutex_unlock(&pf->mu);
+		if (delay_ms)
+			nanosleep(&(struct timespec){ .tv_sec = delay_ms / 1000,
+						      .tv_nsec = delay_ms % 1000 *
+								 1000000 },
+				  NULL);
 		commit_batch(pf, batch, n);
 		pthread_mutex_lock(&pf->mu);
 	}

@@ -191,9 +191,29 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			} else {
 				printf("no hint");
 			}
-			printf("; %s queued; %s stalls (%.1f s)\n",
+			printf("; %s queued; %s stalls (%.1f s)",
 			       N(2, u64(s, "queued")), N(3, u64(s, "stalls")),
 			       json_num(s, "stall_seconds", 0));
+			if (json_num(s, "owner", 0) > 0)
+				printf("; pid %.0f", json_num(s, "owner", 0));
+			printf("; idle %.0f s\n", json_num(s, "idle_seconds", 0));
+		}
+		if (u64(st, "hint.reclaimed.exited") ||
+		    u64(st, "hint.reclaimed.idle")) {
+			const struct json *r = json_get(st, "hint.reclaimed.recent");
+
+			printf("  %-9s reclaimed: %s whose writer ended, %s idle "
+			       "10 minutes; latest:", "",
+			       N(0, u64(st, "hint.reclaimed.exited")),
+			       N(1, u64(st, "hint.reclaimed.idle")));
+			for (r = r ? r->child : NULL; r; r = r->next) {
+				const char *name = json_str(r, "name");
+				const char *why = json_str(r, "why");
+
+				printf(" %s (%s, %s unread)", name ? name : "?",
+				       why ? why : "?", N(2, u64(r, "unread")));
+			}
+			printf("\n");
 		}
 		if (refused)
 			printf("  %-9s last: %s entries, %s lines refused (%s not "

@@ -42,6 +42,10 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(autohint, "hintfs_mounts",
                         lambda: ([str(root)], [str(root), "/"]))
     monkeypatch.setattr(autohint, "_said", set())
+    # Stream numbers from 1, whatever loaders earlier tests left.
+    import hintfs.torch
+    monkeypatch.setattr(hintfs.torch, "_next_stream", 1)
+    monkeypatch.setattr(hintfs.torch, "_free_streams", [])
     autohint.install()
     yield root
     autohint.uninstall()
@@ -220,8 +224,9 @@ def test_streams_are_named_by_the_rank(fake, tmp_path):
     try:
         list(sampler)
         assert hint(fake)[0] == "#hintfs v1 epoch=1 stream=rank0"
+        # The process's second loader or sampler: a stream of its own.
         seen(DataLoader(ds, batch_size=2))
-        assert hint(fake)[0] == "#hintfs v1 epoch=0 stream=rank0"
+        assert hint(fake)[0] == "#hintfs v1 epoch=0 stream=rank0.2"
     finally:
         dist.destroy_process_group()
     write_hint(str(fake), ["a"], epoch=2, stream="node-1.gpu_7", replace=True)
@@ -230,3 +235,37 @@ def test_streams_are_named_by_the_rank(fake, tmp_path):
     for bad in ("", "a b", "x" * 33, "rank5\n", "é"):
         with pytest.raises(ValueError):
             write_hint(str(fake), ["a"], stream=bad)
+
+
+def test_each_loader_and_sampler_has_a_stream_of_its_own(fake):
+    """A training loader and a validation loader of one process hint two
+    streams (so that a validation pass mid-epoch leaves the training hint
+    in place); a collected loader's stream goes to the next one, whose
+    first hint replaces what it left."""
+    import gc
+
+    from hintfs.torch import HintedSampler
+
+    train = Files(fake, 12)
+    train.root = fake
+    val = Files(fake, 4, tag="v")
+    val.root = fake
+    pid = os.getpid()
+    train_loader = DataLoader(train, batch_size=4, shuffle=True)
+    it = iter(train_loader)
+    next(it)  # mid-epoch
+    assert hint(fake)[0] == "#hintfs v1 epoch=0"  # the daemon's pid:<pid>
+    for _ in DataLoader(val, batch_size=2):
+        pass
+    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.2"
+    gc.collect()  # that validation loader is gone: its number is free
+    sampler = HintedSampler(range(4), val, str(fake))
+    list(sampler)
+    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.2 replace"
+    list(sampler)
+    assert hint(fake)[0] == f"#hintfs v1 epoch=1 stream=pid{pid}.2"
+    for _ in DataLoader(val, batch_size=2):
+        pass
+    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.3"
+    list(it)
+    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.3"

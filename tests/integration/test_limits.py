@@ -177,6 +177,35 @@ def test_one_byte_of_a_large_object_fetches_a_part_or_two(s3, bucket, mount,
         f"GETs at {sorted(starts)} for a byte at {off}")
 
 
+def test_prefetch_at_the_memory_bound_goes_on_when_memory_returns(
+        s3, bucket, mount):
+    """128 hinted objects of 1 MiB through 16 MiB of fetch memory: the
+    prefetch stops at the bound eight times or more, and each time the
+    cache writer, not the network thread, gives the memory back. It must
+    wake the network thread; without it a stop waited out a whole poll
+    (1 s) with nothing in flight, which the stats count as lost wake-ups.
+    The writer's test hook holds each commit 50 ms (a slow disk), so that
+    the last GET at the bound ends before any memory comes back: the case
+    that lost the wake-up, every time rather than now and then."""
+    rng = random.Random("lost-wakeup")
+    objects = {f"mem/{i:03d}.bin": rng.randbytes(1 << 20) for i in range(128)}
+    upload(s3, bucket, objects)
+    m = mount(bucket, options=("fetch_mem=16M",),
+              env={"HINTFS_FAULT_COMMIT_DELAY_MS": "50"})
+    write_hint(m.path, sorted(objects))
+    deadline = time.monotonic() + 120  # a bound on a hang, not a timing
+    while True:
+        st = hintfs.stats(m.path)
+        if st["requests"]["prefetched_objects"] == len(objects) and \
+                st["requests"]["fetch_mem"] == 0:
+            break
+        assert time.monotonic() < deadline, st["requests"]
+        time.sleep(0.2)
+    assert st["requests"]["fetch_mem_peak"] <= 16 << 20
+    assert st["engine"]["lost_wakeups"] == 0, st["engine"]
+    assert st["cache"]["objects"] >= len(objects), st["cache"]
+
+
 # --------------------------------------------------- objects not cached
 
 

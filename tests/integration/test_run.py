@@ -116,6 +116,84 @@ json.dump(seen, open(sys.argv[1], "w"))
 """
 
 
+# Training with a validation pass every EVERY steps, as scripts do: two
+# DataLoaders over two ImageFolders (train/, val/) of one mount. argv: root,
+# out, steps between validations, persistent workers (0/1), max steps (0:
+# the whole epoch), seed.
+TRAIN_VAL = """\
+import hashlib, json, sys
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+def main():
+    root, out, every, persistent, max_steps = (sys.argv[1], sys.argv[2],
+        int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]))
+    seed = int(sys.argv[6])
+    tf = transforms.ToTensor()
+    train = datasets.ImageFolder(root + "/train", transform=tf)
+    val = datasets.ImageFolder(root + "/val", transform=tf)
+    torch.manual_seed(seed)
+    kw = dict(num_workers=2, persistent_workers=persistent)
+    train_loader = DataLoader(train, batch_size=16, shuffle=True, **kw)
+    val_loader = DataLoader(val, batch_size=16, **kw)
+    h, steps, vals = hashlib.sha1(), 0, 0
+    for images, labels in train_loader:
+        h.update(images.numpy().tobytes())
+        steps += 1
+        if steps % every == 0:
+            for vimages, _ in val_loader:
+                h.update(vimages.numpy().tobytes())
+            vals += 1
+        if steps == max_steps:
+            break
+    json.dump({"digest": h.hexdigest(), "steps": steps, "vals": vals},
+              open(out, "w"))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+# TRAIN_VAL's loop in two ranks (torch.multiprocessing.spawn, gloo): a
+# DistributedSampler over train/ (persistent workers), a validation pass
+# over each rank's share of val/ every 10 steps. argv: root, out, init.
+DDP_VAL = """\
+import hashlib, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from torchvision import datasets, transforms
+
+def rank_main(rank, world, root, init, out):
+    dist.init_process_group("gloo", init_method=init, rank=rank,
+                            world_size=world)
+    tf = transforms.ToTensor()
+    train = datasets.ImageFolder(root + "/train", transform=tf)
+    val = datasets.ImageFolder(root + "/val", transform=tf)
+    sampler = DistributedSampler(train, shuffle=True, seed=9)
+    loader = DataLoader(train, batch_size=16, sampler=sampler,
+                        num_workers=1, persistent_workers=True)
+    val_loader = DataLoader(val, batch_size=16, num_workers=1,
+                            sampler=DistributedSampler(val, shuffle=False))
+    h = hashlib.sha1()
+    sampler.set_epoch(0)
+    for step, (images, _) in enumerate(loader):
+        h.update(images.numpy().tobytes())
+        if step % 10 == 9:
+            for vimages, _ in val_loader:
+                h.update(vimages.numpy().tobytes())
+    open("%s.%d" % (out, rank), "w").write(h.hexdigest())
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    root, out, init = sys.argv[1:4]
+    mp.spawn(rank_main, args=(2, root, init, out), nprocs=2)
+"""
+
+
 def hintfs_run():
     exe = build_dir() / "mount-tools" / "hintfs-run"
     if not exe.exists():
@@ -264,6 +342,43 @@ def test_distributed_sampler_ranks_hint_their_own_stream(images, mount,
     assert sorted(keys) == sorted(files)
 
 
+def test_a_hung_fuse_mount_elsewhere_does_not_hang_the_hook(images, mount,
+                                                           tmp_path):
+    """Another FUSE file system on the machine hangs (its server never
+    answers): the hook recognises hintfs by its type in mountinfo and
+    never looks inside another mount, so the script runs as without it and
+    is hinted. In a mount namespace of its own (hung_fuse.py), so that
+    nothing else on the machine meets the hung mount."""
+    bucket, _, ref = images
+    m = mount(bucket)
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    out = tmp_path / "seen.json"
+    hung = tmp_path / "hung"
+    hung.mkdir()
+    # First proof that it hangs: a stat killed after 2 s (137).
+    inner = (f"timeout -s KILL 2 stat {hung} >/dev/null 2>&1; "
+             "echo \"stat: $?\" >&2; exec \"$@\"")
+    argv = ["unshare", "--mount", "--propagation", "private", PYTHON,
+            str(Path(__file__).parent / "hung_fuse.py"), str(hung),
+            "sh", "-c", inner, "sh", hintfs_run(), "-v", PYTHON, str(script),
+            m.path, str(out), "2"]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "mount-tools" / "python"))
+    env.pop("HINTFS_RUN", None)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)  # a hang bound
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"hintfs-run hung next to a hung FUSE mount: {e.stderr}")
+    assert "stat: 137" in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT, proc.stderr
+    assert json.loads(out.read_text())["seen"]["2"] == ref["seen"]["2"]
+    n = len(ref["files"])
+    assert run_lines(proc) == [
+        f"hintfs-run: hint epoch={e}: {n} files of ImageFolder -> {m.path}"
+        for e in range(EPOCHS)], proc.stderr
+
+
 def test_dataset_outside_any_mount_runs_unchanged(images, tmp_path):
     _, local, ref = images
     script = tmp_path / "train.py"
@@ -307,3 +422,139 @@ def test_usage_errors(tmp_path):
     proc = run([PYTHON, "-m", "hintfs.run", str(tmp_path / "nope.py")],
                tmp_path)
     assert proc.returncode == 2 and "cannot open" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def train_val(s3, make_bucket, tmp_path_factory):
+    """(bucket, local copy): 2,000 training images in 4 classes and 100
+    validation images, 8x8 pixels (a few hundred bytes each)."""
+    tmp = tmp_path_factory.mktemp("trainval")
+    local = tmp / "local"
+    objects = {}
+    for part, per_class in (("train", 500), ("val", 25)):
+        objs = image_folder(local / part, classes=CLASSES,
+                            per_class=per_class, size=8,
+                            seed=len(part))
+        objects.update({f"{part}/{k}": v for k, v in objs.items()})
+    name = make_bucket("trainval")
+    upload(s3, name, objects)
+    return name, local
+
+
+_references = {}
+
+
+def train_val_argv(m, tmp_path, every, persistent=0, max_steps=0, seed=3,
+                   tag=""):
+    """(argv of TRAIN_VAL under hintfs-run on mount @m, its output file,
+    what the script gives on the local copy: the reference)."""
+    script = tmp_path / "train_val.py"
+    script.write_text(TRAIN_VAL)
+    args = [str(every), str(persistent), str(max_steps), str(seed)]
+    local = m.local
+    key = (str(local), tuple(args))
+    if key not in _references:
+        ref_out = tmp_path / f"ref{tag}.json"
+        proc = run([PYTHON, str(script), str(local), str(ref_out)] + args,
+                   tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        _references[key] = json.loads(ref_out.read_text())
+    out = tmp_path / f"out{tag}.json"
+    return ([hintfs_run(), PYTHON, str(script), m.path, str(out)] + args,
+            out, _references[key])
+
+
+def run_train_val(m, tmp_path, every, **kw):
+    """Runs TRAIN_VAL under hintfs-run on @m; checks that the script saw
+    what it sees on the local copy, and that nothing was said; returns
+    the mount's stats and the script's result."""
+    argv, out, ref = train_val_argv(m, tmp_path, every, **kw)
+    proc = run(argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert run_lines(proc) == [], proc.stderr
+    got = json.loads(out.read_text())
+    assert got == ref
+    return hintfs.stats(m.path), got
+
+
+def mount_train_val(mount, train_val):
+    bucket, local = train_val
+    m = mount(bucket)
+    m.local = local
+    return m
+
+
+@pytest.mark.parametrize("persistent", [0, 1])
+def test_a_validation_pass_keeps_the_training_hint(train_val, mount,
+                                                   tmp_path, persistent):
+    """2,000 training files, a pass over 100 validation files every 5
+    batches (with and without persistent workers): each DataLoader hints a
+    stream of its own, so the validation reads neither wait behind the
+    training hint nor abandon it. Before, both went to the process's one
+    stream and 1,664 of the 2,000 training reads were demand fetches."""
+    m = mount_train_val(mount, train_val)
+    st, got = run_train_val(m, tmp_path, 5, persistent=persistent)
+    assert got["steps"] == 125 and got["vals"] == 25
+    # 2,000 + 100 files fetched; demand fetches a few per cent at most.
+    assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
+    names = sorted(s["name"] for s in st["hint"]["streams"])
+    assert len(names) == 2, names
+
+
+def test_a_script_stopped_mid_epoch_then_restarted(train_val, mount,
+                                                   tmp_path):
+    """A run stops after 40 of 125 steps (max_steps, Ctrl-C, a crash);
+    the next run of the script starts the epoch again: both hinted, the
+    first one's stream in the way of neither."""
+    m = mount_train_val(mount, train_val)
+    st, got = run_train_val(m, tmp_path, 10, max_steps=40)
+    assert got["steps"] == 40
+    st, got = run_train_val(m, tmp_path, 10)
+    assert got["steps"] == 125
+    assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
+    assert st["hint"]["rejected"] == 0
+
+
+def test_two_jobs_share_a_mount(train_val, mount, tmp_path):
+    """Two training jobs (other seeds, so other orders) on one mount at
+    once: four streams, every read hinted."""
+    m = mount_train_val(mount, train_val)
+    jobs = [train_val_argv(m, tmp_path, 25, seed=seed, tag=str(seed))
+            for seed in (3, 4)]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "mount-tools" / "python"))
+    env.pop("HINTFS_RUN", None)
+    procs = [subprocess.Popen(argv, env=env, cwd=tmp_path, text=True,
+                              stderr=subprocess.PIPE)
+             for argv, _, _ in jobs]
+    for p in procs:
+        _, err = p.communicate(timeout=RUN_TIMEOUT_S)
+        assert p.returncode == 0, err
+    for _, out, ref in jobs:
+        assert json.loads(out.read_text()) == ref
+    st = hintfs.stats(m.path)
+    assert len(st["hint"]["streams"]) == 4, st["hint"]["streams"]
+    assert st["reads"]["demand_fetches"] <= 0.03 * 2 * 2100, st["reads"]
+
+
+def test_ranks_with_validation_loaders(train_val, mount, tmp_path):
+    """Two ranks of a torch.multiprocessing.spawn job, each with a training
+    and a validation DataLoader: four streams (rank0, rank0.2, rank1,
+    rank1.2), every read hinted, the data exactly what the ranks read
+    without hintfs-run."""
+    m = mount_train_val(mount, train_val)
+    script = tmp_path / "ddp_val.py"
+    script.write_text(DDP_VAL)
+    digests = []
+    for root, tag, hook in ((m.local, "ref", []), (m.path, "out",
+                                                   [hintfs_run()])):
+        out = tmp_path / tag
+        proc = run(hook + [PYTHON, str(script), str(root), str(out),
+                           f"file://{tmp_path}/rdv-{tag}"], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert run_lines(proc) == [], proc.stderr
+        digests.append([Path(f"{out}.{r}").read_text() for r in (0, 1)])
+    assert digests[0] == digests[1]
+    st = hintfs.stats(m.path)
+    assert sorted(s["name"] for s in st["hint"]["streams"]) == \
+        ["rank0", "rank0.2", "rank1", "rank1.2"]
+    assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]

@@ -5,6 +5,7 @@ are fetched ahead of their readers, a reader moves its own stream's window
 only, a replace in one stream leaves the other's hints, and eviction keeps
 what any stream needs next."""
 
+import os
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dataset import sha256, upload
+import workload
 from workload import drop_page_cache, gets_settled, object_gets, wait_gets
 
 import hintfs
@@ -204,3 +206,45 @@ def test_eviction_keeps_what_the_other_stream_needs_next(s3, bucket, mount,
     assert Path(m / b).read_bytes() == objects[b]  # evicted: fetched again
     assert sorted(r.key for r in gets_settled(proxy, bucket, 5)) == \
         [a, b, b, c, d]
+
+
+def test_streams_of_ended_processes_are_reclaimed(s3, bucket, mount):
+    """66 short processes each write a 2-line hint and exit without
+    reading it: their streams keep entries to read, so every slot is
+    taken after 64; the 65th, 66th and 67th stream each reclaim the slot
+    of a process that ended, and the stats (and hintfs-ctl) say which."""
+    objects = make_objects(4, "r")
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    m = mount(bucket)
+    pids = []
+    for k in range(67):
+        # The shell that opens .hintfs/hint is the writer; it then exits.
+        p = subprocess.run(
+            ["sh", "-c", f"printf '%s\\n%s\\n' {keys[k % 2]} {keys[2]} "
+             f"> '{m.path}/.hintfs/hint' && echo $$"],
+            check=True, capture_output=True, text=True, timeout=WAIT_S)
+        pids.append(int(p.stdout))
+    hint = hintfs.stats(m.path)["hint"]
+    assert hint["received"] == 67 and hint["rejected"] == 0, hint
+    names = {s["name"] for s in hint["streams"]}
+    assert len(names) == 64 and f"pid:{pids[-1]}" in names
+    rec = hint["reclaimed"]
+    assert rec["exited"] == 3 and rec["idle"] == 0, rec
+    assert [r["why"] for r in rec["recent"]] == ["exited"] * 3
+    gone = {r["name"] for r in rec["recent"]}
+    assert gone <= {f"pid:{p}" for p in pids[:64]} and not gone & names
+    assert all(r["unread"] == 2 for r in rec["recent"])
+    ctl = workload.build_dir() / "mount-tools" / "hintfs-ctl"
+    # A 68th stream, from a thread: its writer is the process (a request
+    # carries the thread's id), which lives on after the thread.
+    import threading
+    t = threading.Thread(target=write_hint,
+                         args=(m.path, keys[:2]), kwargs={"stream": "thr"})
+    t.start()
+    t.join()
+    assert streams(m)["thr"]["owner"] == os.getpid()
+    out = subprocess.run([str(ctl), "stats", m.path], check=True,
+                         capture_output=True, text=True,
+                         timeout=WAIT_S).stdout
+    assert "reclaimed: 4 whose writer ended, 0 idle 10 minutes" in out, out

@@ -213,6 +213,40 @@ static void test_spill(void)
 	order_queue_fini(&q);
 }
 
+/* Another reader's opens of what the current hint has read already spill
+ * into the next hint; the stream's own readers, still in the current one,
+ * keep it: only ORDER_SPILL_SWITCH spills in a row abandon it. */
+static void test_spill_interleaved(void)
+{
+	uint32_t a[200];
+	struct order_queue q;
+	struct order_queue_stats st;
+
+	for (uint32_t i = 0; i < 200; i++)
+		a[i] = i;
+	order_queue_init(&q);
+	order_queue_add(&q, make(a, 200, 200), false);
+	order_queue_add(&q, make(a, 200, 200), false); /* the next epoch */
+	for (uint32_t id = 0; id < 100; id++)
+		CHECK(order_queue_note_open(&q, id));
+	for (uint32_t k = 0; k < 80; k++) {
+		CHECK(order_queue_note_open(&q, k));       /* spills */
+		CHECK(order_queue_note_open(&q, 100 + k)); /* its own */
+	}
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 200 && st.queued == 1 && st.pos == 180);
+	/* Its readers pause; the other one goes on: abandoned after the
+	 * switch count in a row (0..79 are read in the next hint already). */
+	for (uint32_t k = 80; k < 80 + ORDER_SPILL_SWITCH - 1; k++)
+		order_queue_note_open(&q, k);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 200 && st.queued == 1 && st.pos == 180);
+	order_queue_note_open(&q, 80 + ORDER_SPILL_SWITCH - 1);
+	order_queue_stats(&q, &st);
+	CHECK(st.len == 200 && st.queued == 0 && st.pos == 80 + ORDER_SPILL_SWITCH);
+	order_queue_fini(&q);
+}
+
 /* Bytes the allocator has handed out (0 where it cannot tell: ASan). */
 static size_t heap_bytes(void)
 {
@@ -280,7 +314,7 @@ static bool skip_taken(void *arg, uint32_t id)
 static int add_stream(struct order_streams *ss, const char *name,
 		      const uint32_t *ids, size_t n)
 {
-	int i = order_streams_get(ss, name);
+	int i = order_streams_get(ss, name, 0, 0);
 
 	CHECK(i >= 0);
 	if (i >= 0)
@@ -308,7 +342,7 @@ static void test_streams_merge(void)
 	CHECK(order_streams_next_use(&ss, 0) == ORDER_NONE);
 	ia = add_stream(&ss, "rank0", a, 10);
 	ib = add_stream(&ss, "rank1", b, 10);
-	CHECK(ia != ib && order_streams_get(&ss, "rank1") == ib);
+	CHECK(ia != ib && order_streams_get(&ss, "rank1", 0, 0) == ib);
 
 	/* Both 0 entries ahead: turn about, each in its own window of 4. */
 	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32);
@@ -384,27 +418,92 @@ static void test_streams_limit(void)
 	int i;
 
 	order_streams_init(&ss);
-	CHECK(order_streams_get(&ss, "") == -EINVAL);
+	CHECK(order_streams_get(&ss, "", 0, 0) == -EINVAL);
 	memset(name, 'x', sizeof(name) - 1);
 	name[sizeof(name) - 1] = '\0';
-	CHECK(order_streams_get(&ss, name) == -EINVAL);
+	CHECK(order_streams_get(&ss, name, 0, 0) == -EINVAL);
 	for (int k = 0; k < ORDER_STREAMS_MAX; k++) {
 		snprintf(name, sizeof(name), "pid:%d", 1000 + k);
 		id = (uint32_t)k;
 		add_stream(&ss, name, &id, 1);
 	}
-	CHECK(order_streams_get(&ss, "rank0") == -ENOSPC);
-	CHECK(order_streams_get(&ss, "pid:1007") == 7); /* an old one: fine */
+	CHECK(order_streams_get(&ss, "rank0", 0, 0) == -ENOSPC);
+	CHECK(order_streams_get(&ss, "pid:1007", 0, 0) == 7); /* an old one: fine */
 	/* pid 1005's reader reads its one entry: done, its slot is free. */
 	CHECK(order_streams_note_open(&ss, 5, 0) == 5);
-	i = order_streams_get(&ss, "rank0");
+	i = order_streams_get(&ss, "rank0", 0, 0);
 	CHECK(i == 5 && ss.s[5].hints == 0 && !ss.s[5].q.head);
 	CHECK(!strcmp(ss.s[5].name, "rank0"));
 	/* A stream with no hint is as good as free. */
-	CHECK(order_streams_get(&ss, "rank1") == 5);
+	CHECK(order_streams_get(&ss, "rank1", 0, 0) == 5);
 	id = 99;
 	add_stream(&ss, "rank1", &id, 1);
-	CHECK(order_streams_get(&ss, "rank2") == -ENOSPC);
+	CHECK(order_streams_get(&ss, "rank2", 0, 0) == -ENOSPC);
+	order_streams_fini(&ss);
+}
+
+/* The fake process table of test_streams_reclaim: the two pids of @arg
+ * have ended. */
+static bool fake_alive(void *arg, pid_t pid)
+{
+	const pid_t *dead = arg;
+
+	return pid != dead[0] && pid != dead[1];
+}
+
+/* With every slot taken by streams that still have entries to read, a new
+ * stream takes the slot of one whose writer ended (idle longest first),
+ * else of one idle for ORDER_STREAM_IDLE_NS; each counted and remembered.
+ * A writer we cannot see (pid 0) is never taken for ended. */
+static void test_streams_reclaim(void)
+{
+	const uint64_t ms = 1000000ull, idle = ORDER_STREAM_IDLE_NS;
+	struct order_streams ss;
+	pid_t dead[2] = { -1, -1 };
+	char name[ORDER_STREAM_NAME_MAX];
+	uint32_t ids[2];
+	int i;
+
+	order_streams_init(&ss);
+	order_streams_set_alive(&ss, fake_alive, dead);
+	for (int k = 0; k < ORDER_STREAMS_MAX; k++) {
+		snprintf(name, sizeof(name), "s%d", k);
+		ids[0] = (uint32_t)(2 * k);
+		ids[1] = (uint32_t)(2 * k + 1);
+		/* Stream 0's writer is in another pid namespace. */
+		i = order_streams_get(&ss, name, k ? 1000 + k : 0, (uint64_t)k * ms);
+		CHECK(i == k);
+		CHECK(order_streams_add(&ss, i, make(ids, 2, 128), false) == NULL);
+	}
+	CHECK(order_streams_get(&ss, "new", 5000, 100 * ms) == -ENOSPC);
+	CHECK(ss.reclaimed_exited == 0 && ss.reclaimed_idle == 0);
+	/* The writers of s10 and s20 end: s20, idle longer, goes first. */
+	dead[0] = 1010;
+	dead[1] = 1020;
+	CHECK(order_streams_note_open(&ss, 2 * 10, 50 * ms) == 10);
+	CHECK(order_streams_note_open(&ss, 2 * 20, 30 * ms) == 20);
+	i = order_streams_get(&ss, "new", 5000, 100 * ms);
+	CHECK(i == 20 && !strcmp(ss.s[20].name, "new") && !ss.s[20].q.head);
+	CHECK(ss.s[20].owner == 5000 && ss.reclaimed_exited == 1);
+	CHECK(order_streams_add(&ss, i, make(ids, 2, 128), false) == NULL);
+	CHECK(!strcmp(ss.recent[0].name, "s20") && ss.recent[0].owner == 1020);
+	CHECK(ss.recent[0].why == ORDER_RECLAIM_EXITED && ss.recent[0].unread == 1);
+	dead[0] = dead[1] = -1;
+	/* Ten minutes on, every stream is idle: the idlest goes, pid 0's
+	 * included (only the idle rule applies to it); one its readers
+	 * read from lately stays. */
+	CHECK(order_streams_note_open(&ss, 1, idle) == 0);
+	i = order_streams_get(&ss, "new2", 5001, idle + 2 * ms);
+	CHECK(i == 1 && ss.reclaimed_idle == 1); /* s0 read at idle */
+	CHECK(order_streams_add(&ss, i, make(ids, 2, 128), false) == NULL);
+	CHECK(!strcmp(ss.recent[1].name, "s1") &&
+	      ss.recent[1].why == ORDER_RECLAIM_IDLE);
+	/* Not yet idle enough: s2 was hinted at 2 ms. */
+	CHECK(order_streams_get(&ss, "new3", 5002, idle + ms) == -ENOSPC);
+	CHECK(order_streams_get(&ss, "new3", 5002, idle + 2 * ms) == 2);
+	/* A writer hinting again keeps its stream, under its new pid. */
+	CHECK(order_streams_get(&ss, "new3", 5003, idle + 3 * ms) == 2);
+	CHECK(ss.s[2].owner == 5003 && ss.reclaimed_idle == 2);
 	order_streams_fini(&ss);
 }
 
@@ -493,6 +592,7 @@ int main(void)
 {
 	test_memory_follows_the_hint();
 	test_spill();
+	test_spill_interleaved();
 	test_ahead();
 	test_consume();
 	test_w_readers();
@@ -501,6 +601,7 @@ int main(void)
 	test_streams_merge();
 	test_streams_replace();
 	test_streams_limit();
+	test_streams_reclaim();
 	test_streams_ahead();
 	test_streams_pace();
 	return check_done();

@@ -8,9 +8,12 @@ starts an epoch over a dataset whose files live under a hintfs mount:
 - the epoch's whole order is drawn from its sampler (or batch sampler) the
   moment the stock loader would draw its first index, so a seeded script
   sees exactly the order it sees without hintfs;
-- the order's file paths are written as the hint of this process's stream
-  (`stream=rank<N>` when torch.distributed is initialised) into each hintfs
-  mount the files are on;
+- the order's file paths are written as the hint of the loader's own
+  stream (hintfs.torch.stream_name(): the process's first loader has
+  `rank<N>` when torch.distributed is initialised, else the daemon's
+  `pid:<pid>`; the k-th `rank<N>.<k>`), into each hintfs mount the files
+  are on, so that a validation loader iterated in the middle of a
+  training epoch leaves the training hint in place;
 - the loader iterates that very list: the sampler is drawn once.
 
 A DataLoader whose dataset has no file paths (.samples, .imgs, .paths or
@@ -88,24 +91,19 @@ def _mount_table(mountinfo="/proc/self/mountinfo"):
     return table
 
 
+# What the daemon is in /proc/self/mountinfo, however it was mounted (hintfs
+# MOUNT, mount -t fuse.hintfs, fstab): fs/main.c always adds subtype=hintfs.
+HINTFS_FSTYPE = "fuse.hintfs"
+
+
 def hintfs_mounts(mountinfo="/proc/self/mountinfo"):
     """The mount points of hintfs in this process's namespace, and every
     mount point as a second list: (hintfs, all). A mount is hintfs when its
-    type is fuse.hintfs, or a FUSE mount whose root has .hintfs/stats
-    (mounted under another subtype name)."""
+    type is fuse.hintfs. NOTE(fuse): nothing here looks inside a mount: a
+    FUSE server that hangs (stopped, deadlocked) blocks every stat of its
+    mount for ever, and the training script with it."""
     table = _mount_table(mountinfo)
-    ours = []
-    for mnt, fstype in table:
-        if fstype == "fuse.hintfs":
-            ours.append(mnt)
-        elif fstype.startswith("fuse") and fstype != "fusectl":
-            # NOTE(fuse): only FUSE mounts are probed; a dead one answers
-            # ENOTCONN at once, which reads as "not hintfs".
-            try:
-                if os.path.isfile(os.path.join(mnt, ".hintfs", "stats")):
-                    ours.append(mnt)
-            except OSError:
-                pass
+    ours = [mnt for mnt, fstype in table if fstype == HINTFS_FSTYPE]
     return ours, [mnt for mnt, _ in table]
 
 
@@ -177,11 +175,14 @@ class _LoaderState:
     count, and whether its last epoch was iterated to the end."""
 
     def __init__(self, loader, path_of, real):
+        from hintfs.torch import own_stream
+
         self.loader_name = type(loader.dataset).__name__
         self.path_of = path_of
         self.real = real          # the loader's own (batch) sampler
         self.epochs = 0
-        self.unfinished = False
+        # A number another loader had: its hints go at the first epoch.
+        self.stream_k, self.unfinished = own_stream(loader)
 
     def _epoch(self):
         for s in (self.real, getattr(self.real, "sampler", None)):
@@ -200,7 +201,7 @@ class _LoaderState:
                  f"{self.loader_name}: {type(e).__name__}: {e}")
 
     def _publish(self, order):
-        from hintfs.torch import default_stream, write_hint
+        from hintfs.torch import stream_name, write_hint
 
         epoch = self._epoch()
         self.epochs += 1
@@ -218,7 +219,7 @@ class _LoaderState:
             where = loc.locate(p) if p is not None else None
             if where is not None:
                 per_mount.setdefault(where[0], []).append(where[1])
-        stream = default_stream()
+        stream = stream_name(self.stream_k)
         for mnt, rels in per_mount.items():
             write_hint(mnt, rels, epoch=epoch, replace=replace, stream=stream)
             if _verbose():

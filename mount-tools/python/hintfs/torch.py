@@ -13,16 +13,27 @@ Each node of a distributed job runs its own hintfs; wrapped around a
 DistributedSampler the hint holds exactly the rank's share of the order,
 and names the rank's hint stream (`stream=rank<N>` in its header).
 
+Each sampler (and each DataLoader hintfs-run hints) has a stream of its
+own, so that a validation pass in the middle of an epoch neither waits
+behind the training hint nor makes hintfs give it up: the first of a
+process is the process's stream (`rank<N>`, or the daemon's `pid:<pid>`),
+the k-th `rank<N>.<k>` (`pid<pid>.<k>`). A sampler that is garbage
+collected gives its number to the next one, whose first hint replaces
+what the stream still had queued.
+
 `hintfs-run` (hintfs.run) writes the same hints for a script that does not
 use this module at all.
 """
 
+import heapq
 import os
 import re
+import weakref
 
 from torch.utils.data import Sampler
 
-__all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream"]
+__all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream",
+           "own_stream", "stream_name"]
 
 
 def _leaf_paths(dataset):
@@ -87,6 +98,38 @@ def default_stream():
     return None
 
 
+# Stream numbers of this process (own_stream()): the next never used, and
+# those given back by collected samplers and loaders (a heap).
+_next_stream = 1
+_free_streams = []
+
+
+def own_stream(owner):
+    """A stream number of this process for @owner (a sampler or a
+    DataLoader), for as long as it lives: the lowest one free. Returns
+    (number, reused): a reused number's stream may still hold the hints of
+    the collected owner, which the first hint should replace."""
+    global _next_stream
+    if _free_streams:
+        k, reused = heapq.heappop(_free_streams), True
+    else:
+        k, reused = _next_stream, False
+        _next_stream += 1
+    weakref.finalize(owner, heapq.heappush, _free_streams, k)
+    return k, reused
+
+
+def stream_name(k):
+    """The name of this process's stream number @k (own_stream()): the
+    first is default_stream() (None: the daemon names it pid:<pid>), the
+    k-th is `<that>.<k>`, `pid<pid>.<k>` without a rank (at most 32
+    characters: a rank and a pid have 10 digits at most)."""
+    base = default_stream()
+    if k == 1:
+        return base
+    return f"{base or f'pid{os.getpid()}'}.{k}"
+
+
 # A stream name is 1-32 of these characters: short enough that the longest
 # header ("#hintfs v1 epoch=<19 digits> stream=<32> replace", 84 bytes) stays
 # under the 96 bytes the daemon reads of a header line.
@@ -134,8 +177,9 @@ class HintedSampler(Sampler):
     `dataset` gives each index's file path (ImageFolder's `.samples`, also
     through Subset and ConcatDataset), or pass `path_of=callable(index) ->
     path`. `mount` is the hintfs mount point the dataset reads from.
-    `stream` names the hint stream; by default `rank<N>` when
-    torch.distributed is initialised when an epoch starts, else none.
+    `stream` names the hint stream; by default one of this sampler's own
+    (stream_name(): the process's first is `rank<N>` when torch.distributed
+    is initialised when an epoch starts, else the daemon's `pid:<pid>`).
 
     An epoch whose iteration was not finished (a loop that broke early)
     makes the next hint replace the queue rather than wait behind it.
@@ -154,6 +198,7 @@ class HintedSampler(Sampler):
         self.stream = stream
         self.epoch = 0
         self._unfinished = False
+        self._own = None  # (number, reused) from own_stream()
 
     def set_epoch(self, epoch):
         """Forwarded to the wrapped sampler (DistributedSampler needs it)."""
@@ -167,9 +212,15 @@ class HintedSampler(Sampler):
     def __iter__(self):
         order = list(iter(self.sampler))
         epoch = getattr(self.sampler, "epoch", self.epoch)
-        stream = self.stream if self.stream is not None else default_stream()
+        replace = self._unfinished
+        stream = self.stream
+        if stream is None:
+            if self._own is None:
+                self._own = own_stream(self)
+                replace |= self._own[1]
+            stream = stream_name(self._own[0])
         paths = (p for p in map(self.path_of, order) if p is not None)
-        write_hint(self.mount, paths, epoch=epoch, replace=self._unfinished,
+        write_hint(self.mount, paths, epoch=epoch, replace=replace,
                    stream=stream)
         self.epoch += 1
         self._unfinished = True
