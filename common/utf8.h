@@ -1,6 +1,6 @@
 /**
  * common/utf8.h - one code point to UTF-8, for the JSON readers that
- * decode \uXXXX escapes (prefetch/creds_parse.c, hintfs-ctl's json.c).
+ * decode \uXXXX escapes (prefetch/s3/creds_parse.c, hintfs-ctl's json.c).
  * Header-only: hintfs-ctl's JSON library links nothing else of common/.
  */
 #ifndef HINTFS_COMMON_UTF8_H

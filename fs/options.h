@@ -12,8 +12,8 @@
 #ifndef HINTFS_FS_OPTIONS_H
 #define HINTFS_FS_OPTIONS_H
 
-#include "fs/aws_config.h"
-#include "fs/creds_chain.h"
+#include "prefetch/s3/aws_config.h"
+#include "prefetch/s3/creds_chain.h"
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>

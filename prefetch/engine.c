@@ -78,7 +78,7 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
 #include "prefetch/order.h"
-#include "prefetch/s3_xfer.h"
+#include "prefetch/s3/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/clock.h"
 #include "common/fileio.h"

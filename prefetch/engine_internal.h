@@ -15,7 +15,7 @@
 #include "prefetch/netloop.h"
 #include "prefetch/order.h"
 #include "prefetch/prefetch.h"
-#include "prefetch/s3_xfer.h"
+#include "prefetch/s3/s3_xfer.h"
 #include "prefetch/tier.h"
 
 #include <curl/curl.h>

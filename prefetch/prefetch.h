@@ -20,7 +20,7 @@
 #define HINTFS_PREFETCH_PREFETCH_H
 
 #include "cache/cache.h"
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 
 #include <stdbool.h>
 #include <stddef.h>

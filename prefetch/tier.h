@@ -22,7 +22,7 @@
 #define HINTFS_PREFETCH_TIER_H
 
 #include "prefetch/prefetch.h"
-#include "prefetch/s3_xfer.h"
+#include "prefetch/s3/s3_xfer.h"
 
 #include <stdbool.h>
 #include <stddef.h>

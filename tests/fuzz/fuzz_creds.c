@@ -1,13 +1,13 @@
 /*
  * tests/fuzz/fuzz_creds.c - libFuzzer target for the credential formats
- * (prefetch/creds_parse.c): credential_process JSON, the JSON of instance
+ * (prefetch/s3/creds_parse.c): credential_process JSON, the JSON of instance
  * metadata and the container endpoint, STS XML, ISO 8601 times.
  *
  * The first byte picks the parser. Checks the header's promises: on
  * success both keys are non-empty NUL-terminated strings; on failure
  * nothing is returned and the reason is one non-empty line.
  */
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 #include "fuzz.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_s3_xml.c - libFuzzer target for the S3 XML parsers
- * (prefetch/s3_xml.c): ListObjectsV2 pages, with and without
+ * (prefetch/s3/s3_xml.c): ListObjectsV2 pages, with and without
  * encoding-type=url, error documents, the time and form decoders.
  *
  * Checks the header's promises on every input: a page is filled whole or
@@ -8,7 +8,7 @@
  * of key_len bytes and an ETag; error fields are NUL-terminated and free
  * of control characters (they end up in log lines).
  */
-#include "prefetch/s3_xml.h"
+#include "prefetch/s3/s3_xml.h"
 #include "fuzz.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_sigv4.c - libFuzzer target for SigV4 canonicalization
- * (prefetch/sigv4.c): sigv4_uri_encode() of arbitrary key bytes and
+ * (prefetch/s3/sigv4.c): sigv4_uri_encode() of arbitrary key bytes and
  * sigv4_sign() of arbitrary requests.
  *
  * The input reads as a raw HTTP request, the shape of the .req files of
@@ -20,7 +20,7 @@
  * - signing the raw target (not encoded) never crashes: it is refused
  *   with -EINVAL unless it already reads like an encoded path.
  */
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/sigv4.h"
 #include "fuzz.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * tests/unit/fake_s3.c - an in-memory S3 in place of the client's HTTP
- * exchange (prefetch/s3_request.c), linked into unit tests instead of it
+ * exchange (prefetch/s3/s3_request.c), linked into unit tests instead of it
  * (see fake_s3.h for why at this seam).
  *
  * Implements what s3_request.c exports: s3_perform() for the client's
@@ -18,8 +18,8 @@
  * s3_errno()/s3_kind().
  */
 #include "fake_s3.h"
-#include "prefetch/s3_internal.h"
-#include "prefetch/s3_xml.h"
+#include "prefetch/s3/s3_internal.h"
+#include "prefetch/s3/s3_xml.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * for unit tests of the listing, the engine and the fs core without a
  * server (the model: mountpoint-s3's mock and failure clients).
  *
- * fake_s3.c replaces prefetch/s3_request.c, the client's HTTP exchange, at
+ * fake_s3.c replaces prefetch/s3/s3_request.c, the client's HTTP exchange, at
  * link time: everything above it (s3_client.c, s3_list.c, s3_error.c, the
  * XML parser, the engine, fs) is the real code, and sees answers as a
  * server would give them: XML list pages, ranged bodies, error documents

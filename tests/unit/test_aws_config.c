@@ -5,7 +5,7 @@
  * profile options of the daemon's command line, and the one-line errors,
  * none of which may hold a secret.
  */
-#include "fs/aws_config.h"
+#include "prefetch/s3/aws_config.h"
 #include "fs/options.h"
 #include "check.h"
 
@@ -319,8 +319,8 @@ static void test_files(void)
 	CHECK(!c.access_key && !c.creds_from);
 	aws_config_fini(&c);
 
-	/* Half a pair; a role (the chain's, fs/creds_chain.c, not a static
-	 * pair); Identity Center, which hintfs cannot use. */
+	/* Half a pair; a role (the chain's, prefetch/s3/creds_chain.c, not a
+	 * static pair); Identity Center, which hintfs cannot use. */
 	CHECK(load(&c, "half", true, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "has aws_access_key_id but no aws_secret_access_key"));
 	aws_config_fini(&c);

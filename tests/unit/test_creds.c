@@ -7,7 +7,7 @@
  * refresh thread with generous limits; they assert what happened, never
  * how fast.
  */
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 
 #include "tests/unit/check.h"
 

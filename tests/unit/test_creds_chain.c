@@ -1,11 +1,11 @@
 /*
- * tests/unit/test_creds_chain.c - the chain fs/creds_chain.c builds from
- * the environment and the profile files: which provider answers first,
- * the one-line error when none does, and a profile's keys re-read when
- * the file changes. No network: instance metadata is disabled, and the
+ * tests/unit/test_creds_chain.c - the chain prefetch/s3/creds_chain.c
+ * builds from the environment and the profile files: which provider
+ * answers first, the one-line error when none does, and a profile's keys
+ * re-read when the file changes. No network: instance metadata is disabled, and the
  * providers that would call out are only named, never asked.
  */
-#include "fs/creds_chain.h"
+#include "prefetch/s3/creds_chain.h"
 
 #include "tests/unit/check.h"
 

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_s3_list.c - ListObjectsV2 as the client runs it
- * (prefetch/s3_list.c): page by page and in parallel ranges, against an
+ * (prefetch/s3/s3_list.c): page by page and in parallel ranges, against an
  * in-memory S3 (fake_s3.c): every key exactly once, whatever the paging,
  * a server that ignores start-after, failures retried or reported by kind.
  */

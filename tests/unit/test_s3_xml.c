@@ -11,7 +11,7 @@
  *
  * Exit 0 pass, 1 fail.
  */
-#include "prefetch/s3_xml.h"
+#include "prefetch/s3/s3_xml.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_sigv4.c - the SigV4 signer against published vectors.
  *
- * Runs prefetch/sigv4.c over the four vector folders under
+ * Runs prefetch/s3/sigv4.c over the four vector folders under
  * $HINTFS_TESTDATA/sigv4, else the tests/data/sigv4 meson compiled in (see
  * SOURCE.md there; a missing folder is a failure) and compares canonical
  * request, string to sign, signature and Authorization byte for byte, then
@@ -16,7 +16,7 @@
  *
  * Exit 0 all passed, 1 something failed (missing vectors included).
  */
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/sigv4.h"
 
 #include <dirent.h>
 #include <errno.h>

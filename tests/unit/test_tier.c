@@ -6,7 +6,7 @@
  * when it is the origin's version, byte for byte.
  */
 #include "fake_s3.h"
-#include "prefetch/s3_internal.h"
+#include "prefetch/s3/s3_internal.h"
 #include "prefetch/tier.h"
 #include "common/clock.h"
 #include "check.h"

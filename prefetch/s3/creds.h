@@ -1,5 +1,5 @@
 /**
- * prefetch/creds.h - where the S3 client's keys come from, and how they
+ * prefetch/s3/creds.h - where the S3 client's keys come from, and how they
  * stay fresh (part of prefetch's public interface, via prefetch.h).
  *
  * A struct creds_provider knows one way to get credentials: fixed keys,
@@ -15,8 +15,8 @@
  * Nothing here logs a secret: messages name the provider, the files and
  * the URLs, and at most the last four characters of an access key id.
  */
-#ifndef HINTFS_PREFETCH_CREDS_H
-#define HINTFS_PREFETCH_CREDS_H
+#ifndef HINTFS_PREFETCH_S3_CREDS_H
+#define HINTFS_PREFETCH_S3_CREDS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -242,4 +242,4 @@ int creds_parse_http_json(const char *text, size_t len,
 int creds_parse_sts_xml(const char *text, size_t len, struct creds_value *out,
 			char *err, size_t err_len);
 
-#endif /* HINTFS_PREFETCH_CREDS_H */
+#endif /* HINTFS_PREFETCH_S3_CREDS_H */

@@ -1,14 +1,14 @@
 /**
- * prefetch/creds_http.h - one blocking HTTP exchange for the credential
- * providers (private to prefetch).
+ * prefetch/s3/creds_http.h - one blocking HTTP exchange for the credential
+ * providers (private to prefetch/s3).
  *
  * The providers run on the mount thread or the refresh thread, never on a
  * read's path, so a blocking easy handle per call is simple and enough.
  */
-#ifndef HINTFS_PREFETCH_CREDS_HTTP_H
-#define HINTFS_PREFETCH_CREDS_HTTP_H
+#ifndef HINTFS_PREFETCH_S3_CREDS_HTTP_H
+#define HINTFS_PREFETCH_S3_CREDS_HTTP_H
 
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 
 #include <stddef.h>
 
@@ -46,4 +46,4 @@ void creds_http_resp_fini(struct creds_http_resp *r);
  */
 int creds_read_file(const char *path, char **out, char stamp[64]);
 
-#endif /* HINTFS_PREFETCH_CREDS_HTTP_H */
+#endif /* HINTFS_PREFETCH_S3_CREDS_HTTP_H */

@@ -1,5 +1,5 @@
 /*
- * prefetch/creds_process.c - credential_process: a program of the user's
+ * prefetch/s3/creds_process.c - credential_process: a program of the user's
  * that prints credentials as JSON (Version 1) on its stdout.
  *
  * Owns running it: /bin/sh -c COMMAND (as the Go and Rust SDKs do, so the
@@ -13,7 +13,7 @@
  * arguments, which may hold a token) and quote at most the last line of
  * its stderr.
  */
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 
 #include "common/clock.h"
 

@@ -1,11 +1,11 @@
 /*
- * prefetch/s3_error.c - the one place where foreign codes become ours:
+ * prefetch/s3/s3_error.c - the one place where foreign codes become ours:
  * HTTP statuses, S3 error codes and curl codes become an errno (s3_errno())
  * and an error kind (s3_kind()); whether a failure is worth another
  * attempt; and the one-line description a user reads. No code outside the
  * S3 client knows an HTTP status.
  */
-#include "prefetch/s3_internal.h"
+#include "prefetch/s3/s3_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>

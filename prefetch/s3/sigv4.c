@@ -1,5 +1,5 @@
 /*
- * prefetch/sigv4.c - AWS Signature Version 4 header signing, S3's rules.
+ * prefetch/s3/sigv4.c - AWS Signature Version 4 header signing, S3's rules.
  *
  * Owns the canonical request, the string to sign, the signing-key
  * derivation and the Authorization value. It does not choose the headers
@@ -23,7 +23,7 @@
  * the day's signing key in a caller's struct sigv4_key (sigv4_sign_key):
  * deriving it is four of the five HMACs of a signature.
  */
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/sigv4.h"
 #include "common/buf.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * prefetch/s3_xml.c - S3's XML bodies turned into C structs, with expat.
+ * prefetch/s3/s3_xml.c - S3's XML bodies turned into C structs, with expat.
  *
  * Owns the two document parsers the S3 client needs (ListObjectsV2 pages
  * and <Error> documents), the ISO 8601 time parser and the form-decoder
@@ -18,7 +18,7 @@
  * - Element names are compared by local name: real S3 puts its list in the
  *   2006-03-01 namespace, error documents and some servers use none.
  */
-#include "prefetch/s3_xml.h"
+#include "prefetch/s3/s3_xml.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * prefetch/s3_client.c - the S3 client's life: configuration, endpoint
+ * prefetch/s3/s3_client.c - the S3 client's life: configuration, endpoint
  * parsing (addressing), creation and destruction.
  *
  * Invariants:
@@ -10,7 +10,7 @@
  * The rest of the client lives beside it (s3_internal.h says which file
  * owns what).
  */
-#include "prefetch/s3_internal.h"
+#include "prefetch/s3/s3_internal.h"
 #include "common/log.h"
 
 #include <curl/curl.h>

@@ -1,5 +1,5 @@
 /*
- * prefetch/creds_http.c - the HTTP side of credentials: one blocking
+ * prefetch/s3/creds_http.c - the HTTP side of credentials: one blocking
  * exchange for every provider, the container endpoint (ECS task roles,
  * EKS Pod Identity) and EC2 instance metadata (IMDSv2).
  *
@@ -10,7 +10,7 @@
  * Invariant: bodies are wiped before they are freed (they hold secrets);
  * messages quote URLs and statuses, never a body or a header.
  */
-#include "prefetch/creds_http.h"
+#include "prefetch/s3/creds_http.h"
 #include "common/buf.h"
 #include "common/fileio.h"
 

@@ -1,6 +1,6 @@
 /**
- * fs/aws_config.h - credentials, region and endpoint the way the AWS CLI
- * finds them (private to fs).
+ * prefetch/s3/aws_config.h - credentials, region and endpoint the way the
+ * AWS CLI finds them (for fs's options).
  *
  * Sources, first found wins for each value:
  *   credentials: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+
@@ -23,8 +23,8 @@
  *
  * Nothing here logs; error messages name files and profiles, never keys.
  */
-#ifndef HINTFS_FS_AWS_CONFIG_H
-#define HINTFS_FS_AWS_CONFIG_H
+#ifndef HINTFS_PREFETCH_S3_AWS_CONFIG_H
+#define HINTFS_PREFETCH_S3_AWS_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -144,4 +144,4 @@ void aws_profile_fini(struct aws_profile *p);
  *  empty. Valid until aws_profile_fini(). */
 const char *aws_profile_get(const struct aws_profile *p, enum aws_pkey k);
 
-#endif /* HINTFS_FS_AWS_CONFIG_H */
+#endif /* HINTFS_PREFETCH_S3_AWS_CONFIG_H */

@@ -1,6 +1,6 @@
 /*
- * fs/aws_config.c - reads AWS credentials, region and endpoint from the
- * environment and the shared files, as the AWS CLI does.
+ * prefetch/s3/aws_config.c - reads AWS credentials, region and endpoint
+ * from the environment and the shared files, as the AWS CLI does.
  *
  * Owns the INI reader for ~/.aws/credentials and ~/.aws/config and the
  * order in which sources are asked (see aws_config.h). Invariant: a secret
@@ -8,7 +8,7 @@
  * wiped when that is released, and never reaches a message: errors name
  * the file, the profile and the key, never a value.
  */
-#include "fs/aws_config.h"
+#include "prefetch/s3/aws_config.h"
 
 #include "common/fileio.h"
 #include "common/log.h"
@@ -440,7 +440,7 @@ static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 static const char *unsupported_creds(const struct prof *cr, const struct prof *cf)
 {
 	/* role_arn, credential_process and web identity are the chain's
-	 * (fs/creds_chain.c); only Identity Center needs a browser. */
+	 * (prefetch/s3/creds_chain.c); only Identity Center needs a browser. */
 	if (cr->val[AWS_PK_SSO] || cf->val[AWS_PK_SSO])
 		return "IAM Identity Center (sso_*)";
 	return NULL;

@@ -1,5 +1,5 @@
 /*
- * prefetch/creds_sts.c - credentials from STS: AssumeRoleWithWebIdentity
+ * prefetch/s3/creds_sts.c - credentials from STS: AssumeRoleWithWebIdentity
  * (EKS IRSA, any OIDC token file) and AssumeRole (a profile's role_arn
  * with source_profile or credential_source).
  *
@@ -10,8 +10,8 @@
  * token and is wiped after the call; messages name the role and the
  * endpoint, never the token.
  */
-#include "prefetch/creds_http.h"
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/creds_http.h"
+#include "prefetch/s3/sigv4.h"
 
 #include <curl/curl.h>
 #include <errno.h>

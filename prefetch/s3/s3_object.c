@@ -1,5 +1,5 @@
 /*
- * prefetch/s3_object.c - reading an object, built on the exchange: the
+ * prefetch/s3/s3_object.c - reading an object, built on the exchange: the
  * transfer of a range (s3_xfer_create() and what the engine asks of the
  * transfers it drives) and the blocking ranged GET (s3_get_range()).
  *
@@ -7,8 +7,8 @@
  * unit tests' in-memory S3 (tests/unit/fake_s3.c), which replaces the
  * exchange, runs this code as it is.
  */
-#include "prefetch/s3_internal.h"
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/s3_internal.h"
+#include "prefetch/s3/sigv4.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * prefetch/creds_parse.c - the three formats credentials arrive in: the
+ * prefetch/s3/creds_parse.c - the three formats credentials arrive in: the
  * JSON of credential_process, of instance metadata and of the container
  * endpoint; STS's XML; AWS's ISO 8601 times.
  *
@@ -8,7 +8,7 @@
  * that is a secret is copied only into the struct creds_value, and every
  * scratch copy is wiped; error messages name fields, never values.
  */
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 
 #include "common/utf8.h"
 

@@ -1,6 +1,7 @@
 /*
- * fs/creds_chain.c - turns the environment and the profile into the list
- * of credential providers, in the AWS SDKs' order (see creds_chain.h).
+ * prefetch/s3/creds_chain.c - turns the environment and the profile into
+ * the list of credential providers, in the AWS SDKs' order (see
+ * creds_chain.h).
  *
  * Owns which variables and profile keys select which provider, the STS
  * endpoint and region, and the provider of a profile's static keys, which
@@ -11,7 +12,7 @@
  * mount-time error names them all; no reason quotes a value that could
  * be a secret.
  */
-#include "fs/creds_chain.h"
+#include "prefetch/s3/creds_chain.h"
 
 #include "common/log.h"
 

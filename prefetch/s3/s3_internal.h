@@ -1,6 +1,6 @@
 /**
- * prefetch/s3_internal.h - what the files of the S3 client share (private
- * to prefetch/: s3_client.c, s3_error.c, s3_request.c, s3_object.c,
+ * prefetch/s3/s3_internal.h - what the files of the S3 client share (private
+ * to prefetch/s3/: s3_client.c, s3_error.c, s3_request.c, s3_object.c,
  * s3_list.c).
  *
  * The client is one object split by concern: s3_client.c parses the
@@ -11,8 +11,8 @@
  * concludes the engine's transfers (s3_xfer.h); s3_object.c reads objects
  * on top of it; s3_list.c is ListObjectsV2, serial and parallel. Nothing outside these files sees the structs below.
  */
-#ifndef HINTFS_PREFETCH_S3_INTERNAL_H
-#define HINTFS_PREFETCH_S3_INTERNAL_H
+#ifndef HINTFS_PREFETCH_S3_S3_INTERNAL_H
+#define HINTFS_PREFETCH_S3_S3_INTERNAL_H
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -21,10 +21,10 @@
 #include <stdint.h>
 
 #include "prefetch/prefetch.h"
-#include "prefetch/s3_xfer.h"
+#include "prefetch/s3/s3_xfer.h"
 #include "common/buf.h"
 #include "common/retry.h"
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/sigv4.h"
 
 
 /* A list page of 1,000 keys is ~300 KB; 16 MiB means a broken server. */
@@ -179,4 +179,4 @@ void s3_status_from_curl(struct s3_status *st, CURLcode cc,
  */
 int s3_perform(struct s3_xfer *x, struct s3_status *st);
 
-#endif /* HINTFS_PREFETCH_S3_INTERNAL_H */
+#endif /* HINTFS_PREFETCH_S3_S3_INTERNAL_H */

@@ -1,6 +1,6 @@
 /**
- * fs/creds_chain.h - the AWS SDKs' default credential chain, built from
- * the environment and the profile files (private to fs).
+ * prefetch/s3/creds_chain.h - the AWS SDKs' default credential chain, built
+ * from the environment and the profile files (for fs's options).
  *
  * Order (first that answers wins, as in the SDKs):
  *   1. environment: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY
@@ -21,10 +21,10 @@
  * endpoint of the profile's region (the global one under
  * sts_regional_endpoints = legacy).
  */
-#ifndef HINTFS_FS_CREDS_CHAIN_H
-#define HINTFS_FS_CREDS_CHAIN_H
+#ifndef HINTFS_PREFETCH_S3_CREDS_CHAIN_H
+#define HINTFS_PREFETCH_S3_CREDS_CHAIN_H
 
-#include "fs/aws_config.h"
+#include "prefetch/s3/aws_config.h"
 #include "prefetch/prefetch.h"
 
 #include <stdbool.h>
@@ -63,4 +63,4 @@ int creds_chain_build(const struct creds_chain_req *rq,
 int creds_container_url_check(const char *url, char **out, char *why,
 			      size_t why_len);
 
-#endif /* HINTFS_FS_CREDS_CHAIN_H */
+#endif /* HINTFS_PREFETCH_S3_CREDS_CHAIN_H */

@@ -1,14 +1,14 @@
 /*
- * prefetch/s3_list.c - ListObjectsV2: paginated, and past the first page
+ * prefetch/s3/s3_list.c - ListObjectsV2: paginated, and past the first page
  * in parallel over disjoint key ranges.
  *
  * Invariant: every key under the prefix reaches the caller's callback
  * exactly once, one call at a time, even from a server that ignores
  * start-after or answers out of order (then page by page).
  */
-#include "prefetch/s3_internal.h"
-#include "prefetch/s3_xml.h"
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/s3_internal.h"
+#include "prefetch/s3/s3_xml.h"
+#include "prefetch/s3/sigv4.h"
 
 #include <errno.h>
 #include <pthread.h>

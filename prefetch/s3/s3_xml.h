@@ -1,5 +1,6 @@
 /**
- * prefetch/s3_xml.h - parsers for S3's XML bodies (private to prefetch).
+ * prefetch/s3/s3_xml.h - parsers for S3's XML bodies (private to
+ * prefetch/s3).
  *
  * ListObjectsV2 results and error documents, parsed with expat. The parsers
  * take the whole body in memory (a list page is <= ~1 MB for 1,000 keys)
@@ -8,8 +9,8 @@
  *
  * All functions are thread-safe; each call uses its own expat parser.
  */
-#ifndef HINTFS_PREFETCH_S3_XML_H
-#define HINTFS_PREFETCH_S3_XML_H
+#ifndef HINTFS_PREFETCH_S3_S3_XML_H
+#define HINTFS_PREFETCH_S3_S3_XML_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -89,4 +90,4 @@ int s3_parse_time(const char *s, int64_t *out);
  */
 char *s3_form_decode(const char *in, size_t len, size_t *out_len);
 
-#endif /* HINTFS_PREFETCH_S3_XML_H */
+#endif /* HINTFS_PREFETCH_S3_S3_XML_H */

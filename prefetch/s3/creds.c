@@ -1,5 +1,5 @@
 /*
- * prefetch/creds.c - the credentials of one mount: the provider chain at
+ * prefetch/s3/creds.c - the credentials of one mount: the provider chain at
  * mount, the current value, and the thread that keeps it fresh.
  *
  * Owns the choice of provider (the first in the chain that answers) and
@@ -17,7 +17,7 @@
  * old snapshots live until their last signer puts them back. Secrets are
  * wiped when freed and never logged.
  */
-#include "prefetch/creds.h"
+#include "prefetch/s3/creds.h"
 
 #include "common/clock.h"
 #include "common/log.h"

@@ -1,5 +1,5 @@
 /*
- * prefetch/s3_request.c - one S3 exchange: building, signing, sending,
+ * prefetch/s3/s3_request.c - one S3 exchange: building, signing, sending,
  * interpreting; synchronously (s3_perform(), with retries) or as an
  * engine's transfer (s3_xfer.h).
  *
@@ -18,9 +18,9 @@
  *   remembers its generation: an answer that says "expired" asks creds.c
  *   for one refresh and earns the request a retry (auth_expired()).
  */
-#include "prefetch/s3_internal.h"
-#include "prefetch/s3_xml.h"
-#include "prefetch/sigv4.h"
+#include "prefetch/s3/s3_internal.h"
+#include "prefetch/s3/s3_xml.h"
+#include "prefetch/s3/sigv4.h"
 #include "common/clock.h"
 #include "common/log.h"
 

@@ -1,5 +1,5 @@
 /**
- * prefetch/sigv4.h - AWS Signature Version 4, under S3's rules (private).
+ * prefetch/s3/sigv4.h - AWS Signature Version 4, under S3's rules (private).
  *
  * S3 differs from the generic SigV4 rules in two ways that matter here:
  * the path is URI-encoded once (never twice) and never normalized ("a/./b"
@@ -9,8 +9,8 @@
  * Nothing here allocates behind the caller's back except where a function
  * says it returns malloc'd memory. All functions are pure and thread-safe.
  */
-#ifndef HINTFS_PREFETCH_SIGV4_H
-#define HINTFS_PREFETCH_SIGV4_H
+#ifndef HINTFS_PREFETCH_S3_SIGV4_H
+#define HINTFS_PREFETCH_S3_SIGV4_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -111,4 +111,4 @@ char *sigv4_uri_encode(const char *in, size_t len, bool keep_slash);
  */
 void sigv4_format_date(long long t, char buf[17]);
 
-#endif /* HINTFS_PREFETCH_SIGV4_H */
+#endif /* HINTFS_PREFETCH_S3_SIGV4_H */

@@ -1,5 +1,5 @@
 /**
- * prefetch/s3_xfer.h - one ranged GET as a curl easy handle, for the
+ * prefetch/s3/s3_xfer.h - one ranged GET as a curl easy handle, for the
  * engine's multi handle (private to prefetch).
  *
  * The S3 client builds, signs and interprets the request; the caller only
@@ -10,8 +10,8 @@
  * appends to a broken one's bytes. An s3_xfer belongs to one thread at a
  * time.
  */
-#ifndef HINTFS_PREFETCH_S3_XFER_H
-#define HINTFS_PREFETCH_S3_XFER_H
+#ifndef HINTFS_PREFETCH_S3_S3_XFER_H
+#define HINTFS_PREFETCH_S3_S3_XFER_H
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -97,4 +97,4 @@ void *s3_xfer_user(const struct s3_xfer *x);
 /** Frees @x (and gives back a handle still armed). Accepts NULL. */
 void s3_xfer_destroy(struct s3_xfer *x);
 
-#endif /* HINTFS_PREFETCH_S3_XFER_H */
+#endif /* HINTFS_PREFETCH_S3_S3_XFER_H */
