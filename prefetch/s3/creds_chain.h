@@ -25,7 +25,7 @@
 #define HINTFS_PREFETCH_S3_CREDS_CHAIN_H
 
 #include "prefetch/s3/aws_config.h"
-#include "prefetch/prefetch.h"
+#include "prefetch/s3/s3.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "prefetch/prefetch.h"
+#include "prefetch/s3/s3.h"
 #include "prefetch/s3/s3_xfer.h"
 #include "common/buf.h"
 #include "common/retry.h"

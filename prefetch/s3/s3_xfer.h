@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "prefetch/prefetch.h"
+#include "prefetch/s3/s3.h"
 #include "common/retry.h"
 
 struct s3_xfer;
