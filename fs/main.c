@@ -362,6 +362,7 @@ static int run(struct hintfs_opts *o)
 	}
 	cfg.cache_dir = o->cache_dir;
 	cfg.hint_file = o->hint_file;
+	cfg.open_per_file = o->open_per_file;
 	if (add_fsname(&o->fuse_args, o->source)) {
 		rc = -ENOMEM;
 		goto out;
@@ -437,7 +438,8 @@ static int run(struct hintfs_opts *o)
 	 * worked, as for other file systems. */
 	if (ready_fd >= 0)
 		detach_end(ready_fd);
-	log_info("mounted %s at %s", o->source, o->mountpoint);
+	log_info("mounted %s at %s (data path: %s)", o->source, o->mountpoint,
+		 fs_data_path(fs));
 	if (o->shared_cache)
 		log_info("shared cache %s at %s", o->shared_cache,
 			 o->tier_endpoint);
@@ -449,6 +451,7 @@ static int run(struct hintfs_opts *o)
 		rc = -ENOMEM;
 		goto out_unmount;
 	}
+	fs_ops_set_session(fs, se);
 	rc = fs_store_start(fs, se, o->store_ahead);
 	if (rc)
 		log_warn("cannot fill the page cache ahead of opens: %s",

@@ -21,6 +21,7 @@ import os
 import re
 
 from torch.utils.data import Sampler
+from hintfs import _write_ctl
 
 __all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream"]
 
@@ -124,8 +125,7 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None):
             raise ValueError(f"a path with a newline cannot be hinted: {p!r}")
         lines.append(p)
     data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    with open(os.path.join(mount, ".hintfs", "hint"), "wb") as f:
-        f.write(data)
+    _write_ctl(mount, "hint", data)
 
 
 class HintedSampler(Sampler):
