@@ -225,6 +225,27 @@ static int add_fsname(struct fuse_args *args, const char *source)
 	return rc ? -1 : 0;
 }
 
+/*
+ * NOTE(fuse): with zero-message opens the kernel opens a file for writing
+ * without asking (no OPEN to answer EROFS), and a shared writable mmap
+ * changes the pages other readers see even though its writeback fails.
+ * Under allow_other, default_permissions makes the kernel check the modes
+ * (0444 data, 0200/0400 control files of the mount's owner): other users
+ * can open nothing for writing. Without allow_other only the owner uses
+ * the mount.
+ */
+static int add_default_permissions(struct fuse_args *args)
+{
+	bool other = false;
+
+	for (int i = 0; i < args->argc; i++)
+		if (strstr(args->argv[i], "allow_other"))
+			other = true;
+	if (!other)
+		return 0;
+	return fuse_opt_add_arg(args, "-odefault_permissions") ? -1 : 0;
+}
+
 /* Set once libfuse has reported an error itself, so we add no second line. */
 static bool fuse_said_error;
 
@@ -363,7 +384,8 @@ static int run(struct hintfs_opts *o)
 	cfg.cache_dir = o->cache_dir;
 	cfg.hint_file = o->hint_file;
 	cfg.open_per_file = o->open_per_file;
-	if (add_fsname(&o->fuse_args, o->source)) {
+	if (add_fsname(&o->fuse_args, o->source) ||
+	    (!o->open_per_file && add_default_permissions(&o->fuse_args))) {
 		rc = -ENOMEM;
 		goto out;
 	}
