@@ -474,6 +474,22 @@ static int run(struct hintfs_opts *o)
 		goto out_unmount;
 	}
 	fs_ops_set_session(fs, se);
+	/*
+	 * NOTE(fuse): a store waits on the lock of every page it fills, and
+	 * the kernel locks a page before it sends the READ for it. With an
+	 * OPEN per file the store pushes only files nobody has open, so it
+	 * never meets a READ (store.c). With zero-message opens no request
+	 * says a file is not being read: a push could wait on a READ that a
+	 * stopping (or killed) daemon never answers, in D state for good.
+	 * So the store runs on the open-per-file path only.
+	 */
+	if (!o->open_per_file && o->store_ahead) {
+		if (o->store_ahead_str)
+			log_warn("-o store_ahead: only with -o open_per_file; "
+				 "with zero-message opens a file in the page "
+				 "cache costs nothing already");
+		o->store_ahead = 0;
+	}
 	rc = fs_store_start(fs, se, o->store_ahead);
 	if (rc)
 		log_warn("cannot fill the page cache ahead of opens: %s",
