@@ -211,7 +211,8 @@ ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf,
 /** listxattr: the NUL-separated names of @ino's attributes, like getxattr. */
 ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
 
-/** The FUSE requests counted in stats, one counter per kind. */
+/** The FUSE requests counted in stats, one counter per kind (those on the
+ *  control directory and its files are not counted). */
 enum fs_req {
 	FS_REQ_LOOKUP,
 	FS_REQ_FORGET,      /**< one per inode forgotten, batches included */

@@ -53,12 +53,15 @@ static struct fs *req_fs(fuse_req_t req)
 	return *(struct fs **)fuse_req_userdata(req);
 }
 
-/* The fs of @req, with the request counted as @kind. */
-static struct fs *count(fuse_req_t req, enum fs_req kind)
+/* The fs of @req, with the request on inode @ino counted as @kind. The
+ * control directory's own traffic is left out: reading the counters does
+ * not move them, so requests per file are read off stats exactly. */
+static struct fs *count(fuse_req_t req, enum fs_req kind, fuse_ino_t ino)
 {
 	struct fs *fs = req_fs(req);
 
-	fs_count_request(fs, kind);
+	if (ino < FS_INO_CTL_DIR)
+		fs_count_request(fs, kind);
 	return fs;
 }
 
@@ -147,7 +150,7 @@ static void drop_ctl_dentry(struct fs *fs, const char *name)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = count(req, FS_REQ_LOOKUP);
+	struct fs *fs = count(req, FS_REQ_LOOKUP, parent);
 	struct stat st;
 	uint64_t ino;
 	int rc;
@@ -178,7 +181,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
  * kernel holds, for filling its page cache (store.c). */
 static void forget_one(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	struct fs *fs = count(req, FS_REQ_FORGET);
+	struct fs *fs = count(req, FS_REQ_FORGET, ino);
 
 	fs_store_note_forget(fs, ino, nlookup);
 	fs_forget(fs, ino, nlookup);
@@ -201,7 +204,7 @@ static void op_forget_multi(fuse_req_t req, size_t n,
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int rc = fs_getattr(count(req, FS_REQ_GETATTR), ino, &st);
+	int rc = fs_getattr(count(req, FS_REQ_GETATTR, ino), ino, &st);
 
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -212,7 +215,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, -fs_access(count(req, FS_REQ_ACCESS), ino, mask,
+	fuse_reply_err(req, -fs_access(count(req, FS_REQ_ACCESS, ino), ino, mask,
 				       req_uid(req)));
 }
 
@@ -302,14 +305,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	count(req, FS_REQ_READDIR);
+	count(req, FS_REQ_READDIR, ino);
 	do_readdir(req, ino, size, off, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
-	count(req, FS_REQ_READDIRPLUS);
+	count(req, FS_REQ_READDIRPLUS, ino);
 	do_readdir(req, ino, size, off, true);
 }
 
@@ -318,7 +321,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
  * -o open_per_file, what libfuse does without an opendir: no handle. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_OPENDIR);
+	struct fs *fs = count(req, FS_REQ_OPENDIR, ino);
 
 	if (!fs_open_per_file(fs))
 		fuse_reply_err(req, ENOSYS);
@@ -329,7 +332,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	count(req, FS_REQ_RELEASEDIR);
+	count(req, FS_REQ_RELEASEDIR, ino);
 	fuse_reply_err(req, 0);
 }
 
@@ -340,7 +343,7 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_OPEN);
+	struct fs *fs = count(req, FS_REQ_OPEN, ino);
 	struct fs_file *fh;
 	bool direct;
 	int rc;
@@ -441,7 +444,7 @@ static void read_file(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_READ);
+	struct fs *fs = count(req, FS_REQ_READ, ino);
 
 	/* Zero-message opens: the reads say where the readers are. */
 	fs_follow_read(fs, ino, size, off, false);
@@ -452,7 +455,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_WRITE);
+	struct fs *fs = count(req, FS_REQ_WRITE, ino);
 	ssize_t n;
 
 	if (ino >= FS_INO_CTL_NODE0)
@@ -471,7 +474,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * acts at fsync() or at its node's FORGET instead (fs/ctl.c). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_FLUSH);
+	struct fs *fs = count(req, FS_REQ_FLUSH, ino);
 
 	if (!fs_open_per_file(fs))
 		fuse_reply_err(req, ENOSYS);
@@ -484,14 +487,14 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_FSYNC);
+	struct fs *fs = count(req, FS_REQ_FSYNC, ino);
 
 	fuse_reply_err(req, -fs_fsync(fs, ino, file_of(fi)));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_RELEASE);
+	struct fs *fs = count(req, FS_REQ_RELEASE, ino);
 
 	/* NOTE(fuse): the open that was answered ENOSYS may still be
 	 * released; only an open that was counted is closed. */
@@ -507,7 +510,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
 
-	fs_statfs(count(req, FS_REQ_STATFS), &sv);
+	fs_statfs(count(req, FS_REQ_STATFS, ino), &sv);
 	fuse_reply_statfs(req, &sv);
 }
 
@@ -530,7 +533,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, fs_getxattr(count(req, FS_REQ_XATTR), ino, name, buf,
+	reply_xattr(req, fs_getxattr(count(req, FS_REQ_XATTR, ino), ino, name, buf,
 				     size), buf, size);
 	free(buf);
 }
@@ -543,7 +546,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, fs_listxattr(count(req, FS_REQ_XATTR), ino, buf, size),
+	reply_xattr(req, fs_listxattr(count(req, FS_REQ_XATTR, ino), ino, buf, size),
 		    buf, size);
 	free(buf);
 }
@@ -556,7 +559,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct stat st;
 	int rc = -EROFS;
 
-	count(req, FS_REQ_SETATTR);
+	count(req, FS_REQ_SETATTR, ino);
 	/* Only a truncation (a shell's '>' on .hintfs/hint) gets through. */
 	if ((to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
 			FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0 &&
@@ -572,27 +575,27 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
@@ -600,41 +603,41 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 			 off_t length, struct fuse_file_info *fi)
 {
-	count(req, FS_REQ_OTHER);
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 

@@ -17,7 +17,7 @@ import pytest
 from dataset import upload
 
 import hintfs
-from hintfs.torch import write_hint
+from hintfs.torch import write_epoch_hint, write_hint
 
 N_FILES = 40
 N_DIRS = 5  # the root and 4 classes: a READDIR forgets atime as a READ does
@@ -68,10 +68,10 @@ def drop_pages(root, objects):
 def warm_mount(s3, bucket, mount):
     """A mount whose files are all read once (cached locally, in the page
     cache, their dentries known)."""
-    def make(*options):
+    def make(*options, allowed_errors=()):
         objects = make_objects()
         upload(s3, bucket, objects)
-        m = mount(bucket, options=options)
+        m = mount(bucket, options=options, allowed_errors=allowed_errors)
         scan_and_read(m.path, objects)
         return m, objects
     return make
@@ -203,3 +203,17 @@ def test_control_files_left_open_are_capped(s3, bucket, mount):
         except OSError as e:
             assert e.errno == errno.ENFILE and time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def test_epochs_read_from_the_page_cache_do_not_fill_the_queue(warm_mount):
+    """Epochs read wholly from the page cache consume none of their hint
+    (the daemon never sees them): the trainer's helper replaces the full
+    queue rather than fail at the 18th epoch."""
+    m, objects = warm_mount(allowed_errors=[r"refused, 16 hints are queued"])
+    keys = sorted(objects)
+    for epoch in range(20):
+        write_epoch_hint(m.path, keys, epoch=epoch, stream="rank0")
+        scan_and_read(m.path, objects)  # from the page cache
+    st = hintfs.stats(m.path)["hint"]
+    assert st["refused_queue_full"] >= 1 and st["queued"] <= 16, st
+    assert st["last"]["epoch"] == 19

@@ -200,7 +200,7 @@ class _LoaderState:
                  f"{self.loader_name}: {type(e).__name__}: {e}")
 
     def _publish(self, order):
-        from hintfs.torch import default_stream, write_hint
+        from hintfs.torch import default_stream, write_epoch_hint
 
         epoch = self._epoch()
         self.epochs += 1
@@ -220,7 +220,8 @@ class _LoaderState:
                 per_mount.setdefault(where[0], []).append(where[1])
         stream = default_stream()
         for mnt, rels in per_mount.items():
-            write_hint(mnt, rels, epoch=epoch, replace=replace, stream=stream)
+            write_epoch_hint(mnt, rels, epoch=epoch, replace=replace,
+                             stream=stream)
             if _verbose():
                 _say(f"hint epoch={epoch}"
                      + (f" stream={stream}" if stream else "")

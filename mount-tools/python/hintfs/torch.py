@@ -17,6 +17,7 @@ and names the rank's hint stream (`stream=rank<N>` in its header).
 use this module at all.
 """
 
+import errno
 import os
 import re
 
@@ -128,6 +129,20 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None):
     _write_ctl(mount, "hint", data)
 
 
+def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None):
+    """write_hint() for a trainer's epoch: when the stream's queue is full
+    (EBUSY), the epochs queued were read without the daemon seeing them
+    (from the page cache: with zero-message opens a cached file costs no
+    request, doc/design.md 3), so this epoch replaces them."""
+    paths = list(paths)
+    try:
+        write_hint(mount, paths, epoch=epoch, replace=replace, stream=stream)
+    except OSError as e:
+        if e.errno != errno.EBUSY or replace:
+            raise
+        write_hint(mount, paths, epoch=epoch, replace=True, stream=stream)
+
+
 class HintedSampler(Sampler):
     """Wraps `sampler`; before each epoch writes its order as a hint.
 
@@ -169,8 +184,8 @@ class HintedSampler(Sampler):
         epoch = getattr(self.sampler, "epoch", self.epoch)
         stream = self.stream if self.stream is not None else default_stream()
         paths = (p for p in map(self.path_of, order) if p is not None)
-        write_hint(self.mount, paths, epoch=epoch, replace=self._unfinished,
-                   stream=stream)
+        write_epoch_hint(self.mount, paths, epoch=epoch,
+                         replace=self._unfinished, stream=stream)
         self.epoch += 1
         self._unfinished = True
         yield from order
