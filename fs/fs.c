@@ -149,9 +149,11 @@ uint64_t fs_ctl_kind_of(const char *name)
 
 /*
  * Whether @caller may use the control files: the mount's owner and root
- * only. NOTE(fuse): hintfs mounts without default_permissions (the kernel
- * would then also refuse root the 0200 files), so the modes shown decide
- * nothing under allow_other: this check is the only one. Every control
+ * only. NOTE(fuse): with -o open_per_file hintfs mounts without
+ * default_permissions, so the modes shown decide nothing under
+ * allow_other: this check is the only one (at OPEN). With zero-message
+ * opens under allow_other the kernel checks the modes too (main.c), and
+ * this check is made at the control file's LOOKUP, READ and WRITE. Every control
  * file is refused, stats too: it names the cache directory and the
  * bucket, and verify or relist cost a hash of the cache or a listing.
  */
