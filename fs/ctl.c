@@ -343,17 +343,31 @@ int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller,
 	return 0;
 }
 
+/* Finds node @ino for user @caller and returns 0 with ctl_mu held, or
+ * -EACCES or -ENOENT without it. */
+static int node_lock(struct fs *fs, uint64_t ino, uid_t caller,
+		     struct fs_file **f)
+{
+	if (!fs_may_control(fs, caller))
+		return -EACCES;
+	pthread_mutex_lock(&fs->ctl_mu);
+	*f = node_find(fs, ino);
+	if (!*f) {
+		pthread_mutex_unlock(&fs->ctl_mu);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 ssize_t fs_ctl_node_read(struct fs *fs, uint64_t ino, uid_t caller, char *buf,
 			 size_t size, off_t off)
 {
 	struct fs_file *f;
-	ssize_t n;
+	ssize_t n = node_lock(fs, ino, caller, &f);
 
-	if (!fs_may_control(fs, caller))
-		return -EACCES;
-	pthread_mutex_lock(&fs->ctl_mu);
-	f = node_find(fs, ino);
-	n = f ? fs_ctl_read(f, buf, size, off) : -ENOENT;
+	if (n)
+		return n;
+	n = fs_ctl_read(f, buf, size, off);
 	pthread_mutex_unlock(&fs->ctl_mu);
 	return n;
 }
@@ -362,28 +376,24 @@ ssize_t fs_ctl_node_write(struct fs *fs, uint64_t ino, uid_t caller, pid_t pid,
 			  const char *buf, size_t size, off_t off)
 {
 	struct fs_file *f;
-	ssize_t n;
+	ssize_t n = node_lock(fs, ino, caller, &f);
+	bool was;
 
-	if (!fs_may_control(fs, caller))
-		return -EACCES;
-	pthread_mutex_lock(&fs->ctl_mu);
-	f = node_find(fs, ino);
-	if (!f) {
-		n = -ENOENT;
-	} else if (ctl_readable(f->ino)) {
-		n = -EBADF;
-	} else {
-		bool was = f->dirty;
-
-		/* NOTE(fuse): the WRITE comes from the writer's own context
-		 * (no writeback cache), so its pid is the writing process:
-		 * the stream of an unnamed hint. */
-		if (!f->pid)
-			f->pid = pid;
-		n = fs_ctl_write(f, buf, size, off);
-		if (f->dirty && !was)
-			fs->ctl_dirty++;
+	if (n)
+		return n;
+	if (ctl_readable(f->ino)) {
+		pthread_mutex_unlock(&fs->ctl_mu);
+		return -EBADF;
 	}
+	/* NOTE(fuse): the WRITE comes from the writer's own context (no
+	 * writeback cache), so its pid is the writing process: the stream of
+	 * an unnamed hint. */
+	if (!f->pid)
+		f->pid = pid;
+	was = f->dirty;
+	n = fs_ctl_write(f, buf, size, off);
+	if (f->dirty && !was)
+		fs->ctl_dirty++;
 	pthread_mutex_unlock(&fs->ctl_mu);
 	return n;
 }
