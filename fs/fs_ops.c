@@ -100,9 +100,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	/* NOTE(fuse): without the capability an ENOSYS from open is an
 	 * error for the opener: keep the open per file. */
-	if (!fs_open_per_file(fs) && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+	if (!fs_open_per_file(fs) &&
+	    (~conn->capable & (FUSE_CAP_NO_OPEN_SUPPORT |
+			       FUSE_CAP_NO_OPENDIR_SUPPORT))) {
 		log_warn("the kernel cannot open files without asking the "
-			 "daemon (no FUSE_CAP_NO_OPEN_SUPPORT): data path "
+			 "daemon (no FUSE_CAP_NO_OPEN(DIR)_SUPPORT): data path "
 			 "'open per file'");
 		fs_set_open_per_file(fs);
 	}
