@@ -61,6 +61,12 @@
  * within microseconds; a writer that keeps its file open costs a reader
  * of stats this much once. */
 #define CTL_SETTLE_MS 200
+/* verify checks every cached blob: a node of it checks at its first READ,
+ * not at the LOOKUP that a stat() or `ls -l` makes too. Until then its
+ * size is this bound (NOTE(fuse): the short READ then sets the size the
+ * kernel shows, fuse_short_read()); the keys listed stop before it. */
+#define CTL_VERIFY_SIZE (64u << 10)
+#define CTL_VERIFY_KEYS_MAX (CTL_VERIFY_SIZE - 1024)
 
 struct fs_file {
 	uint64_t ino;    /* the control file: FS_INO_CTL_HINT ... */
@@ -70,6 +76,7 @@ struct fs_file {
 	size_t cap;
 	bool dirty;      /* hint written since the last flush */
 	bool too_big;    /* a write passed CTL_HINT_MAX: act on nothing */
+	bool lazy;       /* a verify node not checked yet (len: the bound) */
 	pid_t pid;       /* the process that opened it: the hint stream of
 			    an unnamed hint (a pid is per process, and the
 			    trainer, not its DataLoader workers, writes) */
@@ -310,9 +317,11 @@ int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller,
 	if (!f)
 		return -ENOMEM;
 	f->ino = kind;
-	if (ctl_readable(kind)) {
-		if (kind == FS_INO_CTL_STATS)
-			ctl_settle(fs);
+	if (kind == FS_INO_CTL_VERIFY) {
+		f->lazy = true;
+		f->len = CTL_VERIFY_SIZE;
+	} else if (ctl_readable(kind)) {
+		ctl_settle(fs);
 		f->buf = fs_ctl_render(fs, kind, &f->len);
 		if (!f->buf) {
 			free(f);
@@ -364,9 +373,31 @@ ssize_t fs_ctl_node_read(struct fs *fs, uint64_t ino, uid_t caller, char *buf,
 {
 	struct fs_file *f;
 	ssize_t n = node_lock(fs, ino, caller, &f);
+	char *text;
+	size_t len;
 
 	if (n)
 		return n;
+	if (f->lazy) {
+		/* The check runs outside the lock (it reads the whole cache);
+		 * a second reader of the node that got there first wins. */
+		pthread_mutex_unlock(&fs->ctl_mu);
+		text = verify_json(fs, &len);
+		if (!text)
+			return -ENOMEM;
+		n = node_lock(fs, ino, caller, &f);
+		if (n) {
+			free(text);
+			return n;
+		}
+		if (f->lazy) {
+			f->buf = text;
+			f->len = len;
+			f->lazy = false;
+		} else {
+			free(text);
+		}
+	}
 	n = fs_ctl_read(f, buf, size, off);
 	pthread_mutex_unlock(&fs->ctl_mu);
 	return n;
@@ -675,6 +706,7 @@ struct verify_ctx {
 	FILE *f;
 	uint64_t checked;
 	uint64_t bad;
+	uint64_t unlisted; /* bad ones past CTL_VERIFY_KEYS_MAX of keys */
 };
 
 static void json_strn(FILE *f, const char *s, size_t len);
@@ -686,11 +718,17 @@ static void verify_cb(void *arg, const char *key, size_t key_len, bool ok)
 	v->checked++;
 	if (ok)
 		return;
+	if (ftell(v->f) + 6 * (long)key_len + 4 > (long)CTL_VERIFY_KEYS_MAX) {
+		v->bad++;
+		v->unlisted++;
+		return;
+	}
 	fputs(v->bad++ ? ", " : "", v->f);
 	json_strn(v->f, key, key_len);
 }
 
-/* Checks every cached blob now: {"checked": N, "bad": M, "dropped": [..]} */
+/* Checks every cached blob now: {"dropped": [..], "dropped_unlisted": U,
+ * "checked": N, "bad": M}, under CTL_VERIFY_SIZE bytes. */
 static char *verify_json(struct fs *fs, size_t *len)
 {
 	struct verify_ctx v = { 0 };
@@ -702,9 +740,10 @@ static char *verify_json(struct fs *fs, size_t *len)
 		return NULL;
 	fputs("{\"dropped\": [", v.f);
 	rc = cache_verify(fs->cache, verify_cb, &v);
-	fprintf(v.f, "], \"checked\": %llu, \"bad\": %llu, \"error\": %s}\n",
-		(unsigned long long)v.checked, (unsigned long long)v.bad,
-		rc ? "true" : "false");
+	fprintf(v.f, "], \"dropped_unlisted\": %llu, \"checked\": %llu, "
+		"\"bad\": %llu, \"error\": %s}\n",
+		(unsigned long long)v.unlisted, (unsigned long long)v.checked,
+		(unsigned long long)v.bad, rc ? "true" : "false");
 	if (v.bad)
 		log_warn("verify: %llu of %llu cached objects were corrupt and "
 			 "were dropped", (unsigned long long)v.bad,

@@ -363,6 +363,16 @@ static void test_ctl_nodes(void)
 	CHECK(fs_ctl_lookup(fs, "stats", 1234, &ino, &st) == -EACCES);
 	CHECK(fs_ctl_lookup(fs, "nope", 0, &ino, &st) == -ENOENT);
 
+	/* verify checks at its first read, not at the lookup (a stat() or
+	 * `ls -l` makes one too): a bound for a size until then. */
+	CHECK(fs_ctl_lookup(fs, "verify", 0, &ino, &st) == 0);
+	CHECK(st.st_size == 65536);
+	n = (int)fs_ctl_node_read(fs, ino, 0, buf, sizeof(buf), 0);
+	CHECK(n > 0 && n < 65536 && strstr(buf, "\"checked\": ") != NULL);
+	CHECK(fs_getattr(fs, ino, &st) == 0 && st.st_size == n);
+	fs_forget(fs, ino, 1);
+	n = 0;
+
 	/* Refusals reach the writer through fsync: one in progress, 16
 	 * queued, the next refused. */
 	for (int i = 0; i < 17; i++)
