@@ -57,10 +57,11 @@
  * stat() calls whose FORGET has not come yet. */
 #define CTL_NODES_MAX 64
 /* How long a lookup of stats waits for written nodes to act: the FORGET
- * of a closed node is queued before close() returns and taken by a worker
- * within microseconds; a writer that keeps its file open costs a reader
- * of stats this much once. */
-#define CTL_SETTLE_MS 200
+ * of a closed node comes once the dentry is dropped (fs_ops.c,
+ * drop_ctl_dentry()), within milliseconds, but later than 200 ms on a
+ * loaded machine (seen in tests with a load of 10 on 2 cores); a writer
+ * that keeps its file open costs each lookup of stats this much. */
+#define CTL_SETTLE_MS 1000
 /* verify checks every cached blob: a node of it checks at its first READ,
  * not at the LOOKUP that a stat() or `ls -l` makes too. Until then its
  * size is this bound (NOTE(fuse): the short READ then sets the size the
@@ -429,7 +430,9 @@ ssize_t fs_ctl_node_write(struct fs *fs, uint64_t ino, uid_t caller, pid_t pid,
 	return n;
 }
 
-/* Takes what node @f holds to act on, leaving it clean. ctl_mu held. */
+/* Takes what node @f holds to act on, leaving it clean; the caller acts,
+ * then calls ctl_acted() when *@act (ctl_dirty counts it until then, so
+ * that a lookup of stats waits for the act's result). ctl_mu held. */
 static void node_take(struct fs *fs, struct fs_file *f, char **text,
 		      size_t *len, bool *act, bool *too_big)
 {
@@ -439,10 +442,11 @@ static void node_take(struct fs *fs, struct fs_file *f, char **text,
 	*len = 0;
 	if (!f->dirty)
 		return;
-	fs->ctl_dirty--;
 	f->dirty = false;
-	if (!*act)
+	if (!*act) {
+		fs->ctl_dirty--;
 		return;
+	}
 	*text = f->buf;
 	*len = f->len;
 	f->buf = NULL;
@@ -450,10 +454,13 @@ static void node_take(struct fs *fs, struct fs_file *f, char **text,
 	f->too_big = false;
 }
 
-/* Wakes the lookups of stats waiting in ctl_settle(). */
-static void ctl_wake(struct fs *fs)
+/* An act taken by node_take() is done: wakes the lookups of stats
+ * waiting in ctl_settle(). */
+static void ctl_acted(struct fs *fs, bool act)
 {
 	pthread_mutex_lock(&fs->ctl_mu);
+	if (act)
+		fs->ctl_dirty--;
 	pthread_cond_broadcast(&fs->ctl_cv);
 	pthread_mutex_unlock(&fs->ctl_mu);
 }
@@ -484,7 +491,7 @@ int fs_fsync(struct fs *fs, uint64_t ino, struct fs_file *fh)
 		return 0;
 	rc = ctl_act(fs, kind, pid, text, len, too_big);
 	free(text);
-	ctl_wake(fs);
+	ctl_acted(fs, true);
 	return rc;
 }
 
@@ -514,7 +521,7 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	free(text);
 	free(f->buf);
 	free(f);
-	ctl_wake(fs);
+	ctl_acted(fs, act);
 }
 
 void fs_ctl_release(struct fs *fs, struct fs_file *f)
