@@ -72,8 +72,8 @@ def main_table(rows, meta):
                "RandomResizedCrop(224) + ToTensor); gpu = train + "
                f"{meta.get('sleep_ms')} ms sleep per batch; raw = file bytes "
                f"in epoch order, {meta.get('threads')} threads. Epoch 1 cold, "
-               "epoch 2 warm (page cache dropped before both), epoch 3 warm "
-               "with the page cache kept.")
+               "epoch 2 warm (page cache dropped before both), epochs 3 and 4 "
+               "warm with the page cache kept.")
     hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'ep':>2} {'images':>6} "
            f"{'seconds':>8} {'img/s':>7} {'vs local':>8} {'mount s':>7} "
            f"{'GETs':>6} {'HEADs':>6} {'stalls':>6} {'stall s':>7}  note")
