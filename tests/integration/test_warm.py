@@ -217,3 +217,22 @@ def test_epochs_read_from_the_page_cache_do_not_fill_the_queue(warm_mount):
     st = hintfs.stats(m.path)["hint"]
     assert st["refused_queue_full"] >= 1 and st["queued"] <= 16, st
     assert st["last"]["epoch"] == 19
+
+
+def test_open_per_file_control_files_act_at_close(warm_mount):
+    """With -o open_per_file a control file keeps its OPEN, FLUSH and
+    RELEASE: a hint is in force when close() returns, and a refusal is
+    close()'s error."""
+    m, objects = warm_mount("open_per_file",
+                            allowed_errors=[r"refused, 16 hints are queued"])
+    keys = sorted(objects)
+    with open(m / ".hintfs/hint", "w") as f:
+        f.write(keys[0] + "\n")
+    assert hintfs.stats(m.path)["hint"]["last"]["entries"] == 1
+    for _ in range(16):
+        with open(m / ".hintfs/hint", "w") as f:
+            f.write(keys[1] + "\n")
+    with pytest.raises(OSError) as e:
+        with open(m / ".hintfs/hint", "w") as f:
+            f.write(keys[1] + "\n")
+    assert e.value.errno == errno.EBUSY
