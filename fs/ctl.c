@@ -234,7 +234,7 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 	return rc;
 }
 
-/* ---- nodes: zero-message opens (see the top) -------------------------------- */
+/* ---- nodes: zero-message opens (see the top) ------------------------------ */
 
 /* The node numbered @ino, or NULL. ctl_mu held. */
 static struct fs_file *node_find(struct fs *fs, uint64_t ino)

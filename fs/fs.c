@@ -153,8 +153,8 @@ uint64_t fs_ctl_kind_of(const char *name)
  * default_permissions, so the modes shown decide nothing under
  * allow_other: this check is the only one (at OPEN). With zero-message
  * opens under allow_other the kernel checks the modes too (main.c), and
- * this check is made at the control file's LOOKUP, READ and WRITE. Every control
- * file is refused, stats too: it names the cache directory and the
+ * this check is made at the control file's LOOKUP, READ and WRITE. Every
+ * control file is refused, stats too: it names the cache directory and the
  * bucket, and verify or relist cost a hash of the cache or a listing.
  */
 bool fs_may_control(const struct fs *fs, uid_t caller)

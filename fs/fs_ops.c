@@ -321,7 +321,8 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 /* NOTE(fuse): ENOSYS from the first OPENDIR: no OPENDIR or RELEASEDIR
  * again, and the kernel caches listings (FOPEN_CACHE_DIR). With
  * -o open_per_file, what libfuse does without an opendir: no handle. */
-static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	struct fs *fs = count(req, FS_REQ_OPENDIR, ino);
 
