@@ -3,11 +3,29 @@
  * table of names and modes is ctl_files[] in fs.c), and the -o hint=FILE
  * watcher.
  *
- * Owns the per-open state of the control files. A hint written through
- * .hintfs/hint is collected in its open file's buffer and handed to the
- * engine at close (flush), so it is in force when close() returns. The
- * stats file is rendered once at open, so one read sequence sees one
- * consistent snapshot.
+ * Owns the state of the control files, in one of two lives:
+ * - With -o open_per_file, per open: a hint written through .hintfs/hint
+ *   is collected in its open file's buffer and handed to the engine at
+ *   close (FLUSH), so it is in force when close() returns; stats is
+ *   rendered at open and read with direct I/O.
+ * - With zero-message opens (the default) the kernel sends no OPEN,
+ *   FLUSH or RELEASE at all, and reads through its page cache. So each
+ *   LOOKUP of a control file makes a *node*: a fresh inode number,
+ *   answered with entry and attribute timeouts of 0. NOTE(fuse): the
+ *   kernel drops an expired dentry at its last dput (fuse_dentry_delete),
+ *   the inode goes with it, and the FORGET of that number comes right
+ *   after the close(); the next open() walks the path again and LOOKUP
+ *   makes a new node. A node's contents live from LOOKUP to FORGET:
+ *   stats and verify are rendered at LOOKUP with their exact size in the
+ *   attributes (a new inode has no stale pages), and what is written to
+ *   hint, warm, evict or relist acts at fsync() (its verdict is fsync's
+ *   answer: the Python helper and hintfs-ctl fsync before closing) or,
+ *   for a writer that only closes, at the FORGET (logged and counted).
+ *   A lookup of stats waits for written nodes to act (at most
+ *   CTL_SETTLE_MS), so that "write, close, read stats" sees the write.
+ * Invariant: at most CTL_NODES_MAX nodes are alive (a process that
+ * never closes one cannot make them grow), each holds at most
+ * CTL_HINT_MAX bytes.
  */
 #include "fs/fs_internal.h"
 #include "fs/store.h"
@@ -34,14 +52,32 @@
  * and for filesystems where it sees no change made on another machine (NFS).
  * HINTFS_HINT_POLL_MS overrides it (tests: a long poll proves inotify). */
 #define CTL_WATCH_MS 500
+/* Nodes alive at once: hintfs-ctl and the helper hold one each for a few
+ * milliseconds, 16 ranks of a node write at once; 64 leaves room for
+ * stat() calls whose FORGET has not come yet. */
+#define CTL_NODES_MAX 64
+/* How long a lookup of stats waits for written nodes to act: the FORGET
+ * of a closed node comes once the dentry is dropped (fs_ops.c,
+ * drop_ctl_dentry()), within milliseconds, but later than 200 ms on a
+ * loaded machine (seen in tests with a load of 10 on 2 cores); a writer
+ * that keeps its file open costs each lookup of stats this much. */
+#define CTL_SETTLE_MS 1000
+/* verify checks every cached blob: a node of it checks at its first READ,
+ * not at the LOOKUP that a stat() or `ls -l` makes too. Until then its
+ * size is this bound (NOTE(fuse): the short READ then sets the size the
+ * kernel shows, fuse_short_read()); the keys listed stop before it. */
+#define CTL_VERIFY_SIZE (64u << 10)
+#define CTL_VERIFY_KEYS_MAX (CTL_VERIFY_SIZE - 1024)
 
 struct fs_file {
-	uint64_t ino;
+	uint64_t ino;    /* the control file: FS_INO_CTL_HINT ... */
+	uint64_t node;   /* a node's own inode number; 0 for an open file */
 	char *buf;       /* hint: what was written; stats: the JSON */
 	size_t len;
 	size_t cap;
 	bool dirty;      /* hint written since the last flush */
 	bool too_big;    /* a write passed CTL_HINT_MAX: act on nothing */
+	bool lazy;       /* a verify node not checked yet (len: the bound) */
 	pid_t pid;       /* the process that opened it: the hint stream of
 			    an unnamed hint (a pid is per process, and the
 			    trainer, not its DataLoader workers, writes) */
@@ -56,6 +92,11 @@ static bool ctl_readable(uint64_t ino)
 }
 
 static char *verify_json(struct fs *fs, size_t *len);
+static const char *ctl_name(uint64_t ino);
+static int apply_warm(struct fs *fs, const char *text, size_t len);
+static int apply_evict(struct fs *fs, const char *text, size_t len);
+static void ctl_link(struct fs *fs, struct fs_file *f);
+static void ctl_unlink(struct fs *fs, struct fs_file *f);
 
 int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
 		struct fs_file **fh)
@@ -79,10 +120,7 @@ int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
 		}
 	}
 	pthread_mutex_lock(&fs->ctl_mu);
-	f->next = fs->ctl_open;
-	if (f->next)
-		f->next->prev = f;
-	fs->ctl_open = f;
+	ctl_link(fs, f);
 	pthread_mutex_unlock(&fs->ctl_mu);
 	*fh = f;
 	return 0;
@@ -146,39 +184,32 @@ static const char *ctl_name(uint64_t ino)
 	}
 }
 
-static int apply_warm(struct fs *fs, const char *text, size_t len);
-static int apply_evict(struct fs *fs, const char *text, size_t len);
-
-int fs_ctl_flush(struct fs *fs, struct fs_file *f)
+/* Acts on @len bytes written to control file @kind by process @pid. */
+static int ctl_act(struct fs *fs, uint64_t kind, pid_t pid, const char *text,
+		   size_t len, bool too_big)
 {
 	int rc = 0;
 
-	if (!f->dirty)
-		return 0;
-	f->dirty = false;
-	if (f->too_big) {
+	if (too_big) {
 		/* All or nothing, as the -o hint= watcher reads a file. */
 		log_error("%s/%s: the text written is too large (over %u MiB); "
 			  "nothing of it was used", FS_CTL_NAME,
-			  ctl_name(f->ino), CTL_HINT_MAX >> 20);
-		f->too_big = false;
-		f->len = 0;
+			  ctl_name(kind), CTL_HINT_MAX >> 20);
 		return -EFBIG;
 	}
-	switch (f->ino) {
+	switch (kind) {
 	case FS_INO_CTL_HINT: {
 		char stream[24];
 
-		snprintf(stream, sizeof(stream), "pid:%ld", (long)f->pid);
-		rc = fs_apply_hint(fs, f->buf, f->len, stream,
-				   FS_CTL_NAME "/hint", f->pid);
+		snprintf(stream, sizeof(stream), "pid:%ld", (long)pid);
+		rc = fs_apply_hint(fs, text, len, stream, FS_CTL_NAME "/hint", pid);
 		break;
 	}
 	case FS_INO_CTL_WARM:
-		rc = apply_warm(fs, f->buf, f->len);
+		rc = apply_warm(fs, text, len);
 		break;
 	case FS_INO_CTL_EVICT:
-		rc = apply_evict(fs, f->buf, f->len);
+		rc = apply_evict(fs, text, len);
 		break;
 	case FS_INO_CTL_RELIST:
 		rc = fs_relist(fs);
@@ -186,9 +217,311 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 	default:
 		break;
 	}
+	return rc;
+}
+
+int fs_ctl_flush(struct fs *fs, struct fs_file *f)
+{
+	int rc;
+
+	if (!f->dirty)
+		return 0;
+	f->dirty = false;
+	rc = ctl_act(fs, f->ino, f->pid, f->buf, f->len, f->too_big);
 	/* Another close of this open file acts again only after new writes. */
+	f->too_big = false;
 	f->len = 0;
 	return rc;
+}
+
+/* ---- nodes: zero-message opens (see the top) ------------------------------ */
+
+/* The node numbered @ino, or NULL. ctl_mu held. */
+static struct fs_file *node_find(struct fs *fs, uint64_t ino)
+{
+	for (struct fs_file *f = fs->ctl_open; f; f = f->next)
+		if (f->node == ino)
+			return f;
+	return NULL;
+}
+
+/* Unlinks @f from the list. ctl_mu held. */
+static void ctl_unlink(struct fs *fs, struct fs_file *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		fs->ctl_open = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	f->prev = f->next = NULL;
+}
+
+/* Links @f at the head of the list. ctl_mu held. */
+static void ctl_link(struct fs *fs, struct fs_file *f)
+{
+	f->next = fs->ctl_open;
+	if (f->next)
+		f->next->prev = f;
+	fs->ctl_open = f;
+}
+
+char *fs_ctl_render(struct fs *fs, uint64_t kind, size_t *len)
+{
+	return kind == FS_INO_CTL_STATS ? fs_stats_json(fs, len)
+					: verify_json(fs, len);
+}
+
+uint64_t fs_ctl_node_kind(struct fs *fs, uint64_t ino, uint64_t *len)
+{
+	struct fs_file *f;
+	uint64_t kind = 0;
+
+	pthread_mutex_lock(&fs->ctl_mu);
+	f = node_find(fs, ino);
+	if (f) {
+		kind = f->ino;
+		if (len)
+			*len = f->len;
+	}
+	pthread_mutex_unlock(&fs->ctl_mu);
+	return kind;
+}
+
+/* Waits, at most CTL_SETTLE_MS, until no node holds a text not acted on. */
+static void ctl_settle(struct fs *fs)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += CTL_SETTLE_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&fs->ctl_mu);
+	while (fs->ctl_dirty &&
+	       pthread_cond_timedwait(&fs->ctl_cv, &fs->ctl_mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&fs->ctl_mu);
+}
+
+int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller,
+		  uint64_t *ino, struct stat *st)
+{
+	uint64_t kind = fs_ctl_kind_of(name);
+	struct fs_file *f;
+
+	if (!kind)
+		return -ENOENT;
+	if (!fs_may_control(fs, caller))
+		return -EACCES;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->ino = kind;
+	if (kind == FS_INO_CTL_VERIFY) {
+		f->lazy = true;
+		f->len = CTL_VERIFY_SIZE;
+	} else if (ctl_readable(kind)) {
+		ctl_settle(fs);
+		f->buf = fs_ctl_render(fs, kind, &f->len);
+		if (!f->buf) {
+			free(f);
+			return -ENOMEM;
+		}
+	}
+	pthread_mutex_lock(&fs->ctl_mu);
+	if (fs->ctl_nodes >= CTL_NODES_MAX) {
+		bool first = !fs->ctl_refused++;
+
+		pthread_mutex_unlock(&fs->ctl_mu);
+		if (first)
+			log_warn("%s/%s: %d control files are open already; "
+				 "refused (ENFILE) until one is closed",
+				 FS_CTL_NAME, name, CTL_NODES_MAX);
+		free(f->buf);
+		free(f);
+		return -ENFILE;
+	}
+	f->node = FS_INO_CTL_NODE0 + fs->ctl_next++;
+	fs->ctl_nodes++;
+	ctl_link(fs, f);
+	pthread_mutex_unlock(&fs->ctl_mu);
+	fs_ctl_stat(fs, kind, st);
+	st->st_ino = f->node;
+	st->st_size = (off_t)f->len;
+	*ino = f->node;
+	return 0;
+}
+
+/* Finds node @ino for user @caller and returns 0 with ctl_mu held, or
+ * -EACCES or -ENOENT without it. */
+static int node_lock(struct fs *fs, uint64_t ino, uid_t caller,
+		     struct fs_file **f)
+{
+	if (!fs_may_control(fs, caller))
+		return -EACCES;
+	pthread_mutex_lock(&fs->ctl_mu);
+	*f = node_find(fs, ino);
+	if (!*f) {
+		pthread_mutex_unlock(&fs->ctl_mu);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+ssize_t fs_ctl_node_read(struct fs *fs, uint64_t ino, uid_t caller, char *buf,
+			 size_t size, off_t off)
+{
+	struct fs_file *f;
+	ssize_t n = node_lock(fs, ino, caller, &f);
+	char *text;
+	size_t len;
+
+	if (n)
+		return n;
+	if (f->lazy) {
+		/* The check runs outside the lock (it reads the whole cache);
+		 * a second reader of the node that got there first wins. */
+		pthread_mutex_unlock(&fs->ctl_mu);
+		text = verify_json(fs, &len);
+		if (!text)
+			return -ENOMEM;
+		n = node_lock(fs, ino, caller, &f);
+		if (n) {
+			free(text);
+			return n;
+		}
+		if (f->lazy) {
+			f->buf = text;
+			f->len = len;
+			f->lazy = false;
+		} else {
+			free(text);
+		}
+	}
+	n = fs_ctl_read(f, buf, size, off);
+	pthread_mutex_unlock(&fs->ctl_mu);
+	return n;
+}
+
+ssize_t fs_ctl_node_write(struct fs *fs, uint64_t ino, uid_t caller, pid_t pid,
+			  const char *buf, size_t size, off_t off)
+{
+	struct fs_file *f;
+	ssize_t n = node_lock(fs, ino, caller, &f);
+	bool was;
+
+	if (n)
+		return n;
+	if (ctl_readable(f->ino)) {
+		pthread_mutex_unlock(&fs->ctl_mu);
+		return -EBADF;
+	}
+	/* NOTE(fuse): the WRITE comes from the writer's own context (no
+	 * writeback cache), so its pid is the writing process: the stream of
+	 * an unnamed hint. */
+	if (!f->pid)
+		f->pid = pid;
+	was = f->dirty;
+	n = fs_ctl_write(f, buf, size, off);
+	if (f->dirty && !was)
+		fs->ctl_dirty++;
+	pthread_mutex_unlock(&fs->ctl_mu);
+	return n;
+}
+
+/* Takes what node @f holds to act on, leaving it clean; the caller acts,
+ * then calls ctl_acted() when *@act (ctl_dirty counts it until then, so
+ * that a lookup of stats waits for the act's result). ctl_mu held. */
+static void node_take(struct fs *fs, struct fs_file *f, char **text,
+		      size_t *len, bool *act, bool *too_big)
+{
+	*act = f->dirty && !ctl_readable(f->ino);
+	*too_big = f->too_big;
+	*text = NULL;
+	*len = 0;
+	if (!f->dirty)
+		return;
+	f->dirty = false;
+	if (!*act) {
+		fs->ctl_dirty--;
+		return;
+	}
+	*text = f->buf;
+	*len = f->len;
+	f->buf = NULL;
+	f->len = f->cap = 0;
+	f->too_big = false;
+}
+
+/* An act taken by node_take() is done: wakes the lookups of stats
+ * waiting in ctl_settle(). */
+static void ctl_acted(struct fs *fs, bool act)
+{
+	pthread_mutex_lock(&fs->ctl_mu);
+	if (act)
+		fs->ctl_dirty--;
+	pthread_cond_broadcast(&fs->ctl_cv);
+	pthread_mutex_unlock(&fs->ctl_mu);
+}
+
+int fs_fsync(struct fs *fs, uint64_t ino, struct fs_file *fh)
+{
+	struct fs_file *f;
+	uint64_t kind = 0;
+	pid_t pid = 0;
+	bool act = false, too_big = false;
+	char *text = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	if (fh)
+		return fs_ctl_flush(fs, fh);
+	if (!fs_is_ctl_node(ino))
+		return 0;
+	pthread_mutex_lock(&fs->ctl_mu);
+	f = node_find(fs, ino);
+	if (f) {
+		kind = f->ino;
+		pid = f->pid;
+		node_take(fs, f, &text, &len, &act, &too_big);
+	}
+	pthread_mutex_unlock(&fs->ctl_mu);
+	if (!act)
+		return 0;
+	rc = ctl_act(fs, kind, pid, text, len, too_big);
+	free(text);
+	ctl_acted(fs, true);
+	return rc;
+}
+
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct fs_file *f;
+	bool act = false, too_big = false;
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!fs_is_ctl_node(ino) || !n)
+		return;
+	/* NOTE(fuse): a node is answered once (one lookup), so its one
+	 * FORGET is the last word about it. */
+	pthread_mutex_lock(&fs->ctl_mu);
+	f = node_find(fs, ino);
+	if (f) {
+		ctl_unlink(fs, f);
+		fs->ctl_nodes--;
+		node_take(fs, f, &text, &len, &act, &too_big);
+	}
+	pthread_mutex_unlock(&fs->ctl_mu);
+	if (!f)
+		return;
+	if (act)
+		ctl_act(fs, f->ino, f->pid, text, len, too_big);
+	free(text);
+	free(f->buf);
+	free(f);
+	ctl_acted(fs, act);
 }
 
 void fs_ctl_release(struct fs *fs, struct fs_file *f)
@@ -196,12 +529,12 @@ void fs_ctl_release(struct fs *fs, struct fs_file *f)
 	if (!f)
 		return;
 	pthread_mutex_lock(&fs->ctl_mu);
-	if (f->prev)
-		f->prev->next = f->next;
-	else
-		fs->ctl_open = f->next;
-	if (f->next)
-		f->next->prev = f->prev;
+	ctl_unlink(fs, f);
+	if (f->node) {
+		fs->ctl_nodes--;
+		if (f->dirty)
+			fs->ctl_dirty--;
+	}
 	pthread_mutex_unlock(&fs->ctl_mu);
 	free(f->buf);
 	free(f);
@@ -381,6 +714,7 @@ struct verify_ctx {
 	FILE *f;
 	uint64_t checked;
 	uint64_t bad;
+	uint64_t unlisted; /* bad ones past CTL_VERIFY_KEYS_MAX of keys */
 };
 
 static void json_strn(FILE *f, const char *s, size_t len);
@@ -392,11 +726,17 @@ static void verify_cb(void *arg, const char *key, size_t key_len, bool ok)
 	v->checked++;
 	if (ok)
 		return;
+	if (ftell(v->f) + 6 * (long)key_len + 4 > (long)CTL_VERIFY_KEYS_MAX) {
+		v->bad++;
+		v->unlisted++;
+		return;
+	}
 	fputs(v->bad++ ? ", " : "", v->f);
 	json_strn(v->f, key, key_len);
 }
 
-/* Checks every cached blob now: {"checked": N, "bad": M, "dropped": [..]} */
+/* Checks every cached blob now: {"dropped": [..], "dropped_unlisted": U,
+ * "checked": N, "bad": M}, under CTL_VERIFY_SIZE bytes. */
 static char *verify_json(struct fs *fs, size_t *len)
 {
 	struct verify_ctx v = { 0 };
@@ -408,9 +748,10 @@ static char *verify_json(struct fs *fs, size_t *len)
 		return NULL;
 	fputs("{\"dropped\": [", v.f);
 	rc = cache_verify(fs->cache, verify_cb, &v);
-	fprintf(v.f, "], \"checked\": %llu, \"bad\": %llu, \"error\": %s}\n",
-		(unsigned long long)v.checked, (unsigned long long)v.bad,
-		rc ? "true" : "false");
+	fprintf(v.f, "], \"dropped_unlisted\": %llu, \"checked\": %llu, "
+		"\"bad\": %llu, \"error\": %s}\n",
+		(unsigned long long)v.unlisted, (unsigned long long)v.checked,
+		(unsigned long long)v.bad, rc ? "true" : "false");
 	if (v.bad)
 		log_warn("verify: %llu of %llu cached objects were corrupt and "
 			 "were dropped", (unsigned long long)v.bad,
@@ -658,6 +999,28 @@ static void fs_creds_json(FILE *f, struct creds *c)
 		(long long)ci.last_refresh);
 }
 
+/* The keys of "fuse" in stats, in enum fs_req's order. */
+static const char *const fuse_req_names[FS_REQ_N] = {
+	[FS_REQ_LOOKUP] = "lookup",
+	[FS_REQ_FORGET] = "forget",
+	[FS_REQ_GETATTR] = "getattr",
+	[FS_REQ_SETATTR] = "setattr",
+	[FS_REQ_ACCESS] = "access",
+	[FS_REQ_OPEN] = "open",
+	[FS_REQ_READ] = "read",
+	[FS_REQ_WRITE] = "write",
+	[FS_REQ_FLUSH] = "flush",
+	[FS_REQ_FSYNC] = "fsync",
+	[FS_REQ_RELEASE] = "release",
+	[FS_REQ_OPENDIR] = "opendir",
+	[FS_REQ_READDIR] = "readdir",
+	[FS_REQ_READDIRPLUS] = "readdirplus",
+	[FS_REQ_RELEASEDIR] = "releasedir",
+	[FS_REQ_STATFS] = "statfs",
+	[FS_REQ_XATTR] = "xattr",
+	[FS_REQ_OTHER] = "other",
+};
+
 char *fs_stats_json(struct fs *fs, size_t *len)
 {
 	struct hint_report hr;
@@ -684,6 +1047,14 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 #define U(x) ((unsigned long long)(x))
 	fprintf(f, "{\n  \"version\": \"%s\",\n  \"source\": ", HINTFS_VERSION);
 	json_str(f, fs->source);
+	fprintf(f, ",\n  \"data_path\": ");
+	json_str(f, fs_data_path(fs));
+	fprintf(f, ",\n  \"fuse\": {");
+	for (int k = 0; k < FS_REQ_N; k++)
+		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", fuse_req_names[k],
+			U(atomic_load_explicit(&fs->fuse_req[k],
+					       memory_order_relaxed)));
+	fprintf(f, "}");
 	fprintf(f, ",\n  \"listing\": {\"files\": %llu, \"bytes\": %llu, "
 		"\"skipped_keys\": %llu, \"hidden_files\": %llu, "
 		"\"from_cache\": %s, \"ms\": %llu, \"mounted_at\": %lld, "

@@ -130,18 +130,38 @@ static bool is_ctl_file(uint64_t ino)
 	return ino > FS_INO_CTL_DIR && ino <= FS_INO_CTL_DIR + N_CTL_FILES;
 }
 
+/* The control file @ino is (a node made by a lookup counts as the file
+ * it was looked up as), or 0 for any other inode. */
+static uint64_t ctl_kind(struct fs *fs, uint64_t ino)
+{
+	if (is_ctl_file(ino))
+		return ino;
+	return fs_is_ctl_node(ino) ? fs_ctl_node_kind(fs, ino, NULL) : 0;
+}
+
+uint64_t fs_ctl_kind_of(const char *name)
+{
+	for (size_t i = 0; i < N_CTL_FILES; i++)
+		if (!strcmp(name, ctl_files[i].name))
+			return ctl_files[i].ino;
+	return 0;
+}
+
 /*
  * Whether @caller may use the control files: the mount's owner and root
- * only. NOTE(fuse): hintfs mounts without default_permissions (the kernel
- * would then also refuse root the 0200 files), so the modes shown decide
- * nothing under allow_other: this check is the only one. Every control
- * file is refused, stats too: it names the cache directory and the
+ * only. NOTE(fuse): with -o open_per_file hintfs mounts without
+ * default_permissions, so the modes shown decide nothing under
+ * allow_other: this check is the only one (at OPEN). With zero-message
+ * opens under allow_other the kernel checks the modes too (main.c), and
+ * this check is made at the control file's LOOKUP, READ and WRITE. Every
+ * control file is refused, stats too: it names the cache directory and the
  * bucket, and verify or relist cost a hash of the cache or a listing.
  */
-static bool may_control(const struct fs *fs, uid_t caller)
+bool fs_may_control(const struct fs *fs, uid_t caller)
 {
 	return caller == 0 || caller == fs->uid;
 }
+#define may_control fs_may_control
 
 /* Attributes of inode @ino (node @n, NULL for the control inodes). */
 static void fill_stat(struct fs *fs, uint64_t ino, const struct tree_node *n,
@@ -173,10 +193,27 @@ static void fill_stat(struct fs *fs, uint64_t ino, const struct tree_node *n,
 	st->st_ctim = st->st_mtim;
 }
 
+void fs_ctl_stat(struct fs *fs, uint64_t kind, struct stat *st)
+{
+	fill_stat(fs, kind, NULL, st);
+}
+
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	const struct tree_node *n = node_of(fs, ino);
+	uint64_t kind, len;
 
+	if (fs_is_ctl_node(ino)) {
+		/* A node is its control file, with the length of its text
+		 * (rendered at lookup, or written so far). */
+		kind = fs_ctl_node_kind(fs, ino, &len);
+		if (!kind)
+			return -ENOENT;
+		fill_stat(fs, kind, NULL, st);
+		st->st_ino = ino;
+		st->st_size = (off_t)len;
+		return 0;
+	}
 	if (!n && ino != FS_INO_CTL_DIR && !is_ctl_file(ino))
 		return -ENOENT;
 	fill_stat(fs, ino, n, st);
@@ -350,6 +387,26 @@ int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh)
 	return fh ? fs_ctl_flush(fs, fh) : 0;
 }
 
+void fs_count_request(struct fs *fs, enum fs_req kind)
+{
+	atomic_fetch_add_explicit(&fs->fuse_req[kind], 1, memory_order_relaxed);
+}
+
+bool fs_open_per_file(const struct fs *fs)
+{
+	return fs->open_per_file;
+}
+
+void fs_set_open_per_file(struct fs *fs)
+{
+	fs->open_per_file = true;
+}
+
+const char *fs_data_path(const struct fs *fs)
+{
+	return fs->open_per_file ? "open per file" : "zero-message opens";
+}
+
 void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
 {
 	const struct tree_node *n = node_of(fs, ino);
@@ -360,21 +417,22 @@ void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
 		pf_note_close(atomic_load(&fs->pf), (uint32_t)(ino - 1));
 }
 
-/* Whether @ino is a control file that takes writes. */
-static bool ctl_writable(uint64_t ino)
+/* Whether control file @kind (ctl_kind()) takes writes. */
+static bool ctl_writable(uint64_t kind)
 {
-	return is_ctl_file(ino) && (ctl_files[ino - FS_INO_CTL_DIR - 1].mode & 0200);
+	return is_ctl_file(kind) &&
+	       (ctl_files[kind - FS_INO_CTL_DIR - 1].mode & 0200);
 }
 
 int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller)
 {
+	uint64_t kind = ctl_kind(fs, ino);
 	struct stat st;
 	int rc = fs_getattr(fs, ino, &st);
 
-	if (!rc && is_ctl_file(ino) && mask != F_OK &&
-	    !may_control(fs, caller))
+	if (!rc && kind && mask != F_OK && !may_control(fs, caller))
 		rc = -EACCES;
-	else if (!rc && (mask & W_OK) && !ctl_writable(ino))
+	else if (!rc && (mask & W_OK) && !ctl_writable(kind))
 		rc = -EROFS;
 	return rc;
 }
@@ -382,7 +440,7 @@ int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller)
 int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, uid_t caller,
 		struct stat *st)
 {
-	if (!ctl_writable(ino))
+	if (!ctl_writable(ctl_kind(fs, ino)))
 		return -EROFS;
 	if (!may_control(fs, caller))
 		return -EACCES;
@@ -421,7 +479,7 @@ ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf,
 	const char *val;
 	size_t len;
 
-	if (!n && ino != FS_INO_CTL_DIR && !is_ctl_file(ino))
+	if (!n && ino != FS_INO_CTL_DIR && !ctl_kind(fs, ino))
 		return -ENOENT;
 	if (!n || n->is_dir || strcmp(name, FS_XATTR_ETAG))
 		return -ENODATA;
@@ -433,7 +491,7 @@ ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
 	const struct tree_node *n = node_of(fs, ino);
 
-	if (!n && ino != FS_INO_CTL_DIR && !is_ctl_file(ino))
+	if (!n && ino != FS_INO_CTL_DIR && !ctl_kind(fs, ino))
 		return -ENOENT;
 	if (!n || n->is_dir)
 		return 0;

@@ -40,6 +40,12 @@
 #define FS_INO_CTL_RELIST (FS_INO_CTL_DIR + 5)
 /** <mount>/.hintfs/verify: reading checks every cached blob. */
 #define FS_INO_CTL_VERIFY (FS_INO_CTL_DIR + 6)
+/**
+ * With zero-message opens every lookup of a control file makes a node of
+ * its own, numbered from here on (fs/ctl.c): its contents live from that
+ * LOOKUP to its FORGET.
+ */
+#define FS_INO_CTL_NODE0 (FS_INO_CTL_DIR + 4096)
 /** Its name: looked up, never listed by readdir. */
 #define FS_CTL_NAME ".hintfs"
 /** The extended attribute holding a file's ETag (quotes removed). */
@@ -69,6 +75,10 @@ struct fs_config {
 	const char *tier_key;      /**< -o shared_cache_key's bytes, or NULL */
 	size_t tier_key_len;
 	uint64_t tier_put_mem;     /**< 0: default */
+	/** The data path: false (the default) answers the kernel's first
+	 *  OPEN and FLUSH with ENOSYS, so it sends none again (zero-message
+	 *  opens); true keeps an OPEN and a RELEASE per file. */
+	bool open_per_file;
 };
 
 struct fs;
@@ -203,6 +213,98 @@ ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf,
 
 /** listxattr: the NUL-separated names of @ino's attributes, like getxattr. */
 ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
+
+/** The FUSE requests counted in stats, one counter per kind (those on the
+ *  control directory and its files are not counted). */
+enum fs_req {
+	FS_REQ_LOOKUP,
+	FS_REQ_FORGET,      /**< one per inode forgotten, batches included */
+	FS_REQ_GETATTR,
+	FS_REQ_SETATTR,
+	FS_REQ_ACCESS,
+	FS_REQ_OPEN,
+	FS_REQ_READ,
+	FS_REQ_WRITE,
+	FS_REQ_FLUSH,
+	FS_REQ_FSYNC,
+	FS_REQ_RELEASE,
+	FS_REQ_OPENDIR,
+	FS_REQ_READDIR,
+	FS_REQ_READDIRPLUS,
+	FS_REQ_RELEASEDIR,
+	FS_REQ_STATFS,
+	FS_REQ_XATTR,       /**< getxattr and listxattr */
+	FS_REQ_OTHER,       /**< every write-type request (EROFS) */
+	FS_REQ_N
+};
+
+/** Counts one FUSE request of @kind (relaxed: a counter, not a fence).
+ *  Any thread. */
+void fs_count_request(struct fs *fs, enum fs_req kind);
+
+/** Whether the mount keeps an OPEN and RELEASE per file (fs_config). */
+bool fs_open_per_file(const struct fs *fs);
+
+/** Falls back to an OPEN and RELEASE per file (a kernel without
+ *  zero-message opens). Only from the FUSE init, before any request. */
+void fs_set_open_per_file(struct fs *fs);
+
+/** Reads control-file node @ino (fs_ctl_lookup()) for user @caller, like
+ *  fs_read(): -EACCES, -ENOENT for an unknown node. Any thread. */
+ssize_t fs_ctl_node_read(struct fs *fs, uint64_t ino, uid_t caller, char *buf,
+			 size_t size, off_t off);
+
+/** The data path in words, for the log, stats and hintfs-ctl info:
+ *  "zero-message opens" or "open per file". Static storage. */
+const char *fs_data_path(const struct fs *fs);
+
+/**
+ * Tells the engine a reader read @size bytes at @off of file @ino, when
+ * the kernel sends no OPEN or RELEASE (zero-message opens): a read at 0
+ * is an open (the hint's window moves on past the file) and a read that
+ * reaches the end of the file its close (fs/follow.c). Call with @done
+ * false before serving the read and true after. Any thread; a no-op for
+ * anything but a dataset file, and with -o open_per_file.
+ */
+void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
+		    bool done);
+
+/**
+ * Zero-message opens: a lookup of control file @name by user @caller
+ * makes a node of its own (a fresh inode number, in *@ino, with its
+ * attributes in @st; the stats and verify files rendered now, their
+ * exact size in @st). -ENOENT for another name, -EACCES for a user other
+ * than the mount's owner and root, -ENFILE when 64 nodes are alive (a
+ * process that never closes one must not make them grow without end).
+ * Any thread.
+ */
+int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller,
+		  uint64_t *ino, struct stat *st);
+
+/**
+ * Writes to control-file node @ino (made by fs_ctl_lookup()) by process
+ * @pid of user @caller: collected, acted on at fs_fsync() or
+ * fs_forget(). Returns @size, -EACCES, -EBADF (a read-only file), -EFBIG
+ * past 256 MiB, -ENOENT for an unknown node. Any thread.
+ */
+ssize_t fs_ctl_node_write(struct fs *fs, uint64_t ino, uid_t caller, pid_t pid,
+			  const char *buf, size_t size, off_t off);
+
+/**
+ * fsync(2) of a file: what was written to a control file (node @ino, or
+ * the open file @fh with -o open_per_file) takes effect now, and its
+ * verdict is the answer: 0, or the -errno close() used to return (a
+ * refused hint: -EBUSY, -ENOSPC; -EFBIG; a failed relist). 0 for a
+ * dataset file. Any thread.
+ */
+int fs_fsync(struct fs *fs, uint64_t ino, struct fs_file *fh);
+
+/**
+ * The kernel forgot @n lookups of @ino. A control-file node is gone: what
+ * was written to it and not taken by an fsync takes effect now (its
+ * verdict is logged and counted in stats), and it is freed. Any thread.
+ */
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
 
 /** Fills @sv: the dataset's size, its object count, NAME_MAX. */
 int fs_statfs(struct fs *fs, struct statvfs *sv);

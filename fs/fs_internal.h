@@ -17,6 +17,7 @@
 #define FS_KEY_MAX 4096
 
 struct fs_store;
+struct fuse_session;
 
 struct fs {
 	struct s3_client *s3;
@@ -44,9 +45,20 @@ struct fs {
 	struct hint_report last_hint;
 	uint64_t hints_rejected; /* hints the engine could not take */
 
-	/* Control files open now (ctl.c). */
+	/* Control files open now (ctl.c): with -o open_per_file one per
+	 * open, else one node per lookup, alive until its forget. */
 	pthread_mutex_t ctl_mu;
+	pthread_cond_t ctl_cv;   /* a node was acted on or freed */
 	struct fs_file *ctl_open;
+	uint32_t ctl_nodes;      /* nodes alive */
+	uint32_t ctl_dirty;      /* of those, written and not acted on */
+	uint64_t ctl_next;       /* the next node's inode number */
+	uint64_t ctl_refused;    /* lookups refused at the cap */
+
+	bool open_per_file;      /* fs_config.open_per_file */
+	struct fuse_session *se; /* for notifications (fs_ops_set_session()) */
+	_Atomic uint64_t fuse_req[FS_REQ_N]; /* requests by kind */
+	struct fs_follow *follow; /* readers of large files (follow.c) */
 
 	/* The -o hint=FILE watcher. */
 	char *hint_file;
@@ -94,6 +106,37 @@ long fs_files_under(const struct fs *fs, const char *path, size_t len,
 
 /** Renders the stats JSON into a malloc'd string; its length in *@len. */
 char *fs_stats_json(struct fs *fs, size_t *len);
+
+/* Readers followed from their reads (follow.c). */
+struct fs_follow;
+
+/** The table of readers part-way through a file. NULL when out of
+ *  memory. */
+struct fs_follow *fs_follow_create(void);
+void fs_follow_destroy(struct fs_follow *fl);
+
+/** The control file named @name (FS_INO_CTL_HINT ...), or 0 (fs.c). */
+uint64_t fs_ctl_kind_of(const char *name);
+
+/** Whether @ino is a control-file node (FS_INO_CTL_NODE0 on). */
+static inline bool fs_is_ctl_node(uint64_t ino)
+{
+	return ino >= FS_INO_CTL_NODE0;
+}
+
+/** The control file (FS_INO_CTL_HINT ...) node @ino is a copy of, and its
+ *  length in *@len; 0 when no such node is alive. */
+uint64_t fs_ctl_node_kind(struct fs *fs, uint64_t ino, uint64_t *len);
+
+/** Fills the attributes of control file @kind (fs.c). */
+void fs_ctl_stat(struct fs *fs, uint64_t kind, struct stat *st);
+
+/** Whether @caller may use the control files (fs.c). */
+bool fs_may_control(const struct fs *fs, uid_t caller);
+
+/** Renders the text of readable control file @kind (stats, verify) into a
+ *  malloc'd string; NULL when out of memory. */
+char *fs_ctl_render(struct fs *fs, uint64_t kind, size_t *len);
 
 /* Control files (ctl.c). */
 int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,

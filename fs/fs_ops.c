@@ -6,9 +6,26 @@
  * exactly one reply on every path, and every write-type request is
  * answered EROFS here: hintfs is read-only by itself rather than through
  * the kernel's "ro" flag, so that the control directory can stay writable.
+ * Every request is counted by kind (fs_count_request(), stats "fuse").
+ *
+ * The data path (fs_data_path()). By default the first OPEN, OPENDIR and
+ * FLUSH are answered ENOSYS. NOTE(fuse): the kernel then sets no_open,
+ * no_opendir and no_flush for the whole connection (fs/fuse/file.c
+ * fuse_file_open(), fuse_flush()): no OPEN, RELEASE, OPENDIR,
+ * RELEASEDIR or FLUSH is ever sent again, files keep their pages across
+ * opens (FOPEN_KEEP_CACHE is the default without OPEN) and directories
+ * their listing (FOPEN_CACHE_DIR). A file in the page cache then costs
+ * the daemon nothing, and one not in it a READ (plus a LOOKUP when its
+ * dentry is not cached; READDIRPLUS fills them during a scan). The
+ * engine follows readers from their READs (fs/follow.c); the control
+ * files live from LOOKUP to FORGET (fs/ctl.c). With -o open_per_file (or
+ * a kernel without FUSE_CAP_NO_OPEN_SUPPORT) every open sends OPEN and
+ * RELEASE, as before: noflush and keep_cache for data files, direct I/O
+ * and per-open state for the control files.
  */
 #include "fs/fs_ops.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"
 #include "fs/store.h"
 #include "common/log.h"
 
@@ -26,9 +43,26 @@
  */
 #define FS_TTL_S 86400.0
 
+/* NOTE(fuse): a control file's node lives from one LOOKUP to its FORGET
+ * (fs/ctl.c): a timeout of 0 makes every path walk look it up again and
+ * drops the dentry, and with it the inode, at its last use. */
+#define FS_CTL_TTL_S 0.0
+
 static struct fs *req_fs(fuse_req_t req)
 {
 	return *(struct fs **)fuse_req_userdata(req);
+}
+
+/* The fs of @req, with the request on inode @ino counted as @kind. The
+ * control directory's own traffic is left out: reading the counters does
+ * not move them, so requests per file are read off stats exactly. */
+static struct fs *count(fuse_req_t req, enum fs_req kind, fuse_ino_t ino)
+{
+	struct fs *fs = req_fs(req);
+
+	if (ino < FS_INO_CTL_DIR)
+		fs_count_request(fs, kind);
+	return fs;
 }
 
 /* NOTE(fuse): the uid of the process behind @req; with allow_other it may
@@ -40,11 +74,12 @@ static uid_t req_uid(fuse_req_t req)
 
 static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 {
+	double ttl = ino >= FS_INO_CTL_NODE0 ? FS_CTL_TTL_S : FS_TTL_S;
 	struct fuse_entry_param e = {
 		.ino = ino,
 		.generation = 1,
-		.attr_timeout = FS_TTL_S,
-		.entry_timeout = FS_TTL_S,
+		.attr_timeout = ttl,
+		.entry_timeout = ttl,
 	};
 
 	if (st)
@@ -59,16 +94,82 @@ static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
  */
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct fs *fs = *(struct fs **)userdata;
+
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/* NOTE(fuse): without the capability an ENOSYS from open is an
+	 * error for the opener: keep the open per file. */
+	if (!fs_open_per_file(fs) &&
+	    (~conn->capable & (FUSE_CAP_NO_OPEN_SUPPORT |
+			       FUSE_CAP_NO_OPENDIR_SUPPORT))) {
+		log_warn("the kernel cannot open files without asking the "
+			 "daemon (no FUSE_CAP_NO_OPEN(DIR)_SUPPORT): data path "
+			 "'open per file'");
+		fs_set_open_per_file(fs);
+	}
+	/* NOTE(fuse): READDIRPLUS for every chunk of a directory, not only
+	 * the first (the _AUTO heuristic): a scan (ImageFolder) then leaves
+	 * a dentry and attributes for every file, and its opens send no
+	 * LOOKUP. */
+	if (!fs_open_per_file(fs) && (conn->capable & FUSE_CAP_READDIRPLUS))
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	/* NOTE(fuse): with atomic O_TRUNC the kernel leaves the truncation
+	 * to OPEN and only empties its own copy of the file (fuse_setattr,
+	 * ATTR_OPEN): with no OPEN sent, an open(O_TRUNC) of a dataset file
+	 * would show it empty to every reader. Without it the truncation is
+	 * a SETATTR, answered EROFS. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+void fs_ops_set_session(struct fs *fs, struct fuse_session *se)
+{
+	fs->se = se;
+}
+
+/*
+ * NOTE(fuse): without FUSE_DELETE_STALE (virtiofs only) the kernel keeps a
+ * dentry whose entry timeout is 0 after its last use (fuse_dentry_settime()
+ * clears DCACHE_OP_DELETE), and its inode with it: the FORGET of a control
+ * file's node would come only at its next lookup. Invalidating the entry
+ * once the lookup is answered unhashes the dentry; the last close then
+ * kills it, the inode is evicted and its FORGET comes at once. The kernel
+ * takes the directory's lock for it, so it waits for the lookup to finish
+ * (it was answered: nothing here waits for a worker).
+ */
+static void drop_ctl_dentry(struct fs *fs, const char *name)
+{
+	int rc;
+
+	if (!fs->se)
+		return;
+	rc = fuse_lowlevel_notify_inval_entry(fs->se, FS_INO_CTL_DIR, name,
+					      strlen(name));
+	if (rc && rc != -ENOENT)
+		log_debug("invalidating %s/%s: %s", FS_CTL_NAME, name,
+			  strerror(-rc));
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = count(req, FS_REQ_LOOKUP, parent);
 	struct stat st;
 	uint64_t ino;
-	int rc = fs_lookup(fs, parent, name, &ino, &st);
+	int rc;
+
+	if (parent == FS_INO_CTL_DIR && !fs_open_per_file(fs)) {
+		rc = fs_ctl_lookup(fs, name, req_uid(req), &ino, &st);
+		if (rc == -ENOENT)
+			reply_entry(req, 0, NULL);
+		else if (rc)
+			fuse_reply_err(req, -rc);
+		else if (reply_entry(req, ino, &st) == -ENOENT)
+			fs_forget(fs, ino, 1); /* interrupted: no FORGET comes */
+		else
+			drop_ctl_dentry(fs, name);
+		return;
+	}
+	rc = fs_lookup(fs, parent, name, &ino, &st);
 
 	if (rc == -ENOENT)
 		reply_entry(req, 0, NULL); /* a cached negative entry */
@@ -80,35 +181,44 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 /* Inodes live as long as the mount; the counts say only which inodes the
  * kernel holds, for filling its page cache (store.c). */
+static void forget_one(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = count(req, FS_REQ_FORGET, ino);
+
+	fs_store_note_forget(fs, ino, nlookup);
+	fs_forget(fs, ino, nlookup);
+}
+
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	fs_store_note_forget(req_fs(req), ino, nlookup);
+	forget_one(req, ino, nlookup);
 	fuse_reply_none(req);
 }
 
-static void op_forget_multi(fuse_req_t req, size_t count,
+static void op_forget_multi(fuse_req_t req, size_t n,
 			    struct fuse_forget_data *forgets)
 {
-	for (size_t i = 0; i < count; i++)
-		fs_store_note_forget(req_fs(req), forgets[i].ino,
-				     forgets[i].nlookup);
+	for (size_t i = 0; i < n; i++)
+		forget_one(req, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int rc = fs_getattr(req_fs(req), ino, &st);
+	int rc = fs_getattr(count(req, FS_REQ_GETATTR, ino), ino, &st);
 
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_attr(req, &st, FS_TTL_S);
+		fuse_reply_attr(req, &st,
+				ino >= FS_INO_CTL_NODE0 ? FS_CTL_TTL_S : FS_TTL_S);
 }
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, -fs_access(req_fs(req), ino, mask, req_uid(req)));
+	fuse_reply_err(req, -fs_access(count(req, FS_REQ_ACCESS, ino), ino, mask,
+				       req_uid(req)));
 }
 
 /* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */
@@ -120,6 +230,14 @@ struct dir_buf {
 	size_t used;
 	bool plus;
 };
+
+/* Whether the kernel takes a lookup of readdirplus entry @e. */
+static bool ep_ino_taken(const struct dir_buf *db, const struct fs_dirent *e,
+			 const char *name)
+{
+	return e->ino && strcmp(name, ".") && strcmp(name, "..") &&
+	       (e->ino < FS_INO_CTL_DIR || fs_open_per_file(db->fs));
+}
 
 static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 {
@@ -141,8 +259,10 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 		};
 
 		/* NOTE(fuse): an entry with inode 0 gives the kernel no dentry
-		 * to hold, as "." and ".." must not. */
-		if (!strcmp(name, ".") || !strcmp(name, ".."))
+		 * to hold, as "." and ".." must not, nor a control file
+		 * whose nodes are made by lookups only (fs/ctl.c). */
+		if (!strcmp(name, ".") || !strcmp(name, "..") ||
+		    (e->ino > FS_INO_CTL_DIR && !fs_open_per_file(db->fs)))
 			ep = (struct fuse_entry_param){ .attr = e->st };
 		need = fuse_add_direntry_plus(db->req, db->buf + db->used,
 					      db->size - db->used, name, &ep,
@@ -159,7 +279,7 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 	 * with an inode. Counted before the reply is sent: one that fails
 	 * leaves a count too high, which store.c corrects when the kernel
 	 * refuses a store to that inode. */
-	if (db->plus && e->ino && strcmp(name, ".") && strcmp(name, ".."))
+	if (db->plus && ep_ino_taken(db, e, name))
 		fs_store_note_lookup(db->fs, e->ino, 1);
 	return 0;
 }
@@ -187,13 +307,36 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
+	count(req, FS_REQ_READDIR, ino);
 	do_readdir(req, ino, size, off, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
+	count(req, FS_REQ_READDIRPLUS, ino);
 	do_readdir(req, ino, size, off, true);
+}
+
+/* NOTE(fuse): ENOSYS from the first OPENDIR: no OPENDIR or RELEASEDIR
+ * again, and the kernel caches listings (FOPEN_CACHE_DIR). With
+ * -o open_per_file, what libfuse does without an opendir: no handle. */
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = count(req, FS_REQ_OPENDIR, ino);
+
+	if (!fs_open_per_file(fs))
+		fuse_reply_err(req, ENOSYS);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	count(req, FS_REQ_RELEASEDIR, ino);
+	fuse_reply_err(req, 0);
 }
 
 static struct fs_file *file_of(const struct fuse_file_info *fi)
@@ -203,11 +346,21 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = count(req, FS_REQ_OPEN, ino);
 	struct fs_file *fh;
 	bool direct;
-	int rc = fs_open(fs, ino, fi->flags, req_uid(req), fuse_req_ctx(req)->pid,
-			 &fh, &direct);
+	int rc;
+
+	/* Zero-message opens (see the top): the kernel opens every file
+	 * itself from now on. What an open decided is decided elsewhere:
+	 * write access to the dataset fails at the WRITE (EROFS), a control
+	 * file's user at its LOOKUP. */
+	if (!fs_open_per_file(fs)) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	rc = fs_open(fs, ino, fi->flags, req_uid(req), fuse_req_ctx(req)->pid,
+		     &fh, &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -266,21 +419,24 @@ static ssize_t reply_ref(void *arg, const struct cache_ref *ref)
 	return (ssize_t)ref->len;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+/* Serves a read of a dataset file or of an open control file. */
+static void read_file(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		      size_t size, off_t off, struct fs_file *fh)
 {
 	char *buf;
 	ssize_t n;
 
-	if (!file_of(fi) &&
-	    fs_read_ref(req_fs(req), ino, NULL, size, off, reply_ref, req) >= 0)
+	if (!fh && fs_read_ref(fs, ino, NULL, size, off, reply_ref, req) >= 0)
 		return;
 	buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = fs_read(req_fs(req), ino, file_of(fi), buf, size, off);
+	if (ino >= FS_INO_CTL_NODE0)
+		n = fs_ctl_node_read(fs, ino, req_uid(req), buf, size, off);
+	else
+		n = fs_read(fs, ino, fh, buf, size, off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -288,27 +444,68 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *fs = count(req, FS_REQ_READ, ino);
+
+	/* Zero-message opens: the reads say where the readers are. */
+	fs_follow_read(fs, ino, size, off, false);
+	read_file(req, fs, ino, size, off, file_of(fi));
+	fs_follow_read(fs, ino, size, off, true);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	ssize_t n = fs_write(req_fs(req), ino, file_of(fi), buf, size, off);
+	struct fs *fs = count(req, FS_REQ_WRITE, ino);
+	ssize_t n;
 
+	if (ino >= FS_INO_CTL_NODE0)
+		n = fs_ctl_node_write(fs, ino, req_uid(req),
+				      fuse_req_ctx(req)->pid, buf, size, off);
+	else
+		n = fs_write(fs, ino, file_of(fi), buf, size, off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_write(req, (size_t)n);
 }
 
+/* NOTE(fuse): ENOSYS from the first FLUSH: the kernel sends none again
+ * (no_flush), so a close() costs no round trip; a control file's text
+ * acts at fsync() or at its node's FORGET instead (fs/ctl.c). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -fs_flush(req_fs(req), ino, file_of(fi)));
+	struct fs *fs = count(req, FS_REQ_FLUSH, ino);
+
+	if (!fs_open_per_file(fs))
+		fuse_reply_err(req, ENOSYS);
+	else
+		fuse_reply_err(req, -fs_flush(fs, ino, file_of(fi)));
+}
+
+/* NOTE(fuse): never ENOSYS: the kernel would stop sending FSYNC, which is
+ * how a writer of a control file learns its verdict. */
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = count(req, FS_REQ_FSYNC, ino);
+
+	fuse_reply_err(req, -fs_fsync(fs, ino, file_of(fi)));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fs_release(req_fs(req), ino, file_of(fi));
-	if (!file_of(fi))
-		fs_store_note_close(req_fs(req), ino);
+	struct fs *fs = count(req, FS_REQ_RELEASE, ino);
+
+	/* NOTE(fuse): the open that was answered ENOSYS may still be
+	 * released; only an open that was counted is closed. */
+	if (fs_open_per_file(fs)) {
+		fs_release(fs, ino, file_of(fi));
+		if (!file_of(fi))
+			fs_store_note_close(fs, ino);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -316,7 +513,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
 
-	fs_statfs(req_fs(req), &sv);
+	fs_statfs(count(req, FS_REQ_STATFS, ino), &sv);
 	fuse_reply_statfs(req, &sv);
 }
 
@@ -339,7 +536,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, fs_getxattr(req_fs(req), ino, name, buf, size), buf, size);
+	reply_xattr(req, fs_getxattr(count(req, FS_REQ_XATTR, ino), ino, name, buf,
+				     size), buf, size);
 	free(buf);
 }
 
@@ -351,7 +549,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, fs_listxattr(req_fs(req), ino, buf, size), buf, size);
+	reply_xattr(req, fs_listxattr(count(req, FS_REQ_XATTR, ino), ino, buf, size),
+		    buf, size);
 	free(buf);
 }
 
@@ -363,6 +562,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct stat st;
 	int rc = -EROFS;
 
+	count(req, FS_REQ_SETATTR, ino);
 	/* Only a truncation (a shell's '>' on .hintfs/hint) gets through. */
 	if ((to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
 			FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0 &&
@@ -378,23 +578,27 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
@@ -402,35 +606,41 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 			 off_t length, struct fuse_file_info *fi)
 {
+	count(req, FS_REQ_OTHER, FS_INO_ROOT);
 	fuse_reply_err(req, EROFS);
 }
 
@@ -443,9 +653,12 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
 	.access = op_access,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
+	.opendir = op_opendir,
+	.releasedir = op_releasedir,
 	.open = op_open,
 	.read = op_read,
 	.flush = op_flush,
+	.fsync = op_fsync,
 	.release = op_release,
 	.statfs = op_statfs,
 	.getxattr = op_getxattr,

@@ -15,6 +15,14 @@
 extern const struct fuse_lowlevel_ops fs_ll_ops;
 
 struct cache_ref;
+struct fs;
+
+/**
+ * Tells the adapter the session @fs is served on, for the notifications
+ * it sends (a control file's dentry dropped after its lookup). Call once,
+ * before the session loop.
+ */
+void fs_ops_set_session(struct fs *fs, struct fuse_session *se);
 
 /**
  * Fills @bv with the one buffer a cache reference names: memory, or a file

@@ -226,6 +226,27 @@ static int add_fsname(struct fuse_args *args, const char *source)
 	return rc ? -1 : 0;
 }
 
+/*
+ * NOTE(fuse): with zero-message opens the kernel opens a file for writing
+ * without asking (no OPEN to answer EROFS), and a shared writable mmap
+ * changes the pages other readers see even though its writeback fails.
+ * Under allow_other, default_permissions makes the kernel check the modes
+ * (0444 data, 0200/0400 control files of the mount's owner): other users
+ * can open nothing for writing. Without allow_other only the owner uses
+ * the mount.
+ */
+static int add_default_permissions(struct fuse_args *args)
+{
+	bool other = false;
+
+	for (int i = 0; i < args->argc; i++)
+		if (strstr(args->argv[i], "allow_other"))
+			other = true;
+	if (!other)
+		return 0;
+	return fuse_opt_add_arg(args, "-odefault_permissions") ? -1 : 0;
+}
+
 /* Set once libfuse has reported an error itself, so we add no second line. */
 static bool fuse_said_error;
 
@@ -366,7 +387,9 @@ static int run(struct hintfs_opts *o)
 	}
 	cfg.cache_dir = o->cache_dir;
 	cfg.hint_file = o->hint_file;
-	if (add_fsname(&o->fuse_args, o->source)) {
+	cfg.open_per_file = o->open_per_file;
+	if (add_fsname(&o->fuse_args, o->source) ||
+	    (!o->open_per_file && add_default_permissions(&o->fuse_args))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -441,7 +464,8 @@ static int run(struct hintfs_opts *o)
 	 * worked, as for other file systems. */
 	if (ready_fd >= 0)
 		detach_end(ready_fd);
-	log_info("mounted %s at %s", o->source, o->mountpoint);
+	log_info("mounted %s at %s (data path: %s)", o->source, o->mountpoint,
+		 fs_data_path(fs));
 	if (o->shared_cache)
 		log_info("shared cache %s at %s", o->shared_cache,
 			 o->tier_endpoint);
@@ -452,6 +476,23 @@ static int run(struct hintfs_opts *o)
 	if (!loop_cfg) {
 		rc = -ENOMEM;
 		goto out_unmount;
+	}
+	fs_ops_set_session(fs, se);
+	/*
+	 * NOTE(fuse): a store waits on the lock of every page it fills, and
+	 * the kernel locks a page before it sends the READ for it. With an
+	 * OPEN per file the store pushes only files nobody has open, so it
+	 * never meets a READ (store.c). With zero-message opens no request
+	 * says a file is not being read: a push could wait on a READ that a
+	 * stopping (or killed) daemon never answers, in D state for good.
+	 * So the store runs on the open-per-file path only.
+	 */
+	if (!o->open_per_file && o->store_ahead) {
+		if (o->store_ahead_str)
+			log_warn("-o store_ahead: only with -o open_per_file; "
+				 "with zero-message opens a file in the page "
+				 "cache costs nothing already");
+		o->store_ahead = 0;
 	}
 	rc = fs_store_start(fs, se, o->store_ahead);
 	if (rc)

@@ -260,6 +260,9 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->relist_mu, NULL);
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_mutex_init(&fs->ctl_mu, NULL);
+	pthread_cond_init(&fs->ctl_cv, NULL);
+	fs->open_per_file = cfg->open_per_file;
+	fs->follow = fs_follow_create();
 	fs->watch_efd = -1;
 	fs->last_hint.epoch = -1;
 	fs->uid = cfg->uid;
@@ -385,7 +388,9 @@ void fs_destroy(struct fs *fs)
 	pthread_mutex_destroy(&fs->relist_mu);
 	pthread_mutex_destroy(&fs->watch_mu);
 	fs_ctl_release_all(fs);
+	pthread_cond_destroy(&fs->ctl_cv);
 	pthread_mutex_destroy(&fs->ctl_mu);
+	fs_follow_destroy(fs->follow);
 	free(fs->prefix);
 	free(fs->source);
 	free(fs->mountpoint);

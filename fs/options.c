@@ -68,6 +68,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("credentials_file=%s", credentials_file, 0),
 	OPT("config_file=%s", config_file, 0),
 	OPT("relist", relist, 1),
+	OPT("open_per_file", open_per_file, 1),
 	OPT("retries=%s", retries_str, 0),
 	OPT("retry_time=%s", retry_time_str, 0),
 	OPT("stall_timeout=%s", stall_timeout_str, 0),
@@ -785,6 +786,9 @@ void opts_usage(const char *prog)
 	       "  -o fetch_mem=SIZE      memory for objects in flight (default 512M)\n"
 	       "  -o relist              list the bucket again instead of using the\n"
 	       "                         listing saved in the cache\n"
+	       "  -o open_per_file       the kernel asks the daemon at every open and\n"
+	       "                         close (the older data path; default: zero-\n"
+	       "                         message opens, a cached file costs nothing)\n"
 	       "  -o retries=N           attempts per request before EIO (default 10)\n"
 	       "  -o retry_time=S        seconds per request before EIO (default 60)\n"
 	       "  -o stall_timeout=S     retry a transfer that moves nothing for S\n"

@@ -52,6 +52,7 @@ struct hintfs_opts {
 	int no_sign;      /**< -o no_sign: anonymous requests */
 	int insecure;     /**< -o insecure: no TLS verification */
 	int relist;       /**< -o relist: list again, not from the cache */
+	int open_per_file; /**< -o open_per_file: OPEN and RELEASE per file */
 	bool foreground;  /**< -f (or -d) */
 	bool debug;       /**< -d / -o debug: debug log and FUSE trace */
 	bool help;

@@ -12,10 +12,11 @@ import json
 import math
 import textwrap
 
-SYSTEM_ORDER = ["local", "hintfs", "hintfs-nohint", "s3fs", "rclone",
+SYSTEM_ORDER = ["local", "hintfs", "hintfs-open", "hintfs-nohint", "s3fs", "rclone",
                 "ceiling"]
 MODE_ORDER = ["train", "gpu", "raw"]
-COLORS = {"local": "#555555", "hintfs": "#1f77b4", "hintfs-nohint": "#9ecae1",
+COLORS = {"local": "#555555", "hintfs": "#1f77b4", "hintfs-open": "#6baed6",
+          "hintfs-nohint": "#9ecae1",
           "s3fs": "#d62728", "rclone": "#ff7f0e", "ceiling": "#2ca02c"}
 
 
@@ -71,7 +72,8 @@ def main_table(rows, meta):
                "RandomResizedCrop(224) + ToTensor); gpu = train + "
                f"{meta.get('sleep_ms')} ms sleep per batch; raw = file bytes "
                f"in epoch order, {meta.get('threads')} threads. Epoch 1 cold, "
-               "epoch 2 warm (page cache dropped before both).")
+               "epoch 2 warm (page cache dropped before both), epochs 3 and 4 "
+               "warm with the page cache kept.")
     hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'ep':>2} {'images':>6} "
            f"{'seconds':>8} {'img/s':>7} {'vs local':>8} {'mount s':>7} "
            f"{'GETs':>6} {'HEADs':>6} {'stalls':>6} {'stall s':>7}  note")
@@ -112,6 +114,10 @@ def fs_per_file(r):
     c = r.get("cpu") or {}
     fs, files = c.get("fs"), r.get("images")
     gets = (r.get("proxy") or {}).get("get") or 0
+    if r["system"] == "ceiling" and c.get("client") is not None and gets:
+        # The bare client (curl, signed GETs, bytes discarded): its CPU
+        # per GET, beside the daemon's per cold object.
+        return None, 1000 * c["client"] / gets
     if fs is None or r["system"] in ("local", "ceiling"):
         return None, None
     return (1000 * fs / files if files else None,
@@ -123,7 +129,8 @@ def cpu_table(rows):
            f"{rows[0].get('ncpu', '?') if rows else '?'} cores; 'other' is "
            "everything else busy on the machine, other users included); "
            "fs ms/file and fs ms/GET: the filesystem daemon's CPU per file "
-           "read and per object fetched; 1st batch: seconds from the "
+           "read and per object fetched (ceiling: the bare curl client's "
+           "CPU per GET); 1st batch: seconds from the "
            "epoch's start (hint written) to its first batch (raw: the first "
            "--batch files):"]
     hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'ep':>2} {'wall s':>7} "
@@ -167,7 +174,7 @@ def hintfs_table(rows):
     hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'ep':>2} {'reads':>7} "
            f"{'hits':>7} {'joins':>6} {'demand':>6} {'stalls':>6} "
            f"{'stall s':>7} {'GETs':>6} {'errors':>6} {'VmHWM MB':>8} "
-           f"{'anon MB':>7}")
+           f"{'anon MB':>7}  FUSE requests per file")
     out.append(hdr)
     out.append("-" * len(hdr))
     for r in sorted(hr, key=_key):
@@ -183,8 +190,21 @@ def hintfs_table(rows):
             f"{_f(h.get('stalls'), 'd', 6)} {_f(h.get('stall_s'), '.1f', 7)} "
             f"{_f(h.get('gets'), 'd', 6)} {_f(h.get('errors'), 'd', 6)} "
             f"{_f(rss / 1024 if rss else None, '.0f', 8)} "
-            f"{_f(anon / 1024 if anon else None, '.0f', 7)}")
+            f"{_f(anon / 1024 if anon else None, '.0f', 7)}  "
+            f"{fuse_per_file(h, r.get('images'))}")
     return "\n".join(out)
+
+
+def fuse_per_file(h, files):
+    """'2.03 (lookup 0.00, read 1.00, getattr 1.03)': the FUSE requests of
+    an epoch per file read, in total and by kind (those above 0.005)."""
+    f = h.get("fuse") or {}
+    if not f or not files:
+        return "-"
+    per = {k: v / files for k, v in f.items() if v / files >= 0.005}
+    body = ", ".join(f"{k} {v:.2f}" for k, v in
+                     sorted(per.items(), key=lambda kv: -kv[1]))
+    return f"{sum(f.values()) / files:.2f}" + (f" ({body})" if body else "")
 
 
 def other_memory(rows):
@@ -365,7 +385,8 @@ def plot(rows, meta, path):
         rtts = sorted({r["rtt_ms"] for r in mr if r.get("rtt_ms") is not None})
         if not rtts:
             rtts = [None]
-        groups = [(rt, ep) for rt in rtts for ep in (1, 2)]
+        eps = sorted({r["epoch"] for r in mr}) or [1, 2]
+        groups = [(rt, ep) for rt in rtts for ep in eps]
         systems = [s for s in SYSTEM_ORDER if s != "ceiling"
                    and any(r["system"] == s for r in mr)]
         width = 0.8 / max(1, len(systems))

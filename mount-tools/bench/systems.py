@@ -165,6 +165,18 @@ class Hintfs(System):
         return sysutil.read_json(self.mnt / ".hintfs" / "stats")
 
 
+class HintfsOpen(Hintfs):
+    """The older data path, for comparison in the same run: an OPEN and a
+    RELEASE per file (-o open_per_file)."""
+    name = "hintfs-open"
+    label = "hintfs + hint, open per file"
+
+    def argv(self, endpoint, run_dir):
+        argv = super().argv(endpoint, run_dir)
+        argv[-1] += ",open_per_file"
+        return argv
+
+
 class HintfsNoHint(Hintfs):
     name = "hintfs-nohint"
     label = "hintfs, no hint"
@@ -240,4 +252,5 @@ class Rclone(System):
         return e
 
 
-ALL = {c.name: c for c in (Local, Hintfs, HintfsNoHint, S3fs, Rclone)}
+ALL = {c.name: c for c in (Local, Hintfs, HintfsOpen, HintfsNoHint, S3fs,
+                           Rclone)}

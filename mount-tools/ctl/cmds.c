@@ -3,8 +3,9 @@
  * hint, warm, evict, relist, and verify (which drops bad blobs).
  *
  * Owns the write side of the control protocol: each command writes its
- * whole text into one open control file and closes it, because the daemon
- * acts on close and answers through close()'s return value. Invariant:
+ * whole text into one open control file, fsyncs and closes it, because
+ * the daemon acts at the fsync (or, with -o open_per_file, at the close)
+ * and answers through its return value (ctl_wclose()). Invariant:
  * nothing is written when an argument is wrong (a path not in the mount,
  * an unreadable file), so a failed command changes nothing.
  */
@@ -53,7 +54,7 @@ static int slurp(const char *path, char **out, size_t *len)
 }
 
 /* Writes @n pieces into control file @name and closes it; the daemon's
- * verdict is close()'s. Prints the error and returns -1. */
+ * verdict is fsync()'s and close()'s. Prints the error and returns -1. */
 static int send_ctl(const struct ctl_mount *m, const char *name,
 		    const char *const *bufs, const size_t *lens, size_t n)
 {

@@ -54,7 +54,7 @@ int ctl_stats(const struct ctl_mount *m, struct json **st);
 /**
  * An open control file for writing: ctl_wopen(), ctl_wwrite() any number
  * of times, then ctl_wclose(), whose result is the daemon's verdict (what
- * was written takes effect at close). Each returns 0 or -errno.
+ * was written takes effect at its fsync). Each returns 0 or -errno.
  */
 int ctl_wopen(const struct ctl_mount *m, const char *name);
 int ctl_wwrite(int fd, const char *buf, size_t len);

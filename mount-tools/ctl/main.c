@@ -296,9 +296,17 @@ int ctl_wwrite(int fd, const char *buf, size_t len)
 
 int ctl_wclose(int fd)
 {
-	/* NOTE(fuse): close() carries the daemon's answer (FLUSH); it is
-	 * not retried on EINTR, the descriptor is gone either way. */
-	return close(fd) < 0 ? -errno : 0;
+	int rc = 0;
+
+	/* NOTE(fuse): the daemon acts at fsync() and answers through it
+	 * (with zero-message opens no FLUSH is sent, and a close() is not
+	 * waited for); with -o open_per_file the close() carries an answer
+	 * too (FLUSH). Neither is retried on EINTR: the text was taken. */
+	if (fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	return rc;
 }
 
 /* ---- formatting ----------------------------------------------------------- */

@@ -45,6 +45,28 @@ static bool is_true(const struct json *st, const char *key)
 	return v && v->type == JSON_TRUE;
 }
 
+/* "fuse": the data path and the requests the kernel sent, by kind (those
+ * it never sent left out), so requests per file are read off here. */
+static void show_fuse(const struct json *st)
+{
+	const struct json *f = json_get(st, "fuse");
+	const char *path = json_str(st, "data_path");
+	char x[48];
+	bool first = true;
+
+	if (!f || f->type != JSON_OBJECT)
+		return;
+	printf("  %-9s %s:", "fuse", path ? path : "?");
+	for (const struct json *c = f->child; c; c = c->next) {
+		if (c->type != JSON_NUMBER || c->num <= 0)
+			continue;
+		printf("%s %s %s", first ? "" : ",", c->key,
+		       fmt_count((uint64_t)c->num, x, sizeof(x)));
+		first = false;
+	}
+	printf("%s\n", first ? " no request" : "");
+}
+
 static void show_table(const struct ctl_mount *m, const struct json *st)
 {
 	char x[NB][48];
@@ -230,6 +252,7 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		printf("  %-9s %s objects asked for, %s cached, %s failed\n", "warm",
 		       N(0, u64(st, "warm.queued")), N(1, u64(st, "warm.done")),
 		       N(2, u64(st, "warm.failed")));
+	show_fuse(st);
 }
 
 #undef N
@@ -765,6 +788,8 @@ int cmd_info(int argc, char **argv)
 	s = json_str(st, "version");
 	printf("%-14s hintfs %s (hintfs-ctl %s)\n", "version", s ? s : "?",
 	       HINTFS_VERSION);
+	s = json_str(st, "data_path");
+	printf("%-14s %s\n", "data path", s ? s : "?");
 	s = json_str(st, "cache.dir");
 	printf("%-14s %s\n", "cache dir", s ? s : "?");
 	printf("%-14s %s of %s (%.1f%%), %s objects\n", "cache size",

@@ -308,9 +308,10 @@ def test_eviction_drops_what_the_hint_needs_furthest(s3, bucket, mount, proxy,
 
 def test_store_ahead_puts_hinted_files_in_the_page_cache(s3, bucket, mount,
                                                          proxy, tmp_path):
-    """-o store_ahead: the next hinted files that are cached reach the
-    kernel's page cache before they are opened, so reading them never
-    reaches the daemon; a corrupted blob is caught first, never pushed."""
+    """-o store_ahead (on the open-per-file data path, the only one it
+    runs on): the next hinted files that are cached reach the kernel's
+    page cache before they are opened, so reading them never reaches the
+    daemon; a corrupted blob is caught first, never pushed."""
     objects = objects_of(12, 50000)
     objects.update(objects_of(3, 5000, tag="inline/s"))
     upload(s3, bucket, objects)
@@ -324,7 +325,8 @@ def test_store_ahead_puts_hinted_files_in_the_page_cache(s3, bucket, mount,
     assert corrupt_first_blob(cache)
 
     m2 = mount(bucket, endpoint=proxy.endpoint,
-               options=(f"cache_dir={cache}", "store_ahead=16M"),
+               options=(f"cache_dir={cache}", "open_per_file",
+                        "store_ahead=16M"),
                allowed_errors=[r"checksum"])
     drop_page_cache()
     for k in keys:  # as ImageFolder's scan: the kernel learns the inodes

@@ -292,6 +292,116 @@ static void test_queue_caps(void)
 	fs_destroy(fs);
 }
 
+/* The stats JSON, NUL-terminated in @buf; its length or -1. */
+static ssize_t stats_text(struct fs *fs, char *buf, size_t size)
+{
+	struct fs_file *fh = NULL;
+	bool direct;
+	ssize_t n;
+
+	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct))
+		return -1;
+	n = fs_read(fs, FS_INO_CTL_STATS, fh, buf, size - 1, 0);
+	fs_release(fs, FS_INO_CTL_STATS, fh);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+/* Writes @text through a node looked up as @name, as the kernel does with
+ * zero-message opens; returns fsync's verdict, or forgets the node (a
+ * writer that only closes) when @sync is false. */
+static int node_write(struct fs *fs, const char *name, const char *text,
+		      pid_t pid, bool sync)
+{
+	struct stat st;
+	uint64_t ino;
+	int rc;
+
+	if (fs_ctl_lookup(fs, name, 0, &ino, &st))
+		return -EBADF;
+	CHECK(ino >= FS_INO_CTL_NODE0 && st.st_size == 0);
+	CHECK(fs_ctl_node_write(fs, ino, 0, pid, text, strlen(text), 0) ==
+	      (ssize_t)strlen(text));
+	rc = sync ? fs_fsync(fs, ino, NULL) : 0;
+	fs_forget(fs, ino, 1);
+	return rc;
+}
+
+/*
+ * Zero-message opens: a control file is a node from its LOOKUP to its
+ * FORGET. A hint acts at fsync (its verdict the answer) or at the forget;
+ * its stream is the writer's pid; stats is rendered at lookup, its size
+ * exact; other users are refused; nodes are capped; a read at 0 of a file
+ * moves the hint on as an open did.
+ */
+static void test_ctl_nodes(void)
+{
+	static const char one[] = "h/3\n";
+	uint64_t ino, len, nodes[80];
+	struct stat st;
+	char buf[65536];
+	struct fs *fs;
+	int n = 0;
+
+	fs = mount_h();
+	if (!fs)
+		return;
+	CHECK(node_write(fs, "hint", "h/1\nh/2\n", 4242, false) == 0);
+	CHECK(fs_stat_of(fs, "hint", "length") == 2);
+	CHECK(fs_ctl_lookup(fs, "stats", 0, &ino, &st) == 0);
+	len = (uint64_t)st.st_size;
+	CHECK(fs_getattr(fs, ino, &st) == 0 && (uint64_t)st.st_size == len);
+	CHECK(len > 0 && st.st_mode == (S_IFREG | 0400));
+	CHECK(fs_ctl_node_read(fs, ino, 0, buf, sizeof(buf), 0) == st.st_size);
+	CHECK(strstr(buf, "\"stream\": \"pid:4242\"") != NULL);
+	CHECK(strstr(buf, "\"data_path\": \"zero-message opens\"") != NULL);
+	CHECK(fs_ctl_node_write(fs, ino, 0, 1, "x", 1, 0) == -EBADF);
+	CHECK(fs_getattr(fs, ino, &st) == 0 && st.st_ino == ino);
+	fs_forget(fs, ino, 1);
+	CHECK(fs_getattr(fs, ino, &st) == -ENOENT);
+	CHECK(fs_ctl_lookup(fs, "stats", 1234, &ino, &st) == -EACCES);
+	CHECK(fs_ctl_lookup(fs, "nope", 0, &ino, &st) == -ENOENT);
+
+	/* verify checks at its first read, not at the lookup (a stat() or
+	 * `ls -l` makes one too): a bound for a size until then. */
+	CHECK(fs_ctl_lookup(fs, "verify", 0, &ino, &st) == 0);
+	CHECK(st.st_size == 65536);
+	n = (int)fs_ctl_node_read(fs, ino, 0, buf, sizeof(buf), 0);
+	CHECK(n > 0 && n < 65536 && strstr(buf, "\"checked\": ") != NULL);
+	CHECK(fs_getattr(fs, ino, &st) == 0 && st.st_size == n);
+	fs_forget(fs, ino, 1);
+	n = 0;
+
+	/* Refusals reach the writer through fsync: one in progress, 16
+	 * queued, the next refused. */
+	for (int i = 0; i < 17; i++)
+		CHECK(node_write(fs, "hint", one, 7, true) == 0);
+	CHECK(node_write(fs, "hint", one, 7, true) == -EBUSY);
+
+	/* Nodes never closed are capped. */
+	while (n < 80 && fs_ctl_lookup(fs, "hint", 0, &nodes[n], &st) == 0)
+		n++;
+	CHECK(n == 64);
+	CHECK(fs_ctl_lookup(fs, "stats", 0, &ino, &st) == -ENFILE);
+	while (n)
+		fs_forget(fs, nodes[--n], 1);
+	CHECK(fs_ctl_lookup(fs, "stats", 0, &ino, &st) == 0);
+	fs_forget(fs, ino, 1);
+
+	/* A read from offset 0 is an open: the hint moves on. */
+	CHECK(node_write(fs, "hint", "#hintfs v1 stream=r replace\nh/0\n", 9,
+			 true) == 0);
+	CHECK(fs_lookup(fs, 1, "h", &ino, &st) == 0);
+	CHECK(fs_lookup(fs, ino, "0", &ino, &st) == 0);
+	fs_follow_read(fs, ino, 131072, 0, false);
+	CHECK(fs_read(fs, ino, NULL, buf, 131072, 0) == 5000);
+	fs_follow_read(fs, ino, 131072, 0, true);
+	CHECK(stats_text(fs, buf, sizeof(buf)) > 0);
+	CHECK(strstr(buf, "\"name\": \"r\", \"position\": 1,") != NULL);
+	fs_destroy(fs);
+}
+
 /*
  * An object whose blob write fails (a failing disk: the write test hook)
  * is not fetched whole again and again: from then on it is streamed, and
@@ -424,7 +534,7 @@ int main(void)
 	static void (*const tests[])(void) = {
 		test_namespace_and_reads, test_errors, test_hint,
 		test_queue_caps, test_stop_commits_what_was_fetched,
-		test_write_failure_streams,
+		test_write_failure_streams, test_ctl_nodes,
 	};
 	char cmd[128];
 

@@ -16,6 +16,17 @@ import time
 __version__ = "0.1.0"
 
 
+def _write_ctl(mount, name, data):
+    """Writes `data` into control file `name` and fsyncs it: the daemon acts
+    at the fsync and answers through it (a refusal raises OSError), so it
+    is in force when this returns, whatever the data path (with zero-message
+    opens, a close() alone is not waited for)."""
+    with open(os.path.join(os.fspath(mount), ".hintfs", name), "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def stats(mount):
     """The counters of the hintfs mounted at `mount` (its .hintfs/stats)."""
     with open(os.path.join(os.fspath(mount), ".hintfs", "stats")) as f:
@@ -59,8 +70,7 @@ def warm(mount, paths, wait=True, timeout=None, poll_s=0.2):
     lines = [_relative(mount, p) for p in paths]
     before = stats(mount)["warm"] if wait else None
     data = "".join(line + "\n" for line in lines)
-    with open(os.path.join(mount, ".hintfs", "warm"), "wb") as f:
-        f.write(data.encode("utf-8", "surrogateescape"))
+    _write_ctl(mount, "warm", data.encode("utf-8", "surrogateescape"))
     if not wait:
         return None
     deadline = None if timeout is None else time.monotonic() + timeout

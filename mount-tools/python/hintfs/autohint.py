@@ -201,7 +201,7 @@ class _LoaderState:
                  f"{self.loader_name}: {type(e).__name__}: {e}")
 
     def _publish(self, order):
-        from hintfs.torch import stream_name, write_hint
+        from hintfs.torch import stream_name, write_epoch_hint
 
         epoch = self._epoch()
         self.epochs += 1
@@ -221,7 +221,8 @@ class _LoaderState:
                 per_mount.setdefault(where[0], []).append(where[1])
         stream = stream_name(self.stream_k)
         for mnt, rels in per_mount.items():
-            write_hint(mnt, rels, epoch=epoch, replace=replace, stream=stream)
+            write_epoch_hint(mnt, rels, epoch=epoch, replace=replace,
+                             stream=stream)
             if _verbose():
                 _say(f"hint epoch={epoch}"
                      + (f" stream={stream}" if stream else "")

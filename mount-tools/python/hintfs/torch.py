@@ -25,12 +25,14 @@ what the stream still had queued.
 use this module at all.
 """
 
+import errno
 import heapq
 import os
 import re
 import weakref
 
 from torch.utils.data import Sampler
+from hintfs import _write_ctl
 
 __all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream",
            "own_stream", "stream_name"]
@@ -167,8 +169,21 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None):
             raise ValueError(f"a path with a newline cannot be hinted: {p!r}")
         lines.append(p)
     data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    with open(os.path.join(mount, ".hintfs", "hint"), "wb") as f:
-        f.write(data)
+    _write_ctl(mount, "hint", data)
+
+
+def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None):
+    """write_hint() for a trainer's epoch: when the stream's queue is full
+    (EBUSY), the epochs queued were read without the daemon seeing them
+    (from the page cache: with zero-message opens a cached file costs no
+    request, doc/design.md 3), so this epoch replaces them."""
+    paths = list(paths)
+    try:
+        write_hint(mount, paths, epoch=epoch, replace=replace, stream=stream)
+    except OSError as e:
+        if e.errno != errno.EBUSY or replace:
+            raise
+        write_hint(mount, paths, epoch=epoch, replace=True, stream=stream)
 
 
 class HintedSampler(Sampler):
@@ -220,8 +235,8 @@ class HintedSampler(Sampler):
                 replace |= self._own[1]
             stream = stream_name(self._own[0])
         paths = (p for p in map(self.path_of, order) if p is not None)
-        write_hint(self.mount, paths, epoch=epoch, replace=replace,
-                   stream=stream)
+        write_epoch_hint(self.mount, paths, epoch=epoch, replace=replace,
+                         stream=stream)
         self.epoch += 1
         self._unfinished = True
         yield from order

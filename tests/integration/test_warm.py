@@ -1,0 +1,238 @@
+"""The warm data path (issue 19, doc/design.md 3): what a cached file costs,
+counted in FUSE requests by kind (.hintfs/stats "fuse"). With zero-message
+opens (the default) a second pass over files in the page cache makes no
+request at all, one with the page cache dropped at most a READ per file,
+and the control files still work without OPEN, FLUSH or RELEASE. With
+-o open_per_file each open is an OPEN and a RELEASE, as before."""
+
+import errno
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dataset import upload
+
+import hintfs
+from hintfs.torch import write_epoch_hint, write_hint
+
+N_FILES = 40
+N_DIRS = 5  # the root and 4 classes: a READDIR forgets atime as a READ does
+
+
+def make_objects(n=N_FILES, size=20000):
+    """key -> distinct bytes, in 4 class folders (an ImageFolder)."""
+    return {f"c{i % 4}/f{i:03d}.bin":
+            (f"{i:03d}-".encode() * (size // 4 + 1))[:size] for i in range(n)}
+
+
+def fuse_counts(m):
+    return hintfs.stats(m.path)["fuse"]
+
+
+def requests_of(m, work):
+    """The FUSE requests @work made, by kind (those of reading the stats
+    before and after, measured with nothing between, taken off)."""
+    a = fuse_counts(m)
+    b = fuse_counts(m)
+    work()
+    c = fuse_counts(m)
+    return {k: (c[k] - b[k]) - (b[k] - a[k]) for k in a}
+
+
+def scan_and_read(root, objects):
+    """What ImageFolder and a DataLoader do: list the classes and their
+    files, then open and read each file whole."""
+    found = sorted(os.path.relpath(os.path.join(d, f), root)
+                   for d, _, files in os.walk(root) for f in files)
+    assert found == sorted(objects)
+    for k in found:
+        with open(os.path.join(root, k), "rb") as f:
+            assert f.read() == objects[k], k
+
+
+def drop_pages(root, objects):
+    """Drops the page cache of each file (no global drop_caches)."""
+    for k in objects:
+        fd = os.open(os.path.join(root, k), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+@pytest.fixture
+def warm_mount(s3, bucket, mount):
+    """A mount whose files are all read once (cached locally, in the page
+    cache, their dentries known)."""
+    def make(*options, allowed_errors=()):
+        objects = make_objects()
+        upload(s3, bucket, objects)
+        m = mount(bucket, options=options, allowed_errors=allowed_errors)
+        scan_and_read(m.path, objects)
+        return m, objects
+    return make
+
+
+def test_second_pass_in_page_cache_costs_no_request(warm_mount):
+    """Issue 19: a pass over files kept in the page cache sends the daemon
+    no LOOKUP, OPEN, READ, FLUSH or RELEASE. NOTE(fuse): a READ makes the
+    kernel forget the file's atime (fuse_invalidate_atime(), on a
+    superblock that is not read-only), so the first open after one costs
+    a GETATTR when the opener stats the file (Python's open() does); the
+    pass after that sends nothing at all."""
+    m, objects = warm_mount()
+    assert hintfs.stats(m.path)["data_path"] == "zero-message opens"
+    got = requests_of(m, lambda: scan_and_read(m.path, objects))
+    assert got["getattr"] <= len(objects) + N_DIRS, got
+    assert {k: v for k, v in got.items() if v and k not in
+            ("getattr", "forget")} == {}, got
+    got = requests_of(m, lambda: scan_and_read(m.path, objects))
+    assert {k: v for k, v in got.items() if v and k != "forget"} == {}, got
+
+
+def test_pass_with_pages_dropped_costs_a_read_per_file(warm_mount):
+    """With the page cache dropped, a cached file costs one READ (its
+    128 KiB covers the file) and the GETATTR of its forgotten atime (see
+    above), nothing else: no OPEN, RELEASE, FLUSH, and no LOOKUP (the
+    scan's READDIRPLUS left the dentries)."""
+    m, objects = warm_mount()
+    drop_pages(m.path, objects)
+    got = requests_of(m, lambda: scan_and_read(m.path, objects))
+    assert got["read"] == len(objects), got
+    assert got["getattr"] <= len(objects) + N_DIRS, got
+    assert {k: v for k, v in got.items() if v and k not in
+            ("read", "getattr", "forget")} == {}, got
+
+
+def test_open_per_file_keeps_an_open_and_release_per_file(warm_mount):
+    """-o open_per_file: the older data path, named in stats; each open is
+    an OPEN and a RELEASE (keep_cache: no READ), and no FLUSH (noflush)."""
+    m, objects = warm_mount("open_per_file")
+    assert hintfs.stats(m.path)["data_path"] == "open per file"
+    scan_and_read(m.path, objects)  # the atime GETATTRs (see above)
+    got = requests_of(m, lambda: scan_and_read(m.path, objects))
+    assert got["open"] == len(objects) and got["read"] == 0, got
+    # RELEASE is sent in the background after close(): it may lag.
+    deadline = time.monotonic() + 10
+    while fuse_counts(m)["release"] < 2 * len(objects) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fuse_counts(m)["release"] >= 2 * len(objects)
+    assert got["flush"] == 0, got
+
+
+def test_first_open_is_answered_enosys_once(warm_mount):
+    """The kernel asks once (the first OPEN, OPENDIR and FLUSH are answered
+    ENOSYS) and never again."""
+    m, _ = warm_mount()
+    st = fuse_counts(m)
+    assert st["open"] <= 1 and st["flush"] <= 1 and st["opendir"] <= 1, st
+    assert st["release"] <= 1 and st["releasedir"] == 0, st
+
+
+def test_control_files_without_open_flush_release(s3, bucket, mount):
+    """A hint written and closed is in force once close() returns (seen by
+    the next read of stats), its stream is the writing process (its pid
+    comes with the WRITE), and stats read twice are two snapshots, never a
+    stale page."""
+    objects = make_objects(10)
+    upload(s3, bucket, objects)
+    m = mount(bucket)
+    keys = sorted(objects)
+    with open(m / ".hintfs/hint", "w") as f:
+        f.write("\n".join(keys[:3]) + "\n")
+    last = hintfs.stats(m.path)["hint"]["last"]
+    assert last["entries"] == 3 and last["stream"] == f"pid:{os.getpid()}"
+    # Another process's hint is its own stream.
+    code = ("import sys; open(sys.argv[1], 'w').write(sys.argv[2] + '\\n');"
+            "print(__import__('os').getpid())")
+    child = subprocess.run([sys.executable, "-c", code,
+                            str(m / ".hintfs/hint"), keys[5]],
+                           capture_output=True, text=True, check=True)
+    st = hintfs.stats(m.path)
+    assert st["hint"]["last"]["stream"] == f"pid:{child.stdout.strip()}"
+    assert st["hint"]["received"] == 2
+    # Stats change between two reads (the received count did).
+    a = Path(m / ".hintfs/stats").read_text()
+    write_hint(m.path, keys[:1])
+    b = Path(m / ".hintfs/stats").read_text()
+    assert a != b and '"received": 3' in b
+
+
+def test_refused_hint_reaches_the_writer_through_fsync(s3, bucket, mount):
+    """A hint in progress and 16 queued behind it in a stream: the next is
+    refused, and the writer sees EBUSY from fsync(), as it saw it from
+    close() before."""
+    objects = make_objects(4)
+    upload(s3, bucket, objects)
+    m = mount(bucket, allowed_errors=[r"refused, 16 hints are queued"])
+    keys = sorted(objects)
+    for _ in range(17):
+        write_hint(m.path, keys, stream="full")
+    with pytest.raises(OSError) as e:
+        write_hint(m.path, keys, stream="full")
+    assert e.value.errno == errno.EBUSY
+    assert hintfs.stats(m.path)["hint"]["refused_queue_full"] == 1
+
+
+def test_control_files_left_open_are_capped(s3, bucket, mount):
+    """A process that opens control files and never closes them cannot make
+    the daemon's state grow: past 64 at once, ENFILE; after closing, all
+    is well again."""
+    upload(s3, bucket, make_objects(2))
+    m = mount(bucket, allowed_errors=[r"control files are open already"])
+    held = []
+    try:
+        with pytest.raises(OSError) as e:
+            for _ in range(100):
+                held.append(open(m / ".hintfs/stats", "rb"))
+        assert e.value.errno == errno.ENFILE
+        assert 32 <= len(held) <= 64
+    finally:
+        for f in held:
+            f.close()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert hintfs.stats(m.path)["listing"]["files"] == 2
+            break
+        except OSError as e:
+            assert e.errno == errno.ENFILE and time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+def test_epochs_read_from_the_page_cache_do_not_fill_the_queue(warm_mount):
+    """Epochs read wholly from the page cache consume none of their hint
+    (the daemon never sees them): the trainer's helper replaces the full
+    queue rather than fail at the 18th epoch."""
+    m, objects = warm_mount(allowed_errors=[r"refused, 16 hints are queued"])
+    keys = sorted(objects)
+    for epoch in range(20):
+        write_epoch_hint(m.path, keys, epoch=epoch, stream="rank0")
+        scan_and_read(m.path, objects)  # from the page cache
+    st = hintfs.stats(m.path)["hint"]
+    assert st["refused_queue_full"] >= 1 and st["queued"] <= 16, st
+    assert st["last"]["epoch"] == 19
+
+
+def test_open_per_file_control_files_act_at_close(warm_mount):
+    """With -o open_per_file a control file keeps its OPEN, FLUSH and
+    RELEASE: a hint is in force when close() returns, and a refusal is
+    close()'s error."""
+    m, objects = warm_mount("open_per_file",
+                            allowed_errors=[r"refused, 16 hints are queued"])
+    keys = sorted(objects)
+    with open(m / ".hintfs/hint", "w") as f:
+        f.write(keys[0] + "\n")
+    assert hintfs.stats(m.path)["hint"]["last"]["entries"] == 1
+    for _ in range(16):
+        with open(m / ".hintfs/hint", "w") as f:
+            f.write(keys[1] + "\n")
+    with pytest.raises(OSError) as e:
+        with open(m / ".hintfs/hint", "w") as f:
+            f.write(keys[1] + "\n")
+    assert e.value.errno == errno.EBUSY
