@@ -172,12 +172,35 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None):
     _write_ctl(mount, "hint", data)
 
 
+# The daemon's PF_HINTS_QUEUED_MAX: hints a stream holds behind its current
+# one before it refuses another (EBUSY) without `replace`.
+HINTS_QUEUED_MAX = 16
+
+
+def _queue_full(mount, stream):
+    """Whether `stream` (None: this process's pid:<pid>) has as many hints
+    queued as the daemon takes, by its stats; False when unknown."""
+    from hintfs import stats
+
+    name = stream or f"pid:{os.getpid()}"
+    try:
+        streams = stats(mount)["hint"]["streams"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return any(s.get("name") == name and s.get("queued", 0) >= HINTS_QUEUED_MAX
+               for s in streams)
+
+
 def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None):
     """write_hint() for a trainer's epoch: when the stream's queue is full
     (EBUSY), the epochs queued were read without the daemon seeing them
     (from the page cache: with zero-message opens a cached file costs no
     request, doc/design.md 3), so this epoch replaces them."""
     paths = list(paths)
+    if not replace and _queue_full(mount, stream):
+        # Replace at once rather than be refused first: a refusal is an
+        # error line in the daemon's log, and this one is expected.
+        replace = True
     try:
         write_hint(mount, paths, epoch=epoch, replace=replace, stream=stream)
     except OSError as e:
