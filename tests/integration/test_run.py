@@ -155,6 +155,47 @@ if __name__ == "__main__":
 """
 
 
+# TRAIN_VAL written as many scripts are: the training DataLoader built in
+# the for statement (nothing else keeps it; torch's iterator does not), the
+# validation DataLoader built inside validate() at each pass. Same argv.
+TRAIN_VAL_INLINE = """\
+import hashlib, json, sys
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+def validate(val, kw):
+    h = hashlib.sha1()
+    for vimages, _ in DataLoader(val, batch_size=16, **kw):
+        h.update(vimages.numpy().tobytes())
+    return h.hexdigest()
+
+def main():
+    root, out, every, persistent, max_steps = (sys.argv[1], sys.argv[2],
+        int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]))
+    seed = int(sys.argv[6])
+    tf = transforms.ToTensor()
+    train = datasets.ImageFolder(root + "/train", transform=tf)
+    val = datasets.ImageFolder(root + "/val", transform=tf)
+    torch.manual_seed(seed)
+    kw = dict(num_workers=2, persistent_workers=persistent)
+    h, steps, vals = hashlib.sha1(), 0, 0
+    for images, labels in DataLoader(train, batch_size=16, shuffle=True,
+                                     **kw):
+        h.update(images.numpy().tobytes())
+        steps += 1
+        if steps % every == 0:
+            h.update(validate(val, kw).encode())
+            vals += 1
+        if steps == max_steps:
+            break
+    json.dump({"digest": h.hexdigest(), "steps": steps, "vals": vals},
+              open(out, "w"))
+
+if __name__ == "__main__":
+    main()
+"""
+
 # TRAIN_VAL's loop in two ranks (torch.multiprocessing.spawn, gloo): a
 # DistributedSampler over train/ (persistent workers), a validation pass
 # over each rank's share of val/ every 10 steps. argv: root, out, init.
@@ -445,14 +486,15 @@ _references = {}
 
 
 def train_val_argv(m, tmp_path, every, persistent=0, max_steps=0, seed=3,
-                   tag=""):
-    """(argv of TRAIN_VAL under hintfs-run on mount @m, its output file,
-    what the script gives on the local copy: the reference)."""
+                   tag="", text=TRAIN_VAL):
+    """(argv of TRAIN_VAL (or @text, with its argv) under hintfs-run on
+    mount @m, its output file, what the script gives on the local copy:
+    the reference)."""
     script = tmp_path / "train_val.py"
-    script.write_text(TRAIN_VAL)
+    script.write_text(text)
     args = [str(every), str(persistent), str(max_steps), str(seed)]
     local = m.local
-    key = (str(local), tuple(args))
+    key = (str(local), tuple(args), text)
     if key not in _references:
         ref_out = tmp_path / f"ref{tag}.json"
         proc = run([PYTHON, str(script), str(local), str(ref_out)] + args,
@@ -496,6 +538,23 @@ def test_a_validation_pass_keeps_the_training_hint(train_val, mount,
     st, got = run_train_val(m, tmp_path, 5, persistent=persistent)
     assert got["steps"] == 125 and got["vals"] == 25
     # 2,000 + 100 files fetched; demand fetches a few per cent at most.
+    assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
+    names = sorted(s["name"] for s in st["hint"]["streams"])
+    assert len(names) == 2, names
+
+
+def test_loaders_built_in_the_loop_keep_their_streams(train_val, mount,
+                                                     tmp_path):
+    """The training DataLoader built in the for statement, a validation
+    DataLoader built inside validate() every 5 batches: torch's iterator
+    does not keep its loader alive, so the training loader is collected as
+    the loop starts, yet its stream stays its own while it is read. Before,
+    its number went back at once, each validation loader took it as reused
+    and replaced the training hint: most training reads were demand
+    fetches."""
+    m = mount_train_val(mount, train_val)
+    st, got = run_train_val(m, tmp_path, 5, text=TRAIN_VAL_INLINE)
+    assert got["steps"] == 125 and got["vals"] == 25
     assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
     names = sorted(s["name"] for s in st["hint"]["streams"])
     assert len(names) == 2, names
