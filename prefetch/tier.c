@@ -120,7 +120,7 @@ struct tier {
 
 	_Atomic uint64_t answer_ns;   /* average time to an answer (EWMA,
 					 1/16 per answer), 0: none yet */
-	_Atomic uint64_t last_answer; /* mono_ns of the latest answer */
+	_Atomic uint64_t last_answer; /* now_ns() of the latest answer */
 	_Atomic uint64_t hedge_gets;  /* the budget: tier GETs not yet
 					 spent on a hedge, at most
 					 TIER_HEDGE_PER x TIER_HEDGE_BURST */
@@ -351,6 +351,12 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 
 /* ---- the breaker and the counters ---------------------------------------- */
 
+/* The tier's clock: mono_ns(), or the one a test set (tier_config). */
+static uint64_t now_ns(const struct tier *t)
+{
+	return t->cfg.clock_ns ? t->cfg.clock_ns() : mono_ns();
+}
+
 /* Opens the breaker for the next open period (doubling up to 30 s while
  * the probes fail), ending any probe. */
 static void breaker_open(struct tier *t, const char *why)
@@ -359,7 +365,7 @@ static void breaker_open(struct tier *t, const char *why)
 	uint64_t next = period * 2 < TIER_BREAK_MAX_NS ? period * 2
 						       : TIER_BREAK_MAX_NS;
 
-	atomic_store(&t->open_until, mono_ns() + period);
+	atomic_store(&t->open_until, now_ns(t) + period);
 	atomic_store(&t->open_ns, next);
 	atomic_store(&t->probe_until, 0);
 	atomic_store(&t->fail_streak, 0);
@@ -385,7 +391,7 @@ bool tier_use(struct tier *t)
 
 	if (!until)
 		return true;
-	now = mono_ns();
+	now = now_ns(t);
 	if (now >= until) {
 		/* Half-open: one fetch probes, the others keep to the
 		 * origin until its answer. */
@@ -403,7 +409,7 @@ bool tier_open(const struct tier *t)
 {
 	uint64_t until = atomic_load(&t->open_until);
 
-	return until && mono_ns() < until;
+	return until && now_ns(t) < until;
 }
 
 void tier_note_get(struct tier *t)
@@ -436,7 +442,7 @@ void tier_note_answer_ns(struct tier *t, uint64_t ns)
 {
 	uint64_t avg = atomic_load(&t->answer_ns);
 
-	atomic_store(&t->last_answer, mono_ns());
+	atomic_store(&t->last_answer, now_ns(t));
 	/* Racy read-modify-write: a lost sample among many is fine. */
 	atomic_store(&t->answer_ns, avg ? avg - avg / 16 + ns / 16 : ns);
 }
@@ -466,7 +472,7 @@ bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 	if (!t->cfg.hedge_ms || running < TIER_HUNG_MIN_GETS)
 		return false;
 	*due_ns = oldest_ns + wait;
-	if (mono_ns() < *due_ns || atomic_load(&t->last_answer) >= oldest_ns)
+	if (now_ns(t) < *due_ns || atomic_load(&t->last_answer) >= oldest_ns)
 		return false;
 	breaker_open(t, "no answer for 500 ms or more");
 	return true;

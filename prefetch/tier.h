@@ -124,6 +124,9 @@ struct tier_config {
 	const unsigned char *mac_key; /**< -o shared_cache_key's bytes, or
 					   NULL; copied */
 	size_t mac_key_len;
+	uint64_t (*clock_ns)(void); /**< the breaker's and tier_hung()'s
+				         clock; NULL: mono_ns() (a test
+				         passes one it moves itself) */
 };
 
 /** Counters of one tier (a snapshot). */
@@ -215,7 +218,8 @@ void tier_note_answer_ns(struct tier *t, uint64_t ns);
  * started at @oldest_ns, has waited past the hung time (500 ms, or 8 times
  * the usual answer time) and no GET answered since it started; never with
  * hedging off. True opens the breaker (the caller then cuts the GETs
- * running). *@due_ns: when the question is worth asking again. Any thread.
+ * running). *@due_ns: when the question is worth asking again. Times on
+ * the tier's clock. Any thread.
  */
 bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 	       uint64_t *due_ns);

@@ -369,12 +369,21 @@ static void test_put_and_read_back(void)
 	s3_client_destroy(c);
 }
 
+/* The bare tiers' clock: moved by the tests, never by the scheduler. */
+static uint64_t fake_now = 1000000000000ull;
+
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
 /* A tier without a client (no GET or PUT is sent), hedging past
- * @hedge_ms: its budget, breaker and counters. */
+ * @hedge_ms, on fake_clock(): its budget, breaker and counters. */
 static struct tier *bare_tier(unsigned int hedge_ms)
 {
 	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
-				  .prefix = "", .hedge_ms = hedge_ms };
+				  .prefix = "", .hedge_ms = hedge_ms,
+				  .clock_ns = fake_clock };
 	struct tier *t = NULL;
 
 	CHECK(tier_start(&tc, &t) == 0);
@@ -428,8 +437,11 @@ static void test_breaker(void)
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 1 && ts.breaker_open && ts.bypassed == 1);
 	CHECK(ts.hedged == 4 && ts.fallbacks == 11 && ts.reader_stalls == 8);
-	/* Half-open after 1 s: one probe, the others still bypass. */
-	usleep(1050000);
+	/* Still open just before 1 s, half-open at 1 s: one probe, the
+	 * others still bypass. */
+	fake_now += 999999999ull;
+	CHECK(tier_open(t) && !tier_use(t));
+	fake_now += 1;
 	CHECK(!tier_open(t));
 	CHECK(tier_use(t));
 	CHECK(!tier_use(t) && !tier_use(t));
@@ -440,6 +452,10 @@ static void test_breaker(void)
 	CHECK(tier_open(t) && !tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 2);
+	fake_now += 1999999999ull;
+	CHECK(tier_open(t));
+	fake_now += 1;
+	CHECK(!tier_open(t));
 	/* An answer closes it: every fetch uses the tier again. */
 	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, false);
 	CHECK(!tier_open(t) && tier_use(t) && tier_use(t));
@@ -448,15 +464,16 @@ static void test_breaker(void)
 
 	/* Hung: 4 GETs or more, the oldest 500 ms old, no answer since it
 	 * started. */
-	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 3, &due));
-	CHECK(!tier_hung(t, mono_ns() - 100000000ull, 64, &due));
-	CHECK(due > mono_ns());
-	CHECK(tier_hung(t, mono_ns() - 600000000ull, 4, &due));
+	fake_now += 1000000ull;
+	CHECK(!tier_hung(t, fake_now - 600000000ull, 3, &due));
+	CHECK(!tier_hung(t, fake_now - 100000000ull, 64, &due));
+	CHECK(due == fake_now + 400000000ull);
+	CHECK(tier_hung(t, fake_now - 600000000ull, 4, &due));
 	CHECK(tier_open(t));
 	tier_stop(t);
 	/* With hedging off, readers wait for the timeout: never hung. */
 	t = bare_tier(0);
-	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 64, &due));
+	CHECK(!tier_hung(t, fake_now - 600000000ull, 64, &due));
 	tier_stop(t);
 }
 
