@@ -508,9 +508,14 @@ void tier_note_verdict(struct tier *t, enum tier_verdict v,
 		return;
 	/* Errors, timeouts and hedges alike: a tier too slow for its
 	 * readers 8 times in a row is failing them. A failed probe opens
-	 * the breaker again at once. */
+	 * the breaker again at once; a probe a reader hedged (for free,
+	 * tier_hedge_take()) says only that the reader would not wait the
+	 * hedge: no verdict, the next fetch probes. */
 	if (atomic_load(&t->open_until) && !tier_open(t)) {
-		breaker_open(t, "the probe failed");
+		if (cut == TIER_CUT_HEDGE)
+			atomic_store(&t->probe_until, 0);
+		else
+			breaker_open(t, "the probe failed");
 		return;
 	}
 	if (atomic_fetch_add(&t->fail_streak, 1) + 1 >= TIER_BREAK_AFTER &&

@@ -205,7 +205,8 @@ uint64_t tier_hedge_ns(const struct tier *t);
  * Takes one hedge from the budget (1 per 200 tier GETs, 2 saved at
  * most): true, or false (counted in hedge_denied) when it is spent and
  * the reader waits on for the tier. Free while the breaker is half-open
- * (the GET is its probe). Any thread.
+ * (the GET is its probe: its cut ends the probe without a verdict, see
+ * tier_note_verdict()). Any thread.
  */
 bool tier_hedge_take(struct tier *t);
 
@@ -245,8 +246,9 @@ enum tier_cut {
 
 /** Counts a tier GET's start (and feeds the hedge budget), and feeds its
  *  verdict to the stats and the breaker: errors, timeouts and hedges count
- *  towards opening it, any answer closes it. @waited: a reader waited on
- *  it. Any thread. */
+ *  towards opening it, any answer closes it; a half-open probe's error or
+ *  timeout opens it again, its hedge ends the probe without a verdict.
+ *  @waited: a reader waited on it. Any thread. */
 void tier_note_get(struct tier *t);
 void tier_note_verdict(struct tier *t, enum tier_verdict v,
 		       enum tier_cut cut, bool waited);

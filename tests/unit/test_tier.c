@@ -447,8 +447,17 @@ static void test_breaker(void)
 	CHECK(!tier_use(t) && !tier_use(t));
 	/* The probe's reader hedges for free (the budget is empty). */
 	CHECK(tier_hedge_take(t));
-	/* It failed: open again (for 2 s now). */
+	/* Its reader hedged it: no verdict on the tier, not reopened; the
+	 * next fetch probes. */
 	tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true);
+	CHECK(!tier_open(t));
+	tier_get_stats(t, &ts);
+	CHECK(ts.breaker_opens == 1 && ts.breaker_open && ts.hedged == 5);
+	CHECK(tier_use(t));
+	CHECK(!tier_use(t));
+	/* That probe failed on its own (an error, a timeout): open again,
+	 * for 2 s now. */
+	tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false);
 	CHECK(tier_open(t) && !tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 2);
