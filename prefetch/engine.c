@@ -713,9 +713,13 @@ static bool tier_hedge(struct pf *pf, int *timeout_ms)
 		running++;
 	/* tier_run is in start order: its head is the oldest GET. */
 	all = tier_open(pf->tier) ||
-	      tier_hung(pf->tier, pf->tier_run->start_ns, running, &due);
-	if (!all && due != UINT64_MAX && due > now) {
-		int ms = (int)((due - now) / 1000000u) + 1;
+	      tier_hung(pf->tier, pf->tier_run->start_ns, running,
+			pf->polled_ns, &due);
+	if (!all && due != UINT64_MAX) {
+		/* Past due and not judged hung: the last poll began before
+		 * due. Poll at once (it reads what the sockets hold), then
+		 * ask again. */
+		int ms = due > now ? (int)((due - now) / 1000000u) + 1 : 0;
 
 		if (ms < *timeout_ms)
 			*timeout_ms = ms;
@@ -1200,7 +1204,7 @@ static void *engine_main(void *arg)
 	bool ended = false;
 
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy, waited, timeouts;
+		uint64_t busy0 = mono_ns(), busy, waited, timeouts, poll0;
 		struct pf_part *taken;
 		CURLMsg *msg;
 		int left, timeout;
@@ -1226,6 +1230,7 @@ static void *engine_main(void *arg)
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
 		timeouts = pf->net.timeouts;
+		poll0 = mono_ns();
 		waited = netloop_run(&pf->net, ended ? 0 : timeout);
 		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
@@ -1265,6 +1270,8 @@ static void *engine_main(void *arg)
 		}
 		/* How long transfers waited on this thread's other work. */
 		busy = mono_ns() - busy0 - waited;
+		/* Every answer that came before poll0 has been judged. */
+		pf->polled_ns = poll0;
 		pthread_mutex_lock(&pf->mu);
 		if (idle && pf->net.timeouts != timeouts)
 			pf->st.lost_wakeups++;

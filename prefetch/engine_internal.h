@@ -173,6 +173,9 @@ struct pf {
 				      first (by tnext): what the hedge
 				      looks at */
 	struct pf_part *tier_run_tail;
+	uint64_t polled_ns;        /* engine thread: when the latest poll
+				      whose answers were all judged began
+				      (tier_hung()) */
 	struct pf_stats st;        /* counters under mu, but for: */
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */

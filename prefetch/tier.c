@@ -461,7 +461,7 @@ uint64_t tier_hedge_ns(const struct tier *t)
 }
 
 bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
-	       uint64_t *due_ns)
+	       uint64_t polled_ns, uint64_t *due_ns)
 {
 	uint64_t tail = TIER_HUNG_TAIL * atomic_load(&t->answer_ns);
 	uint64_t wait = tail > TIER_HUNG_NS ? tail : TIER_HUNG_NS;
@@ -471,8 +471,15 @@ bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 	 * whatever it does (the timeouts still open the breaker). */
 	if (!t->cfg.hedge_ms || running < TIER_HUNG_MIN_GETS)
 		return false;
+	/* An answer since the oldest started: not hung while it runs. */
+	if (atomic_load(&t->last_answer) >= oldest_ns)
+		return false;
 	*due_ns = oldest_ns + wait;
-	if (now_ns(t) < *due_ns || atomic_load(&t->last_answer) >= oldest_ns)
+	/* Silent past due, as seen by a poll that began past due: an answer
+	 * that came before that poll was read and judged by it (last_answer
+	 * above). Until then the silence may be the engine thread's (a
+	 * stall on a loaded machine), with answers buffered unread. */
+	if (polled_ns < *due_ns)
 		return false;
 	breaker_open(t, "no answer for 500 ms or more");
 	return true;

@@ -217,13 +217,18 @@ void tier_note_answer_ns(struct tier *t, uint64_t ns);
 /**
  * Whether the tier is hung: @running GETs (4 at least) run, the oldest,
  * started at @oldest_ns, has waited past the hung time (500 ms, or 8 times
- * the usual answer time) and no GET answered since it started; never with
- * hedging off. True opens the breaker (the caller then cuts the GETs
- * running). *@due_ns: when the question is worth asking again. Times on
- * the tier's clock. Any thread.
+ * the usual answer time: its due time) and no GET answered since it
+ * started, as seen by a poll that began at @polled_ns, past the due time
+ * (the latest poll of the sockets whose answers were all judged since:
+ * answers buffered unread while the caller's thread stalled are not
+ * silence); never with hedging off. True opens the breaker (the caller
+ * then cuts the GETs running). *@due_ns: the due time, UINT64_MAX when
+ * the question need not be asked again while these GETs run; a due time
+ * past and a false answer want a poll at once. Times on the tier's clock.
+ * Any thread.
  */
 bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
-	       uint64_t *due_ns);
+	       uint64_t polled_ns, uint64_t *due_ns);
 
 /**
  * Whether a fetch should try the tier now: true while the breaker is

@@ -421,7 +421,6 @@ static void test_breaker(void)
 {
 	struct tier *t = bare_tier(100);
 	struct tier_stats ts;
-	uint64_t due;
 
 	/* An answer between failures resets the count. */
 	for (int i = 0; i < 7; i++)
@@ -464,25 +463,47 @@ static void test_breaker(void)
 	fake_now += 1999999999ull;
 	CHECK(tier_open(t));
 	fake_now += 1;
-	CHECK(!tier_open(t));
+	CHECK(!tier_open(t) && tier_use(t));
 	/* An answer closes it: every fetch uses the tier again. */
 	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, false);
 	CHECK(!tier_open(t) && tier_use(t) && tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(!ts.breaker_open);
 
-	/* Hung: 4 GETs or more, the oldest 500 ms old, no answer since it
-	 * started. */
-	fake_now += 1000000ull;
-	CHECK(!tier_hung(t, fake_now - 600000000ull, 3, &due));
-	CHECK(!tier_hung(t, fake_now - 100000000ull, 64, &due));
+	tier_stop(t);
+}
+
+/* Hung: 4 GETs or more, the oldest 500 ms old, no answer since it
+ * started, as seen by a poll begun past that. */
+static void test_hung(void)
+{
+	struct tier *t = bare_tier(100);
+	uint64_t t0 = fake_now, due;
+
+	fake_now += 600000000ull;
+	CHECK(!tier_hung(t, t0, 3, fake_now, &due));
+	CHECK(!tier_hung(t, fake_now - 100000000ull, 64, fake_now, &due));
 	CHECK(due == fake_now + 400000000ull);
-	CHECK(tier_hung(t, fake_now - 600000000ull, 4, &due));
+	/* The engine thread stalled: its last poll began 100 ms after the
+	 * GETs, 400 ms before due. Their answers may wait unread in the
+	 * sockets: not hung yet, and due is past (poll at once). */
+	CHECK(!tier_hung(t, t0, 64, t0 + 100000000ull, &due));
+	CHECK(due == t0 + 500000000ull && !tier_open(t));
+	/* That poll read an answer: not hung while these GETs run. */
+	tier_note_answer_ns(t, 1000000ull);
+	CHECK(!tier_hung(t, t0, 64, fake_now, &due));
+	CHECK(due == UINT64_MAX && !tier_open(t));
+	/* GETs started after it, and a poll begun past their due found
+	 * them all silent: hung. */
+	t0 = fake_now + 1000000ull;
+	fake_now = t0 + 600000000ull;
+	CHECK(!tier_hung(t, t0, 4, t0 + 499999999ull, &due));
+	CHECK(tier_hung(t, t0, 4, t0 + 500000000ull, &due));
 	CHECK(tier_open(t));
 	tier_stop(t);
 	/* With hedging off, readers wait for the timeout: never hung. */
 	t = bare_tier(0);
-	CHECK(!tier_hung(t, fake_now - 600000000ull, 64, &due));
+	CHECK(!tier_hung(t, t0, 64, fake_now, &due));
 	tier_stop(t);
 }
 
@@ -495,5 +516,6 @@ int main(void)
 	test_put_and_read_back();
 	test_hedge_budget();
 	test_breaker();
+	test_hung();
 	return check_done();
 }
