@@ -13,6 +13,7 @@
 #include "fs/store.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -169,7 +170,8 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 	case FS_INO_CTL_HINT: {
 		char stream[24];
 
-		snprintf(stream, sizeof(stream), "pid:%ld", (long)f->pid);
+		snprintf(stream, sizeof(stream), "pid:%ld",
+			 (long)(proc_tgid(f->pid) ?: f->pid));
 		rc = fs_apply_hint(fs, f->buf, f->len, stream,
 				   FS_CTL_NAME "/hint", f->pid);
 		break;

@@ -81,8 +81,8 @@
 #include "prefetch/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/clock.h"
-#include "common/fileio.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/retry.h"
 
 #include <curl/curl.h>
@@ -234,27 +234,6 @@ static bool writer_alive(void *arg, pid_t pid)
 	return kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-/*
- * The process of thread @tid. NOTE(fuse): a request carries the calling
- * thread's id; a hint written by a thread that then ends must not look
- * like a process that has ended. @tid itself when /proc cannot say.
- */
-static pid_t thread_group(pid_t tid)
-{
-	char path[32], *text = NULL, *at;
-	size_t len;
-	long tgid = tid;
-
-	snprintf(path, sizeof(path), "/proc/%ld/status", (long)tid);
-	if (read_file_all(path, 1 << 16, &text, &len))
-		return tid;
-	at = strstr(text, "\nTgid:");
-	if (at)
-		tgid = strtol(at + 6, NULL, 10);
-	free(text);
-	return tgid > 0 ? (pid_t)tgid : tid;
-}
-
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	    int64_t epoch, bool replace, pid_t owner)
 {
@@ -265,8 +244,10 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 
 	if (!h)
 		return -ENOMEM;
+	/* The writer's process: a hint written by a thread that then ends
+	 * must not look like a process that has ended (proc_tgid()). */
 	if (owner > 0)
-		owner = thread_group(owner);
+		owner = proc_tgid(owner) ?: owner;
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
 	if (!n && !replace) {
