@@ -359,6 +359,7 @@ static void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 		return;
 	pf->mem -= n;
 	f->mem -= n;
+	pf->room_gen++;
 	pthread_cond_broadcast(&pf->cv);
 	netloop_wake(&pf->net);
 }
@@ -1186,6 +1187,7 @@ static void *engine_main(void *arg)
 
 	for (;;) {
 		uint64_t busy0 = mono_ns(), busy, waited, timeouts, poll0;
+		uint64_t gen;
 		struct pf_part *taken;
 		CURLMsg *msg;
 		int left, timeout;
@@ -1205,6 +1207,7 @@ static void *engine_main(void *arg)
 		/* Prefetch waits for memory with nothing in flight: whoever
 		 * gives memory back must wake us (mem_sub()). */
 		idle = held && !taken && !pf->running;
+		gen = pf->room_gen;
 		pthread_mutex_unlock(&pf->mu);
 		arm_parts(pf, taken);
 
@@ -1213,6 +1216,15 @@ static void *engine_main(void *arg)
 		timeouts = pf->net.timeouts;
 		poll0 = mono_ns();
 		waited = netloop_run(&pf->net, ended ? 0 : timeout);
+		/* Room came back during a wait that still ran out: its
+		 * wake-up was lost. A wait that runs out while a commit takes
+		 * its time is no loss. (Room given back in the instant
+		 * between the wait's end and this look counts one that was
+		 * not: rare, and never 0 where a wake-up is really lost.) */
+		pthread_mutex_lock(&pf->mu);
+		if (idle && pf->net.timeouts != timeouts && pf->room_gen != gen)
+			pf->st.lost_wakeups++;
+		pthread_mutex_unlock(&pf->mu);
 		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
 			struct s3_xfer *x = NULL;
@@ -1254,8 +1266,6 @@ static void *engine_main(void *arg)
 		/* Every answer that came before poll0 has been judged. */
 		pf->polled_ns = poll0;
 		pthread_mutex_lock(&pf->mu);
-		if (idle && pf->net.timeouts != timeouts)
-			pf->st.lost_wakeups++;
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)
 			pf->st.engine_busy_max_ns = busy;
@@ -1378,8 +1388,10 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
  */
 static void room_wait_end(struct pf *pf)
 {
-	if (!--pf->room_waiters)
+	if (!--pf->room_waiters) {
+		pf->room_gen++;
 		netloop_wake(&pf->net);
+	}
 }
 
 /* Gives up after the reader's deadline: one line. Unlocks mu. */

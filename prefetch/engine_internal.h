@@ -148,6 +148,10 @@ struct pf {
 	uint64_t mem;              /* bytes of fetch buffers reserved */
 	uint64_t mem_peak;
 	uint32_t room_waiters;     /* readers waiting for memory */
+	uint64_t room_gen;         /* bumped whenever memory goes back or
+				      the last room waiter leaves (mem_sub(),
+				      room_wait_end()): what wakes a held
+				      prefetch; lost_wakeups looks at it */
 	uint32_t over;             /* running parts started past the bound */
 	double limit;              /* current in-flight limit (AIMD) */
 	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */

@@ -206,6 +206,31 @@ def test_prefetch_at_the_memory_bound_goes_on_when_memory_returns(
     assert st["cache"]["objects"] >= len(objects), st["cache"]
 
 
+def test_a_slow_commit_is_not_a_lost_wake_up(s3, bucket, mount):
+    """Prefetch held at fetch_mem while the cache writer takes 1.5 s per
+    commit (a slow disk, the writer's test hook): the network thread's 1 s
+    waits run out with nothing in flight and no memory given back. That is
+    no lost wake-up: lost_wakeups counts only waits that ran out although
+    memory came back during them. Before, every such wait counted, and the
+    0 asserted above hung on commits staying under 1 s."""
+    rng = random.Random("slow-commit")
+    objects = {f"slow/{i:03d}.bin": rng.randbytes(1 << 20) for i in range(24)}
+    upload(s3, bucket, objects)
+    m = mount(bucket, options=("fetch_mem=16M",),
+              env={"HINTFS_FAULT_COMMIT_DELAY_MS": "1500"})
+    write_hint(m.path, sorted(objects))
+    deadline = time.monotonic() + 120  # a bound on a hang, not a timing
+    while True:
+        st = hintfs.stats(m.path)
+        if st["requests"]["prefetched_objects"] == len(objects) and \
+                st["requests"]["fetch_mem"] == 0:
+            break
+        assert time.monotonic() < deadline, st["requests"]
+        time.sleep(0.2)
+    assert st["engine"]["lost_wakeups"] == 0, st["engine"]
+    assert st["cache"]["objects"] >= len(objects), st["cache"]
+
+
 # --------------------------------------------------- objects not cached
 
 
