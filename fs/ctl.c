@@ -791,7 +791,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 			"\"misses\": %llu, \"mismatches\": %llu, "
 			"\"unbound\": %llu, \"fallbacks\": %llu, "
 			"\"hedged\": %llu, \"hedge_denied\": %llu, "
-			"\"hedge_budget_pct\": 0.5, \"bypassed\": %llu, "
+			"\"hedge_budget_pct\": %g, \"bypassed\": %llu, "
 			"\"reader_stalls\": %llu, \"breaker_opens\": %llu, "
 			"\"breaker_open\": %s, \"puts\": %llu, "
 			"\"put_errors\": %llu, \"put_dropped\": %llu, "
@@ -801,6 +801,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
 			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks),
 			U(ps.tier_st.hedged), U(ps.tier_st.hedge_denied),
+			ps.tier_st.hedge_budget_pct,
 			U(ps.tier_st.bypassed), U(ps.tier_st.reader_stalls),
 			U(ps.tier_st.breaker_opens),
 			ps.tier_st.breaker_open ? "true" : "false",

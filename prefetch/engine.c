@@ -1664,6 +1664,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 		st->tier_st.fallbacks = ts.fallbacks;
 		st->tier_st.hedged = ts.hedged;
 		st->tier_st.hedge_denied = ts.hedge_denied;
+		st->tier_st.hedge_budget_pct = ts.hedge_budget_pct;
 		st->tier_st.bypassed = ts.bypassed;
 		st->tier_st.reader_stalls = ts.reader_stalls;
 		st->tier_st.breaker_opens = ts.breaker_opens;

@@ -376,6 +376,8 @@ struct pf_stats {
 					   cancelled, read from the origin */
 		uint64_t hedge_denied; /**< hedges over the budget: the
 					    reader waited on the tier */
+		double hedge_budget_pct; /**< hedges allowed per 100 tier
+					      GETs */
 		uint64_t bypassed;    /**< fetches sent to the origin while
 					   the tier was failing */
 		uint64_t reader_stalls; /**< tier GETs a reader waited on

@@ -417,7 +417,8 @@ void tier_note_get(struct tier *t)
 	uint64_t have = atomic_load(&t->hedge_gets);
 
 	add(&t->n.gets);
-	/* Racy cap: a GET lost to a race costs 1/100 of a hedge. */
+	/* Racy cap: a GET lost to a race costs 1/TIER_HEDGE_PER of a
+	 * hedge. */
 	if (have < TIER_HEDGE_PER * TIER_HEDGE_BURST)
 		atomic_fetch_add(&t->hedge_gets, 1);
 }
@@ -540,6 +541,7 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->fallbacks = atomic_load(&t->n.fallbacks);
 	st->hedged = atomic_load(&t->n.hedged);
 	st->hedge_denied = atomic_load(&t->n.hedge_denied);
+	st->hedge_budget_pct = 100.0 / TIER_HEDGE_PER;
 	st->bypassed = atomic_load(&t->n.bypassed);
 	st->reader_stalls = atomic_load(&t->n.reader_stalls);
 	st->breaker_opens = atomic_load(&t->n.breaker_opens);

@@ -144,6 +144,7 @@ struct tier_stats {
 	uint64_t hedged;      /**< too slow for a waiting reader: origin */
 	uint64_t hedge_denied; /**< hedges the budget refused: the reader
 				    waited on for the tier */
+	double hedge_budget_pct; /**< the budget: hedges per 100 tier GETs */
 	uint64_t bypassed;    /**< fetches sent to the origin while the
 				   breaker was open (tier failing), or cut
 				   when it opened */

@@ -412,6 +412,7 @@ static void test_hedge_budget(void)
 	CHECK(taken == 2);
 	tier_get_stats(t, &ts);
 	CHECK(ts.hedge_denied == 4 && ts.gets == 5200);
+	CHECK(ts.hedge_budget_pct == 0.5);
 	tier_stop(t);
 }
 
