@@ -158,43 +158,29 @@ if __name__ == "__main__":
 # TRAIN_VAL written as many scripts are: the training DataLoader built in
 # the for statement (nothing else keeps it; torch's iterator does not), the
 # validation DataLoader built inside validate() at each pass. Same argv.
-TRAIN_VAL_INLINE = """\
-import hashlib, json, sys
-import torch
-from torch.utils.data import DataLoader
-from torchvision import datasets, transforms
+def _rewrite(text, *pairs):
+    for old, new in pairs:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
 
-def validate(val, kw):
-    h = hashlib.sha1()
-    for vimages, _ in DataLoader(val, batch_size=16, **kw):
-        h.update(vimages.numpy().tobytes())
-    return h.hexdigest()
 
-def main():
-    root, out, every, persistent, max_steps = (sys.argv[1], sys.argv[2],
-        int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]))
-    seed = int(sys.argv[6])
-    tf = transforms.ToTensor()
-    train = datasets.ImageFolder(root + "/train", transform=tf)
-    val = datasets.ImageFolder(root + "/val", transform=tf)
-    torch.manual_seed(seed)
-    kw = dict(num_workers=2, persistent_workers=persistent)
-    h, steps, vals = hashlib.sha1(), 0, 0
-    for images, labels in DataLoader(train, batch_size=16, shuffle=True,
-                                     **kw):
-        h.update(images.numpy().tobytes())
-        steps += 1
-        if steps % every == 0:
-            h.update(validate(val, kw).encode())
-            vals += 1
-        if steps == max_steps:
-            break
-    json.dump({"digest": h.hexdigest(), "steps": steps, "vals": vals},
-              open(out, "w"))
+TRAIN_VAL_INLINE = _rewrite(
+    TRAIN_VAL,
+    ("    train_loader = DataLoader(train, batch_size=16, shuffle=True, **kw)\n"
+     "    val_loader = DataLoader(val, batch_size=16, **kw)\n", ""),
+    ("    for images, labels in train_loader:\n",
+     "    for images, labels in DataLoader(train, batch_size=16, shuffle=True,\n"
+     "                                     **kw):\n"),
+    ("            for vimages, _ in val_loader:\n"
+     "                h.update(vimages.numpy().tobytes())\n",
+     "            validate(val, kw, h)\n"),
+    ("def main():\n",
+     "def validate(val, kw, h):\n"
+     "    for vimages, _ in DataLoader(val, batch_size=16, **kw):\n"
+     "        h.update(vimages.numpy().tobytes())\n\n"
+     "def main():\n"))
 
-if __name__ == "__main__":
-    main()
-"""
 
 # TRAIN_VAL's loop in two ranks (torch.multiprocessing.spawn, gloo): a
 # DistributedSampler over train/ (persistent workers), a validation pass
@@ -526,35 +512,29 @@ def mount_train_val(mount, train_val):
     return m
 
 
-@pytest.mark.parametrize("persistent", [0, 1])
+@pytest.mark.parametrize("persistent,inline", [(0, False), (1, False),
+                                               (0, True)],
+                         ids=["loaders", "persistent", "built-in-the-loop"])
 def test_a_validation_pass_keeps_the_training_hint(train_val, mount,
-                                                   tmp_path, persistent):
+                                                   tmp_path, persistent,
+                                                   inline):
     """2,000 training files, a pass over 100 validation files every 5
     batches (with and without persistent workers): each DataLoader hints a
     stream of its own, so the validation reads neither wait behind the
     training hint nor abandon it. Before, both went to the process's one
-    stream and 1,664 of the 2,000 training reads were demand fetches."""
-    m = mount_train_val(mount, train_val)
-    st, got = run_train_val(m, tmp_path, 5, persistent=persistent)
-    assert got["steps"] == 125 and got["vals"] == 25
-    # 2,000 + 100 files fetched; demand fetches a few per cent at most.
-    assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
-    names = sorted(s["name"] for s in st["hint"]["streams"])
-    assert len(names) == 2, names
+    stream and 1,664 of the 2,000 training reads were demand fetches.
 
-
-def test_loaders_built_in_the_loop_keep_their_streams(train_val, mount,
-                                                     tmp_path):
-    """The training DataLoader built in the for statement, a validation
-    DataLoader built inside validate() every 5 batches: torch's iterator
-    does not keep its loader alive, so the training loader is collected as
+    Inline (TRAIN_VAL_INLINE): torch's iterator does not keep its loader
+    alive, so a training loader built in the for statement is collected as
     the loop starts, yet its stream stays its own while it is read. Before,
     its number went back at once, each validation loader took it as reused
-    and replaced the training hint: most training reads were demand
+    and replaced the training hint: 1,600 training reads were demand
     fetches."""
     m = mount_train_val(mount, train_val)
-    st, got = run_train_val(m, tmp_path, 5, text=TRAIN_VAL_INLINE)
+    st, got = run_train_val(m, tmp_path, 5, persistent=persistent,
+                            text=TRAIN_VAL_INLINE if inline else TRAIN_VAL)
     assert got["steps"] == 125 and got["vals"] == 25
+    # 2,000 + 100 files fetched; demand fetches a few per cent at most.
     assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]
     names = sorted(s["name"] for s in st["hint"]["streams"])
     assert len(names) == 2, names
