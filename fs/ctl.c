@@ -31,6 +31,7 @@
 #include "fs/store.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -201,8 +202,10 @@ static int ctl_act(struct fs *fs, uint64_t kind, pid_t pid, const char *text,
 	case FS_INO_CTL_HINT: {
 		char stream[24];
 
-		snprintf(stream, sizeof(stream), "pid:%ld", (long)pid);
-		rc = fs_apply_hint(fs, text, len, stream, FS_CTL_NAME "/hint", pid);
+		snprintf(stream, sizeof(stream), "pid:%ld",
+			 (long)(proc_tgid(pid) ?: pid));
+		rc = fs_apply_hint(fs, text, len, stream, FS_CTL_NAME "/hint",
+				   pid);
 		break;
 	}
 	case FS_INO_CTL_WARM:
@@ -1160,7 +1163,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 			"\"misses\": %llu, \"mismatches\": %llu, "
 			"\"unbound\": %llu, \"fallbacks\": %llu, "
 			"\"hedged\": %llu, \"hedge_denied\": %llu, "
-			"\"hedge_budget_pct\": 0.5, \"bypassed\": %llu, "
+			"\"hedge_budget_pct\": %g, \"bypassed\": %llu, "
 			"\"reader_stalls\": %llu, \"breaker_opens\": %llu, "
 			"\"breaker_open\": %s, \"puts\": %llu, "
 			"\"put_errors\": %llu, \"put_dropped\": %llu, "
@@ -1170,6 +1173,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
 			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks),
 			U(ps.tier_st.hedged), U(ps.tier_st.hedge_denied),
+			ps.tier_st.hedge_budget_pct,
 			U(ps.tier_st.bypassed), U(ps.tier_st.reader_stalls),
 			U(ps.tier_st.breaker_opens),
 			ps.tier_st.breaker_open ? "true" : "false",

@@ -81,8 +81,8 @@
 #include "prefetch/s3/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/clock.h"
-#include "common/fileio.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/retry.h"
 
 #include <curl/curl.h>
@@ -234,27 +234,6 @@ static bool writer_alive(void *arg, pid_t pid)
 	return kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-/*
- * The process of thread @tid. NOTE(fuse): a request carries the calling
- * thread's id; a hint written by a thread that then ends must not look
- * like a process that has ended. @tid itself when /proc cannot say.
- */
-static pid_t thread_group(pid_t tid)
-{
-	char path[32], *text = NULL, *at;
-	size_t len;
-	long tgid = tid;
-
-	snprintf(path, sizeof(path), "/proc/%ld/status", (long)tid);
-	if (read_file_all(path, 1 << 16, &text, &len))
-		return tid;
-	at = strstr(text, "\nTgid:");
-	if (at)
-		tgid = strtol(at + 6, NULL, 10);
-	free(text);
-	return tgid > 0 ? (pid_t)tgid : tid;
-}
-
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	    int64_t epoch, bool replace, pid_t owner)
 {
@@ -265,8 +244,10 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 
 	if (!h)
 		return -ENOMEM;
+	/* The writer's process: a hint written by a thread that then ends
+	 * must not look like a process that has ended (proc_tgid()). */
 	if (owner > 0)
-		owner = thread_group(owner);
+		owner = proc_tgid(owner) ?: owner;
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
 	if (!n && !replace) {
@@ -378,6 +359,7 @@ static void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 		return;
 	pf->mem -= n;
 	f->mem -= n;
+	pf->room_gen++;
 	pthread_cond_broadcast(&pf->cv);
 	netloop_wake(&pf->net);
 }
@@ -713,9 +695,13 @@ static bool tier_hedge(struct pf *pf, int *timeout_ms)
 		running++;
 	/* tier_run is in start order: its head is the oldest GET. */
 	all = tier_open(pf->tier) ||
-	      tier_hung(pf->tier, pf->tier_run->start_ns, running, &due);
-	if (!all && due != UINT64_MAX && due > now) {
-		int ms = (int)((due - now) / 1000000u) + 1;
+	      tier_hung(pf->tier, pf->tier_run->start_ns, running,
+			pf->polled_ns, &due);
+	if (!all && due != UINT64_MAX) {
+		/* Past due and not judged hung: the last poll began before
+		 * due. Poll at once (it reads what the sockets hold), then
+		 * ask again. */
+		int ms = due > now ? (int)((due - now) / 1000000u) + 1 : 0;
 
 		if (ms < *timeout_ms)
 			*timeout_ms = ms;
@@ -1200,7 +1186,8 @@ static void *engine_main(void *arg)
 	bool ended = false;
 
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy, waited, timeouts;
+		uint64_t busy0 = mono_ns(), busy, waited, timeouts, poll0;
+		uint64_t gen;
 		struct pf_part *taken;
 		CURLMsg *msg;
 		int left, timeout;
@@ -1220,13 +1207,24 @@ static void *engine_main(void *arg)
 		/* Prefetch waits for memory with nothing in flight: whoever
 		 * gives memory back must wake us (mem_sub()). */
 		idle = held && !taken && !pf->running;
+		gen = pf->room_gen;
 		pthread_mutex_unlock(&pf->mu);
 		arm_parts(pf, taken);
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
 		timeouts = pf->net.timeouts;
+		poll0 = mono_ns();
 		waited = netloop_run(&pf->net, ended ? 0 : timeout);
+		/* Room came back during a wait that still ran out: its
+		 * wake-up was lost. A wait that runs out while a commit takes
+		 * its time is no loss. (Room given back in the instant
+		 * between the wait's end and this look counts one that was
+		 * not: rare, and never 0 where a wake-up is really lost.) */
+		pthread_mutex_lock(&pf->mu);
+		if (idle && pf->net.timeouts != timeouts && pf->room_gen != gen)
+			pf->st.lost_wakeups++;
+		pthread_mutex_unlock(&pf->mu);
 		ended = false;
 		while ((msg = curl_multi_info_read(pf->multi, &left))) {
 			struct s3_xfer *x = NULL;
@@ -1265,9 +1263,9 @@ static void *engine_main(void *arg)
 		}
 		/* How long transfers waited on this thread's other work. */
 		busy = mono_ns() - busy0 - waited;
+		/* Every answer that came before poll0 has been judged. */
+		pf->polled_ns = poll0;
 		pthread_mutex_lock(&pf->mu);
-		if (idle && pf->net.timeouts != timeouts)
-			pf->st.lost_wakeups++;
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)
 			pf->st.engine_busy_max_ns = busy;
@@ -1390,8 +1388,10 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
  */
 static void room_wait_end(struct pf *pf)
 {
-	if (!--pf->room_waiters)
+	if (!--pf->room_waiters) {
+		pf->room_gen++;
 		netloop_wake(&pf->net);
+	}
 }
 
 /* Gives up after the reader's deadline: one line. Unlocks mu. */
@@ -1664,6 +1664,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 		st->tier_st.fallbacks = ts.fallbacks;
 		st->tier_st.hedged = ts.hedged;
 		st->tier_st.hedge_denied = ts.hedge_denied;
+		st->tier_st.hedge_budget_pct = ts.hedge_budget_pct;
 		st->tier_st.bypassed = ts.bypassed;
 		st->tier_st.reader_stalls = ts.reader_stalls;
 		st->tier_st.breaker_opens = ts.breaker_opens;

@@ -148,6 +148,10 @@ struct pf {
 	uint64_t mem;              /* bytes of fetch buffers reserved */
 	uint64_t mem_peak;
 	uint32_t room_waiters;     /* readers waiting for memory */
+	uint64_t room_gen;         /* bumped whenever memory goes back or
+				      the last room waiter leaves (mem_sub(),
+				      room_wait_end()): what wakes a held
+				      prefetch; lost_wakeups looks at it */
 	uint32_t over;             /* running parts started past the bound */
 	double limit;              /* current in-flight limit (AIMD) */
 	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
@@ -173,6 +177,9 @@ struct pf {
 				      first (by tnext): what the hedge
 				      looks at */
 	struct pf_part *tier_run_tail;
+	uint64_t polled_ns;        /* engine thread: when the latest poll
+				      whose answers were all judged began
+				      (tier_hung()) */
 	struct pf_stats st;        /* counters under mu, but for: */
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */

@@ -178,8 +178,9 @@ struct pf_stats {
 	uint64_t lost_wakeups;   /**< the network thread's waits that ran
 				      their whole timeout with no GET running
 				      while prefetch was held back by
-				      fetch_mem: memory given back without a
-				      wake-up (0 unless something is wrong) */
+				      fetch_mem, though memory came back
+				      during them: a wake-up lost (0 unless
+				      something is wrong) */
 	uint64_t hint_pos;       /**< the streams' hint_pos added up */
 	uint64_t hint_len;       /**< their current hints' lengths added up */
 	int64_t hint_epoch;      /**< the epoch of the stream hinted last, -1
@@ -213,6 +214,8 @@ struct pf_stats {
 					   cancelled, read from the origin */
 		uint64_t hedge_denied; /**< hedges over the budget: the
 					    reader waited on the tier */
+		double hedge_budget_pct; /**< hedges allowed per 100 tier
+					      GETs */
 		uint64_t bypassed;    /**< fetches sent to the origin while
 					   the tier was failing */
 		uint64_t reader_stalls; /**< tier GETs a reader waited on

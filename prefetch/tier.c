@@ -120,7 +120,7 @@ struct tier {
 
 	_Atomic uint64_t answer_ns;   /* average time to an answer (EWMA,
 					 1/16 per answer), 0: none yet */
-	_Atomic uint64_t last_answer; /* mono_ns of the latest answer */
+	_Atomic uint64_t last_answer; /* now_ns() of the latest answer */
 	_Atomic uint64_t hedge_gets;  /* the budget: tier GETs not yet
 					 spent on a hedge, at most
 					 TIER_HEDGE_PER x TIER_HEDGE_BURST */
@@ -351,6 +351,12 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 
 /* ---- the breaker and the counters ---------------------------------------- */
 
+/* The tier's clock: mono_ns(), or the one a test set (tier_config). */
+static uint64_t now_ns(const struct tier *t)
+{
+	return t->cfg.clock_ns ? t->cfg.clock_ns() : mono_ns();
+}
+
 /* Opens the breaker for the next open period (doubling up to 30 s while
  * the probes fail), ending any probe. */
 static void breaker_open(struct tier *t, const char *why)
@@ -359,7 +365,7 @@ static void breaker_open(struct tier *t, const char *why)
 	uint64_t next = period * 2 < TIER_BREAK_MAX_NS ? period * 2
 						       : TIER_BREAK_MAX_NS;
 
-	atomic_store(&t->open_until, mono_ns() + period);
+	atomic_store(&t->open_until, now_ns(t) + period);
 	atomic_store(&t->open_ns, next);
 	atomic_store(&t->probe_until, 0);
 	atomic_store(&t->fail_streak, 0);
@@ -385,7 +391,7 @@ bool tier_use(struct tier *t)
 
 	if (!until)
 		return true;
-	now = mono_ns();
+	now = now_ns(t);
 	if (now >= until) {
 		/* Half-open: one fetch probes, the others keep to the
 		 * origin until its answer. */
@@ -403,7 +409,7 @@ bool tier_open(const struct tier *t)
 {
 	uint64_t until = atomic_load(&t->open_until);
 
-	return until && mono_ns() < until;
+	return until && now_ns(t) < until;
 }
 
 void tier_note_get(struct tier *t)
@@ -411,7 +417,8 @@ void tier_note_get(struct tier *t)
 	uint64_t have = atomic_load(&t->hedge_gets);
 
 	add(&t->n.gets);
-	/* Racy cap: a GET lost to a race costs 1/100 of a hedge. */
+	/* Racy cap: a GET lost to a race costs 1/TIER_HEDGE_PER of a
+	 * hedge. */
 	if (have < TIER_HEDGE_PER * TIER_HEDGE_BURST)
 		atomic_fetch_add(&t->hedge_gets, 1);
 }
@@ -436,7 +443,7 @@ void tier_note_answer_ns(struct tier *t, uint64_t ns)
 {
 	uint64_t avg = atomic_load(&t->answer_ns);
 
-	atomic_store(&t->last_answer, mono_ns());
+	atomic_store(&t->last_answer, now_ns(t));
 	/* Racy read-modify-write: a lost sample among many is fine. */
 	atomic_store(&t->answer_ns, avg ? avg - avg / 16 + ns / 16 : ns);
 }
@@ -455,7 +462,7 @@ uint64_t tier_hedge_ns(const struct tier *t)
 }
 
 bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
-	       uint64_t *due_ns)
+	       uint64_t polled_ns, uint64_t *due_ns)
 {
 	uint64_t tail = TIER_HUNG_TAIL * atomic_load(&t->answer_ns);
 	uint64_t wait = tail > TIER_HUNG_NS ? tail : TIER_HUNG_NS;
@@ -465,8 +472,15 @@ bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 	 * whatever it does (the timeouts still open the breaker). */
 	if (!t->cfg.hedge_ms || running < TIER_HUNG_MIN_GETS)
 		return false;
+	/* An answer since the oldest started: not hung while it runs. */
+	if (atomic_load(&t->last_answer) >= oldest_ns)
+		return false;
 	*due_ns = oldest_ns + wait;
-	if (mono_ns() < *due_ns || atomic_load(&t->last_answer) >= oldest_ns)
+	/* Silent past due, as seen by a poll that began past due: an answer
+	 * that came before that poll was read and judged by it (last_answer
+	 * above). Until then the silence may be the engine thread's (a
+	 * stall on a loaded machine), with answers buffered unread. */
+	if (polled_ns < *due_ns)
 		return false;
 	breaker_open(t, "no answer for 500 ms or more");
 	return true;
@@ -502,9 +516,14 @@ void tier_note_verdict(struct tier *t, enum tier_verdict v,
 		return;
 	/* Errors, timeouts and hedges alike: a tier too slow for its
 	 * readers 8 times in a row is failing them. A failed probe opens
-	 * the breaker again at once. */
+	 * the breaker again at once; a probe a reader hedged (for free,
+	 * tier_hedge_take()) says only that the reader would not wait the
+	 * hedge: no verdict, the next fetch probes. */
 	if (atomic_load(&t->open_until) && !tier_open(t)) {
-		breaker_open(t, "the probe failed");
+		if (cut == TIER_CUT_HEDGE)
+			atomic_store(&t->probe_until, 0);
+		else
+			breaker_open(t, "the probe failed");
 		return;
 	}
 	if (atomic_fetch_add(&t->fail_streak, 1) + 1 >= TIER_BREAK_AFTER &&
@@ -522,6 +541,7 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->fallbacks = atomic_load(&t->n.fallbacks);
 	st->hedged = atomic_load(&t->n.hedged);
 	st->hedge_denied = atomic_load(&t->n.hedge_denied);
+	st->hedge_budget_pct = 100.0 / TIER_HEDGE_PER;
 	st->bypassed = atomic_load(&t->n.bypassed);
 	st->reader_stalls = atomic_load(&t->n.reader_stalls);
 	st->breaker_opens = atomic_load(&t->n.breaker_opens);

@@ -124,6 +124,9 @@ struct tier_config {
 	const unsigned char *mac_key; /**< -o shared_cache_key's bytes, or
 					   NULL; copied */
 	size_t mac_key_len;
+	uint64_t (*clock_ns)(void); /**< the breaker's and tier_hung()'s
+				         clock; NULL: mono_ns() (a test
+				         passes one it moves itself) */
 };
 
 /** Counters of one tier (a snapshot). */
@@ -141,6 +144,7 @@ struct tier_stats {
 	uint64_t hedged;      /**< too slow for a waiting reader: origin */
 	uint64_t hedge_denied; /**< hedges the budget refused: the reader
 				    waited on for the tier */
+	double hedge_budget_pct; /**< the budget: hedges per 100 tier GETs */
 	uint64_t bypassed;    /**< fetches sent to the origin while the
 				   breaker was open (tier failing), or cut
 				   when it opened */
@@ -202,7 +206,8 @@ uint64_t tier_hedge_ns(const struct tier *t);
  * Takes one hedge from the budget (1 per 200 tier GETs, 2 saved at
  * most): true, or false (counted in hedge_denied) when it is spent and
  * the reader waits on for the tier. Free while the breaker is half-open
- * (the GET is its probe). Any thread.
+ * (the GET is its probe: its cut ends the probe without a verdict, see
+ * tier_note_verdict()). Any thread.
  */
 bool tier_hedge_take(struct tier *t);
 
@@ -213,12 +218,18 @@ void tier_note_answer_ns(struct tier *t, uint64_t ns);
 /**
  * Whether the tier is hung: @running GETs (4 at least) run, the oldest,
  * started at @oldest_ns, has waited past the hung time (500 ms, or 8 times
- * the usual answer time) and no GET answered since it started; never with
- * hedging off. True opens the breaker (the caller then cuts the GETs
- * running). *@due_ns: when the question is worth asking again. Any thread.
+ * the usual answer time: its due time) and no GET answered since it
+ * started, as seen by a poll that began at @polled_ns, past the due time
+ * (the latest poll of the sockets whose answers were all judged since:
+ * answers buffered unread while the caller's thread stalled are not
+ * silence); never with hedging off. True opens the breaker (the caller
+ * then cuts the GETs running). *@due_ns: the due time, UINT64_MAX when
+ * the question need not be asked again while these GETs run; a due time
+ * past and a false answer want a poll at once. Times on the tier's clock.
+ * Any thread.
  */
 bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
-	       uint64_t *due_ns);
+	       uint64_t polled_ns, uint64_t *due_ns);
 
 /**
  * Whether a fetch should try the tier now: true while the breaker is
@@ -241,8 +252,9 @@ enum tier_cut {
 
 /** Counts a tier GET's start (and feeds the hedge budget), and feeds its
  *  verdict to the stats and the breaker: errors, timeouts and hedges count
- *  towards opening it, any answer closes it. @waited: a reader waited on
- *  it. Any thread. */
+ *  towards opening it, any answer closes it; a half-open probe's error or
+ *  timeout opens it again, its hedge ends the probe without a verdict.
+ *  @waited: a reader waited on it. Any thread. */
 void tier_note_get(struct tier *t);
 void tier_note_verdict(struct tier *t, enum tier_verdict v,
 		       enum tier_cut cut, bool waited);

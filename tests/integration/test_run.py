@@ -155,6 +155,33 @@ if __name__ == "__main__":
 """
 
 
+# TRAIN_VAL written as many scripts are: the training DataLoader built in
+# the for statement (nothing else keeps it; torch's iterator does not), the
+# validation DataLoader built inside validate() at each pass. Same argv.
+def _rewrite(text, *pairs):
+    for old, new in pairs:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+TRAIN_VAL_INLINE = _rewrite(
+    TRAIN_VAL,
+    ("    train_loader = DataLoader(train, batch_size=16, shuffle=True, **kw)\n"
+     "    val_loader = DataLoader(val, batch_size=16, **kw)\n", ""),
+    ("    for images, labels in train_loader:\n",
+     "    for images, labels in DataLoader(train, batch_size=16, shuffle=True,\n"
+     "                                     **kw):\n"),
+    ("            for vimages, _ in val_loader:\n"
+     "                h.update(vimages.numpy().tobytes())\n",
+     "            validate(val, kw, h)\n"),
+    ("def main():\n",
+     "def validate(val, kw, h):\n"
+     "    for vimages, _ in DataLoader(val, batch_size=16, **kw):\n"
+     "        h.update(vimages.numpy().tobytes())\n\n"
+     "def main():\n"))
+
+
 # TRAIN_VAL's loop in two ranks (torch.multiprocessing.spawn, gloo): a
 # DistributedSampler over train/ (persistent workers), a validation pass
 # over each rank's share of val/ every 10 steps. argv: root, out, init.
@@ -445,14 +472,15 @@ _references = {}
 
 
 def train_val_argv(m, tmp_path, every, persistent=0, max_steps=0, seed=3,
-                   tag=""):
-    """(argv of TRAIN_VAL under hintfs-run on mount @m, its output file,
-    what the script gives on the local copy: the reference)."""
+                   tag="", text=TRAIN_VAL):
+    """(argv of TRAIN_VAL (or @text, with its argv) under hintfs-run on
+    mount @m, its output file, what the script gives on the local copy:
+    the reference)."""
     script = tmp_path / "train_val.py"
-    script.write_text(TRAIN_VAL)
+    script.write_text(text)
     args = [str(every), str(persistent), str(max_steps), str(seed)]
     local = m.local
-    key = (str(local), tuple(args))
+    key = (str(local), tuple(args), text)
     if key not in _references:
         ref_out = tmp_path / f"ref{tag}.json"
         proc = run([PYTHON, str(script), str(local), str(ref_out)] + args,
@@ -484,16 +512,27 @@ def mount_train_val(mount, train_val):
     return m
 
 
-@pytest.mark.parametrize("persistent", [0, 1])
+@pytest.mark.parametrize("persistent,inline", [(0, False), (1, False),
+                                               (0, True)],
+                         ids=["loaders", "persistent", "built-in-the-loop"])
 def test_a_validation_pass_keeps_the_training_hint(train_val, mount,
-                                                   tmp_path, persistent):
+                                                   tmp_path, persistent,
+                                                   inline):
     """2,000 training files, a pass over 100 validation files every 5
     batches (with and without persistent workers): each DataLoader hints a
     stream of its own, so the validation reads neither wait behind the
     training hint nor abandon it. Before, both went to the process's one
-    stream and 1,664 of the 2,000 training reads were demand fetches."""
+    stream and 1,664 of the 2,000 training reads were demand fetches.
+
+    Inline (TRAIN_VAL_INLINE): torch's iterator does not keep its loader
+    alive, so a training loader built in the for statement is collected as
+    the loop starts, yet its stream stays its own while it is read. Before,
+    its number went back at once, each validation loader took it as reused
+    and replaced the training hint: 1,600 training reads were demand
+    fetches."""
     m = mount_train_val(mount, train_val)
-    st, got = run_train_val(m, tmp_path, 5, persistent=persistent)
+    st, got = run_train_val(m, tmp_path, 5, persistent=persistent,
+                            text=TRAIN_VAL_INLINE if inline else TRAIN_VAL)
     assert got["steps"] == 125 and got["vals"] == 25
     # 2,000 + 100 files fetched; demand fetches a few per cent at most.
     assert st["reads"]["demand_fetches"] <= 0.03 * 2100, st["reads"]

@@ -90,6 +90,24 @@ def test_two_writers_each_get_their_order_followed(s3, bucket, mount, proxy):
     assert sorted(s["position"] for s in streams(m).values()) == [3, 5]
 
 
+def test_threads_of_one_process_write_one_stream(s3, bucket, mount):
+    """Two threads of this process write unnamed hints, one after the
+    other: one stream, the process's, `pid:<pid>`. (A request carries the
+    thread's id; the stream was named after each thread: two streams.)"""
+    import threading
+    objects = make_objects(6, "t")
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    m = mount(bucket)
+    for part in (keys[:3], keys[3:]):
+        t = threading.Thread(target=write_hint, args=(m.path, part))
+        t.start()
+        t.join()
+    st = streams(m)
+    assert list(st) == [f"pid:{os.getpid()}"], st
+    assert st[f"pid:{os.getpid()}"]["owner"] == os.getpid()
+
+
 @pytest.fixture
 def slow_proxy(rgw):
     """The proxy with 300 ms per request: the second hint is in long

@@ -153,6 +153,7 @@ def test_read_through(s3, buckets, mount, proxies):
     assert st["hits"] == len(objects), st
     assert st["misses"] == st["mismatches"] == st["fallbacks"] == 0, st
     assert st["puts"] == 0, st
+    assert st["hedge_budget_pct"] == 0.5, st  # 1 per 200 (tier.c)
     assert len(object_gets(opx, origin)) == before  # no origin GET
     # The first mount's GETs missed (404); this one's were answered.
     tier_gets = [r for r in gets_settled(tpx, tier, want=2 * len(objects))

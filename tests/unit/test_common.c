@@ -1,15 +1,18 @@
 /*
  * tests/unit/test_common.c - the shared helpers of common/: the growable
- * buffer, the monotonic clock, mkdir -p, reading a whole file.
+ * buffer, the monotonic clock, mkdir -p, reading a whole file, a
+ * thread's process.
  */
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/fileio.h"
+#include "common/proc.h"
 #include "common/retry.h"
 #include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -184,8 +187,30 @@ static void test_retry(void)
 	CHECK(retry_delay_ms(&p, 1 << 30, &seed) <= 2000);
 }
 
+static void *tgid_of_self(void *arg)
+{
+	*(pid_t *)arg = proc_tgid(gettid());
+	return NULL;
+}
+
+/* A thread's process: the same for every thread of ours; 0 unknown. */
+static void test_proc_tgid(void)
+{
+	pthread_t th;
+	pid_t got = 0;
+
+	CHECK(proc_tgid(getpid()) == getpid());
+	CHECK(pthread_create(&th, NULL, tgid_of_self, &got) == 0);
+	pthread_join(th, NULL);
+	CHECK(got == getpid());
+	CHECK(proc_tgid(0) == 0 && proc_tgid(-1) == 0);
+	/* Beyond pid_max (at most 2^22): no such thread. */
+	CHECK(proc_tgid(1 << 23) == 0);
+}
+
 int main(void)
 {
+	test_proc_tgid();
 	test_retry();
 	test_buf();
 	test_clock();

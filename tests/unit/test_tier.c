@@ -369,12 +369,21 @@ static void test_put_and_read_back(void)
 	s3_client_destroy(c);
 }
 
+/* The bare tiers' clock: moved by the tests, never by the scheduler. */
+static uint64_t fake_now = 1000000000000ull;
+
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
 /* A tier without a client (no GET or PUT is sent), hedging past
- * @hedge_ms: its budget, breaker and counters. */
+ * @hedge_ms, on fake_clock(): its budget, breaker and counters. */
 static struct tier *bare_tier(unsigned int hedge_ms)
 {
 	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
-				  .prefix = "", .hedge_ms = hedge_ms };
+				  .prefix = "", .hedge_ms = hedge_ms,
+				  .clock_ns = fake_clock };
 	struct tier *t = NULL;
 
 	CHECK(tier_start(&tc, &t) == 0);
@@ -403,6 +412,7 @@ static void test_hedge_budget(void)
 	CHECK(taken == 2);
 	tier_get_stats(t, &ts);
 	CHECK(ts.hedge_denied == 4 && ts.gets == 5200);
+	CHECK(ts.hedge_budget_pct == 0.5);
 	tier_stop(t);
 }
 
@@ -412,7 +422,6 @@ static void test_breaker(void)
 {
 	struct tier *t = bare_tier(100);
 	struct tier_stats ts;
-	uint64_t due;
 
 	/* An answer between failures resets the count. */
 	for (int i = 0; i < 7; i++)
@@ -428,35 +437,74 @@ static void test_breaker(void)
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 1 && ts.breaker_open && ts.bypassed == 1);
 	CHECK(ts.hedged == 4 && ts.fallbacks == 11 && ts.reader_stalls == 8);
-	/* Half-open after 1 s: one probe, the others still bypass. */
-	usleep(1050000);
+	/* Still open just before 1 s, half-open at 1 s: one probe, the
+	 * others still bypass. */
+	fake_now += 999999999ull;
+	CHECK(tier_open(t) && !tier_use(t));
+	fake_now += 1;
 	CHECK(!tier_open(t));
 	CHECK(tier_use(t));
 	CHECK(!tier_use(t) && !tier_use(t));
 	/* The probe's reader hedges for free (the budget is empty). */
 	CHECK(tier_hedge_take(t));
-	/* It failed: open again (for 2 s now). */
+	/* Its reader hedged it: no verdict on the tier, not reopened; the
+	 * next fetch probes. */
 	tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true);
+	CHECK(!tier_open(t));
+	tier_get_stats(t, &ts);
+	CHECK(ts.breaker_opens == 1 && ts.breaker_open && ts.hedged == 5);
+	CHECK(tier_use(t));
+	CHECK(!tier_use(t));
+	/* That probe failed on its own (an error, a timeout): open again,
+	 * for 2 s now. */
+	tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false);
 	CHECK(tier_open(t) && !tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 2);
+	fake_now += 1999999999ull;
+	CHECK(tier_open(t));
+	fake_now += 1;
+	CHECK(!tier_open(t) && tier_use(t));
 	/* An answer closes it: every fetch uses the tier again. */
 	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, false);
 	CHECK(!tier_open(t) && tier_use(t) && tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(!ts.breaker_open);
 
-	/* Hung: 4 GETs or more, the oldest 500 ms old, no answer since it
-	 * started. */
-	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 3, &due));
-	CHECK(!tier_hung(t, mono_ns() - 100000000ull, 64, &due));
-	CHECK(due > mono_ns());
-	CHECK(tier_hung(t, mono_ns() - 600000000ull, 4, &due));
+	tier_stop(t);
+}
+
+/* Hung: 4 GETs or more, the oldest 500 ms old, no answer since it
+ * started, as seen by a poll begun past that. */
+static void test_hung(void)
+{
+	struct tier *t = bare_tier(100);
+	uint64_t t0 = fake_now, due;
+
+	fake_now += 600000000ull;
+	CHECK(!tier_hung(t, t0, 3, fake_now, &due));
+	CHECK(!tier_hung(t, fake_now - 100000000ull, 64, fake_now, &due));
+	CHECK(due == fake_now + 400000000ull);
+	/* The engine thread stalled: its last poll began 100 ms after the
+	 * GETs, 400 ms before due. Their answers may wait unread in the
+	 * sockets: not hung yet, and due is past (poll at once). */
+	CHECK(!tier_hung(t, t0, 64, t0 + 100000000ull, &due));
+	CHECK(due == t0 + 500000000ull && !tier_open(t));
+	/* That poll read an answer: not hung while these GETs run. */
+	tier_note_answer_ns(t, 1000000ull);
+	CHECK(!tier_hung(t, t0, 64, fake_now, &due));
+	CHECK(due == UINT64_MAX && !tier_open(t));
+	/* GETs started after it, and a poll begun past their due found
+	 * them all silent: hung. */
+	t0 = fake_now + 1000000ull;
+	fake_now = t0 + 600000000ull;
+	CHECK(!tier_hung(t, t0, 4, t0 + 499999999ull, &due));
+	CHECK(tier_hung(t, t0, 4, t0 + 500000000ull, &due));
 	CHECK(tier_open(t));
 	tier_stop(t);
 	/* With hedging off, readers wait for the timeout: never hung. */
 	t = bare_tier(0);
-	CHECK(!tier_hung(t, mono_ns() - 600000000ull, 64, &due));
+	CHECK(!tier_hung(t, t0, 64, fake_now, &due));
 	tier_stop(t);
 }
 
@@ -469,5 +517,6 @@ int main(void)
 	test_put_and_read_back();
 	test_hedge_budget();
 	test_breaker();
+	test_hung();
 	return check_done();
 }

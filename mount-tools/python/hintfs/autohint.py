@@ -182,7 +182,10 @@ class _LoaderState:
         self.real = real          # the loader's own (batch) sampler
         self.epochs = 0
         # A number another loader had: its hints go at the first epoch.
-        self.stream_k, self.unfinished = own_stream(loader)
+        # Tied to this state, not to the loader: torch's iterator keeps
+        # no reference to its loader (`for b in DataLoader(...)` frees
+        # it as the loop starts) but keeps the state through _Replay.
+        self.stream_k, self.unfinished = own_stream(self)
 
     def _epoch(self):
         for s in (self.real, getattr(self.real, "sampler", None)):

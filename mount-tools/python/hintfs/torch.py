@@ -107,8 +107,11 @@ _free_streams = []
 
 
 def own_stream(owner):
-    """A stream number of this process for @owner (a sampler or a
-    DataLoader), for as long as it lives: the lowest one free. Returns
+    """A stream number of this process for @owner, for as long as it
+    lives: the lowest one free. @owner must live as long as anything
+    still reads by that number: a sampler (every iterator keeps its loader's
+    sampler), or the hook's per-loader state, never a DataLoader (its
+    iterators do not keep it alive). Returns
     (number, reused): a reused number's stream may still hold the hints of
     the collected owner, which the first hint should replace."""
     global _next_stream
