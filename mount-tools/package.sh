@@ -11,8 +11,8 @@
 #   --no-deps        do not run install-deps.sh --package first
 #   --no-check       skip the unit tests during the build (nocheck)
 #   --no-build       use the packages already in --out (for --test, --clean)
-#   --check-version  only check that every file naming the version agrees
-#                    with meson.build's, and exit
+#   --check-version  only check that meson.build is the one file writing
+#                    the version (the changelogs agree with it), and exit
 #   --test           then install the packages on this machine, mount the
 #                    test bucket with `mount -t fuse.hintfs` and from an
 #                    fstab line, run hintfs-run, remove them and check that
@@ -26,9 +26,10 @@
 #                    there. ROOT is kept for the next run: remove it with
 #                    rm -rf --one-file-system once nothing is mounted in it.
 #
-# The version lives in meson.build (project version). debian/changelog,
-# the Python package and the man pages must say the same: a release bumps
-# them together (`--check-version` names the ones that lag).
+# The version is written once, in meson.build (project version); the Python
+# package and the man pages take it from there. debian/changelog and
+# CHANGELOG.md name it too: a release adds an entry to both
+# (`--check-version` names what lags, and any file that writes it again).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,8 +58,12 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-# Prints the version every file of @1 (a source tree) names, and fails with
-# one line per file that disagrees with meson.build's.
+# Prints meson.build's project version, the one place it is written, and
+# fails with one line per file of @1 (a source tree) that disagrees: the two
+# histories that must name it (debian/changelog's newest entry, CHANGELOG.md's
+# newest release) and any other file that writes it again. The Python
+# package (setup.py) and the man pages (@VERSION@, configured by meson) take
+# it from meson.build.
 check_version() {
 	local src=$1 v bad=0 got f
 	v=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$src/meson.build" | head -n 1)
@@ -72,20 +77,26 @@ check_version() {
 			"add an entry (dch -v $v)" >&2
 		bad=1
 	fi
-	got=$(sed -n 's/^version *= *"\([^"]*\)"/\1/p' \
-		"$src/mount-tools/python/pyproject.toml")
-	[ "$got" = "$v" ] || { echo "package: mount-tools/python/pyproject.toml" \
-		"says $got, meson.build $v" >&2; bad=1; }
-	got=$(sed -n 's/^__version__ *= *"\([^"]*\)"/\1/p' \
-		"$src/mount-tools/python/hintfs/__init__.py")
-	[ "$got" = "$v" ] || { echo "package: mount-tools/python/hintfs/__init__.py" \
-		"says $got, meson.build $v" >&2; bad=1; }
-	for f in "$src"/doc/*.1; do
-		grep -q "^\.TH .* \"hintfs $v\"" "$f" || {
-			echo "package: ${f#"$src"/} does not say \"hintfs $v\"" >&2
-			bad=1
-		}
-	done
+	got=$(sed -n 's/^## \([0-9][^ ]*\).*/\1/p' "$src/CHANGELOG.md" | head -n 1)
+	if [ "$got" != "$v" ]; then
+		echo "package: CHANGELOG.md has ${got:-no release} as its newest" \
+			"release, meson.build $v: move Unreleased under ## $v" >&2
+		bad=1
+	fi
+	# Every other file: git's list in a clone, else the tree's files.
+	while IFS= read -r -d '' f; do
+		case "$f" in
+		meson.build | debian/changelog | CHANGELOG.md | tests/data/*) ;;
+		*)
+			if grep -qwF -- "$v" "$src/$f"; then
+				echo "package: $f writes the version $v again:" \
+					"take it from meson.build" >&2
+				bad=1
+			fi
+			;;
+		esac
+	done < <(if [ -e "$src/.git" ]; then git -C "$src" ls-files -z; else
+		(cd "$src" && find . -type f -printf '%P\0'); fi)
 	[ $bad -eq 0 ] && echo "$v"
 }
 

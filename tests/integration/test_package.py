@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import conftest
+import workload
 from dataset import upload
 from test_mount_cmd import (LOCK, INSTALLED, check_mount, clean_env,
                             daemons_of, profile_files)
@@ -33,8 +34,11 @@ ROOTS = ("/usr", "/etc", "/opt")
 APT_S = 600
 
 PACKAGE_SH = conftest.REPO / "mount-tools" / "package.sh"
-VERSIONED = ["meson.build", "debian/changelog", "mount-tools/package.sh",
-             "mount-tools/python/pyproject.toml",
+# The files --check-version reads: meson.build writes the version, the two
+# changelogs name it, the Python package and the man pages take it.
+VERSIONED = ["meson.build", "debian/changelog", "CHANGELOG.md",
+             "mount-tools/package.sh", "mount-tools/python/pyproject.toml",
+             "mount-tools/python/setup.py",
              "mount-tools/python/hintfs/__init__.py", "doc/hintfs.1",
              "doc/hintfs-ctl.1", "doc/hintfs-run.1"]
 
@@ -64,8 +68,7 @@ for epoch in range(2):
 
 def debs():
     d = Path(os.environ.get("HINTFS_PACKAGE_DIR", ""))
-    version = conftest.REPO.joinpath("meson.build").read_text()
-    version = version.split("version : '", 1)[1].split("'", 1)[0]
+    version = meson_version()
     found = sorted(d.glob(f"hintfs_{version}_*.deb")) + \
         sorted(d.glob(f"python3-hintfs_{version}_all.deb"))
     if len(found) != 2:
@@ -197,28 +200,58 @@ def clean_debian(tmp_path):
         shutil.rmtree(t.host(t.tmp))  # nothing is mounted there any more
 
 
-def test_every_file_names_meson_builds_version(tmp_path):
-    """The version lives in meson.build; package.sh --check-version (run by
-    every package build) fails, naming the file, when another lags."""
+def meson_version(root=conftest.REPO):
+    """meson.build's project version, the one place it is written."""
+    text = (Path(root) / "meson.build").read_text()
+    return text.split("version : '", 1)[1].split("'", 1)[0]
+
+
+def check_version(root):
+    """package.sh --check-version run on the tree at @root: (status, the
+    files its stderr names, sorted)."""
+    p = subprocess.run([Path(root) / "mount-tools" / "package.sh",
+                        "--check-version"], capture_output=True, text=True)
+    return p.returncode, sorted(l.split()[1] for l in p.stderr.splitlines())
+
+
+def test_the_version_is_written_once(tmp_path):
+    """meson.build writes the version; package.sh --check-version (run by
+    every package build) fails, naming the file, when a changelog lags or
+    any other file writes the version again."""
     if not shutil.which("dpkg-parsechangelog"):
         pytest.skip("dpkg-parsechangelog (dpkg-dev) is absent")
-    p = subprocess.run([PACKAGE_SH, "--check-version"], capture_output=True,
-                       text=True)
-    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert check_version(conftest.REPO) == (0, [])
     for rel in VERSIONED:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(conftest.REPO / rel, tmp_path / rel)
+    assert check_version(tmp_path) == (0, [])
+
+    # A second copy, where the old scheme kept them, is named.
+    v = meson_version()
+    init = tmp_path / "mount-tools/python/hintfs/__init__.py"
+    init.write_text(init.read_text() + f'__version__ = "{v}"\n')
+    page = tmp_path / "doc/hintfs-run.1"
+    page.write_text(page.read_text().replace("@VERSION@", v))
+    assert check_version(tmp_path) == (1, [
+        "doc/hintfs-run.1", "mount-tools/python/hintfs/__init__.py"])
+
+    # A new version in meson.build: only the two changelogs lag.
+    shutil.copy(conftest.REPO / "doc/hintfs-run.1", page)
+    shutil.copy(conftest.REPO / "mount-tools/python/hintfs/__init__.py", init)
     meson = tmp_path / "meson.build"
     text = meson.read_text()
-    old = text.split("version : '", 1)[1].split("'", 1)[0]
-    meson.write_text(text.replace(f"version : '{old}'", "version : '9.8.7'", 1))
-    p = subprocess.run([tmp_path / "mount-tools" / "package.sh",
-                        "--check-version"], capture_output=True, text=True)
-    assert p.returncode != 0
-    lagging = [l.split()[1] for l in p.stderr.splitlines()]
-    assert lagging == ["debian/changelog", "mount-tools/python/pyproject.toml",
-                       "mount-tools/python/hintfs/__init__.py", "doc/hintfs-ctl.1",
-                       "doc/hintfs-run.1", "doc/hintfs.1"], p.stderr
+    meson.write_text(text.replace(f"version : '{v}'", "version : '9.8.7'", 1))
+    assert check_version(tmp_path) == (1, ["CHANGELOG.md", "debian/changelog"])
+
+
+def test_man_pages_say_meson_builds_version():
+    """meson writes the version on each man page's .TH line."""
+    build = workload.build_dir() / "mount-tools"
+    for page in ("hintfs.1", "hintfs-ctl.1", "hintfs-run.1"):
+        src = (conftest.REPO / "doc" / page).read_text()
+        assert '"hintfs @VERSION@"' in src.splitlines()[1], page
+        built = (build / page).read_text()
+        assert built == src.replace("@VERSION@", meson_version()), page
 
 
 def install_mount_run_remove(t, s3, bucket, rgw):

@@ -603,11 +603,16 @@ def test_pip_installs_the_package_offline(tmp_path):
         pytest.fail("python3-pip is missing: run mount-tools/install-deps.sh",
                     pytrace=False)
     # From a copy, so that setuptools' build/ and egg-info stay out of the
-    # source tree.
-    src = tmp_path / "src"
+    # source tree; its meson.build, where the package's version comes from,
+    # names another version.
+    tree = tmp_path / "tree"
+    src = tree / "mount-tools" / "python"
     shutil.copytree(REPO / "mount-tools" / "python", src,
                     ignore=shutil.ignore_patterns("__pycache__", "build",
                                                   "*.egg-info"))
+    meson = (REPO / "meson.build").read_text()
+    (tree / "meson.build").write_text(meson.replace(
+        f"version : '{hintfs.__version__}'", "version : '9.8.7'", 1))
     target = tmp_path / "site"
     p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                         "--no-build-isolation", "--no-index", "--target",
@@ -625,4 +630,12 @@ def test_pip_installs_the_package_offline(tmp_path):
     assert p.returncode == 0, p.stderr
     path, version, *flags = p.stdout.split()
     assert path.startswith(str(target)) and flags == ["True"] * 3
-    assert version == hintfs.__version__
+    assert version == "9.8.7"
+    # Run from the tree, without installing: meson.build says.
+    assert hintfs.__version__ == \
+        meson.split("version : '", 1)[1].split("'", 1)[0]
+    p = subprocess.run([sys.executable, "-c", "import hintfs; "
+                        "print(hintfs.__version__)"], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=str(src)))
+    assert p.stdout.split() == ["9.8.7"], p.stderr

@@ -137,7 +137,7 @@ static void test_bad(void)
 static void test_stats_and_truncation(void)
 {
 	static const char stats[] =
-		"{\n  \"version\": \"0.1.0\",\n  \"source\": \"s3://dev/a\\\"b\",\n"
+		"{\n  \"version\": \"9.9.9\",\n  \"source\": \"s3://dev/a\\\"b\",\n"
 		"  \"listing\": {\"files\": 20, \"bytes\": 1000000, \"from_cache\": "
 		"false, \"ms\": 5, \"mounted_at\": 1795298810},\n"
 		"  \"cache\": {\"dir\": \"/tmp/c\", \"objects\": 0, \"capacity\": "

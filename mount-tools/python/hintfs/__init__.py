@@ -13,7 +13,11 @@ import json
 import os
 import time
 
-__version__ = "0.1.0"
+try:  # written into the built package by setup.py
+    from hintfs._version import version as __version__
+except ImportError:  # run from the source tree: meson.build says
+    from hintfs._tree import meson_version
+    __version__ = meson_version() or "unknown"
 
 
 def _write_ctl(mount, name, data):
