@@ -26,15 +26,12 @@
 #include <stdio.h>
 
 static int check_passed, check_failed, check_skipped;
-static const char *check_group_name;     /* NULL outside a group */
+static const char *check_group_name; /* NULL outside a group */
 static int check_group_checks, check_group_failed;
 
-static inline void check_vreport(const char *verdict, const char *where,
-				 const char *fmt, va_list ap)
-	__attribute__((format(printf, 3, 0)));
-
-static inline void check_vreport(const char *verdict, const char *where,
-				 const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static inline void
+check_vreport(const char *verdict, const char *where, const char *fmt,
+	      va_list ap)
 {
 	/* Failures and verdicts on stdout, in the order they happened. */
 	printf("%s %s", verdict, where);
@@ -48,12 +45,8 @@ static inline void check_vreport(const char *verdict, const char *where,
 
 /* Counts one check of @ok made at @file:@line; on failure prints @fmt.
  * Returns @ok, so that a test can stop what depends on it. */
-static inline bool check_at(bool ok, const char *file, int line,
-			    const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static inline bool check_at(bool ok, const char *file, int line,
-			    const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static inline bool
+check_at(bool ok, const char *file, int line, const char *fmt, ...)
 {
 	char where[256];
 	va_list ap;
@@ -76,7 +69,7 @@ static inline bool check_at(bool ok, const char *file, int line,
 	return false;
 }
 
-#define CHECK(cond) check_at(!!(cond), __FILE__, __LINE__, "%s", #cond)
+#define CHECK(cond)	  check_at(!!(cond), __FILE__, __LINE__, "%s", #cond)
 #define CHECKF(cond, ...) check_at(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Opens the group @name (a string that outlives it). */
@@ -107,15 +100,8 @@ static inline void check_group_end(void)
 
 /* The verdicts of a case named @name that checked by its own means; @fmt
  * (may be NULL) says what it found. Each counts as one check. */
-static inline void check_pass(const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static inline void check_fail(const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* A case skipped, for the reason @fmt prints: counted apart, not a check. */
-static inline void check_skip(const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static inline void check_pass(const char *name, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static inline void
+check_pass(const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -126,7 +112,8 @@ static inline void check_pass(const char *name, const char *fmt, ...)
 	va_end(ap);
 }
 
-static inline void check_fail(const char *name, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static inline void
+check_fail(const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -138,7 +125,9 @@ static inline void check_fail(const char *name, const char *fmt, ...)
 	va_end(ap);
 }
 
-static inline void check_skip(const char *name, const char *fmt, ...)
+/* A case skipped, for the reason @fmt prints: counted apart, not a check. */
+__attribute__((format(printf, 2, 3))) static inline void
+check_skip(const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
