@@ -45,6 +45,8 @@ pkgs=(
 	# tests and the demo (openssl: the TLS tests' certificates; pyflakes:
 	# mount-tools/lint.sh)
 	python3 python3-pytest python3-pil python3-boto3 openssl python3-pyflakes
+	# the format check (mount-tools/format.sh; the version is pinned)
+	clang-format-14
 	# the Python package's install test: pip from the source tree, offline
 	python3-pip python3-setuptools python3-wheel python3-venv
 )
