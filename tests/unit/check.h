@@ -43,6 +43,19 @@ check_vreport(const char *verdict, const char *where, const char *fmt,
 	fflush(stdout);
 }
 
+/* Counts one check of @ok, in the totals and in the open group. */
+static inline bool check_count(bool ok)
+{
+	check_group_checks++;
+	if (ok) {
+		check_passed++;
+	} else {
+		check_failed++;
+		check_group_failed++;
+	}
+	return ok;
+}
+
 /* Counts one check of @ok made at @file:@line; on failure prints @fmt.
  * Returns @ok, so that a test can stop what depends on it. */
 __attribute__((format(printf, 4, 5))) static inline bool
@@ -51,13 +64,8 @@ check_at(bool ok, const char *file, int line, const char *fmt, ...)
 	char where[256];
 	va_list ap;
 
-	check_group_checks++;
-	if (ok) {
-		check_passed++;
+	if (check_count(ok))
 		return true;
-	}
-	check_failed++;
-	check_group_failed++;
 	if (check_group_name)
 		snprintf(where, sizeof(where), "%s:%d (%s)", file, line,
 			 check_group_name);
@@ -98,44 +106,29 @@ static inline void check_group_end(void)
 	check_group_name = NULL;
 }
 
-/* The verdicts of a case named @name that checked by its own means; @fmt
- * (may be NULL) says what it found. Each counts as one check. */
-__attribute__((format(printf, 2, 3))) static inline void
-check_pass(const char *name, const char *fmt, ...)
+enum check_verdict { CHECK_PASSED, CHECK_FAILED, CHECK_SKIPPED };
+
+/* The verdict @v of a case named @name that checked by its own means; @fmt
+ * (may be NULL) says what it found. A pass or a failure counts as one
+ * check; a skip is counted apart and is no check. */
+__attribute__((format(printf, 3, 4))) static inline void
+check_case(enum check_verdict v, const char *name, const char *fmt, ...)
 {
+	static const char *const word[] = {"PASS", "FAIL", "SKIP"};
 	va_list ap;
 
-	check_passed++;
-	check_group_checks++;
+	if (v == CHECK_SKIPPED)
+		check_skipped++;
+	else
+		check_count(v == CHECK_PASSED);
 	va_start(ap, fmt);
-	check_vreport("PASS", name, fmt, ap);
+	check_vreport(word[v], name, fmt, ap);
 	va_end(ap);
 }
 
-__attribute__((format(printf, 2, 3))) static inline void
-check_fail(const char *name, const char *fmt, ...)
-{
-	va_list ap;
-
-	check_failed++;
-	check_group_checks++;
-	check_group_failed++;
-	va_start(ap, fmt);
-	check_vreport("FAIL", name, fmt, ap);
-	va_end(ap);
-}
-
-/* A case skipped, for the reason @fmt prints: counted apart, not a check. */
-__attribute__((format(printf, 2, 3))) static inline void
-check_skip(const char *name, const char *fmt, ...)
-{
-	va_list ap;
-
-	check_skipped++;
-	va_start(ap, fmt);
-	check_vreport("SKIP", name, fmt, ap);
-	va_end(ap);
-}
+#define check_pass(name, ...) check_case(CHECK_PASSED, (name), __VA_ARGS__)
+#define check_fail(name, ...) check_case(CHECK_FAILED, (name), __VA_ARGS__)
+#define check_skip(name, ...) check_case(CHECK_SKIPPED, (name), __VA_ARGS__)
 
 /* The closing line and the exit status: 1 when a check failed or when
  * none was made. */
