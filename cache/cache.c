@@ -22,6 +22,7 @@
 #include "cache/cache_internal.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -329,8 +330,8 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 }
 
 /*
- * The test hooks: with HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the
- * environment at open, every Nth cache_read() fails with ERRNO (EIO by
+ * The test hooks (common/test_hook.h: a test build's only): with
+ * HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the environment at open, every Nth cache_read() fails with ERRNO (EIO by
  * default) before touching the disk, as a bad sector or a full LMDB
  * reader table would; with HINTFS_FAULT_CACHE_WRITE=N[:ERRNO], every Nth
  * blob write of cache_put_write() fails so, as a failing disk would.
@@ -347,7 +348,7 @@ int cache_fault_hit(struct cache_fault *f)
 static void cache_fault_init(struct cache_fault *f, const char *name,
 			     const char *what)
 {
-	const char *v = getenv(name);
+	const char *v = test_hook_env(name);
 	unsigned every = 0;
 	int e = EIO;
 

@@ -32,6 +32,7 @@
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/proc.h"
+#include "common/test_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +52,8 @@
  * in force within milliseconds (the head of an epoch waits for it). Besides,
  * the file is stat'ed twice a second: the way when inotify is not to be had,
  * and for filesystems where it sees no change made on another machine (NFS).
- * HINTFS_HINT_POLL_MS overrides it (tests: a long poll proves inotify). */
+ * The test hook HINTFS_HINT_POLL_MS overrides it in a test build (a long
+ * poll proves inotify; common/test_hook.h). */
 #define CTL_WATCH_MS 500
 /* Nodes alive at once: hintfs-ctl and the helper hold one each for a few
  * milliseconds, 16 ranks of a node write at once; 64 leaves room for
@@ -895,7 +897,7 @@ static void *watch_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct watch_state ws = { 0 };
-	const char *base, *env = getenv("HINTFS_HINT_POLL_MS");
+	const char *base, *env = test_hook_env("HINTFS_HINT_POLL_MS");
 	int poll_ms = env && atoi(env) > 0 ? atoi(env) : CTL_WATCH_MS;
 	int ifd = watch_inotify(fs->hint_file, &base);
 
