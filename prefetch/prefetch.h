@@ -97,6 +97,10 @@ struct pf_config {
 	size_t tier_key_len;
 	uint64_t tier_put_mem;       /**< bytes queued for PUT to the tier
 					  at most; 0: 256 MiB */
+	/* What the GETs run on (prefetch/source.h): NULL, curl over s3
+	 * (the daemon); a unit test's fake, then also the engine's clock.
+	 * Not owned; it outlives pf_stop(). Not with a tier. */
+	struct pf_source *source;
 };
 
 struct pf;
