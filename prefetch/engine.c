@@ -299,11 +299,12 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		goto fail;
 	}
 	if (cfg->source) {
-		/* A test's source: the tier's GETs need curl's. */
-		rc = cfg->tier_s3 ? -EINVAL : 0;
+		/* A test's sources: a tier's GETs on its sibling. */
+		rc = cfg->tier_s3 && !cfg->tier_source ? -EINVAL : 0;
 		if (rc)
 			goto fail;
 		pf->src = cfg->source;
+		pf->tier_src = cfg->tier_s3 ? cfg->tier_source : NULL;
 	} else {
 		/* Keep one connection per transfer alive between requests:
 		 * to the tier as well as to the origin when there is one (a
@@ -353,9 +354,10 @@ fail:
 		stop_writer(pf);
 	tier_stop(pf->tier);
 	order_streams_fini(&pf->hints);
-	pf_source_destroy(pf->tier_src);
-	if (pf->own_src)
+	if (pf->own_src) {
+		pf_source_destroy(pf->tier_src);
 		pf_source_destroy(pf->src);
+	}
 	free(pf->by_id);
 	free(pf->open_count);
 	free(pf->opened_by);
@@ -408,9 +410,10 @@ void pf_stop(struct pf *pf)
 	free(pf->opened_by);
 	free(pf->nocache);
 	free(pf->by_id);
-	pf_source_destroy(pf->tier_src);
-	if (pf->own_src)
+	if (pf->own_src) {
+		pf_source_destroy(pf->tier_src);
 		pf_source_destroy(pf->src);
+	}
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);

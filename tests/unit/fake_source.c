@@ -19,8 +19,19 @@
 
 #define MS 1000000ull
 
+/* The two sides one fake serves: the origin, and the shared cache tier
+ * (a sibling that ends its GETs through the origin's run()). */
+enum { SIDE_ORIGIN, SIDE_TIER, SIDES };
+
+struct fside {
+	struct pf_source base;
+	struct fake_source *fs;
+	int side;
+};
+
 struct fget {
 	struct pf_get *g;
+	int side;
 	char *key;
 	uint64_t due;        /* virtual ns; UINT64_MAX: never */
 	bool running;
@@ -29,12 +40,12 @@ struct fget {
 };
 
 struct fake_source {
-	struct pf_source base;
+	struct fside sides[SIDES];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* the engine waits in run() */
 	pthread_cond_t idle_cv;  /* a test waits for the engine to wait */
 	uint64_t now;
-	uint64_t latency;        /* ns, UINT64_MAX: never */
+	uint64_t latency[SIDES]; /* ns, UINT64_MAX: never */
 	uint64_t run_until;      /* the engine's wait ends then (virtual) */
 	bool waiting;            /* the engine waits in run() */
 	bool woken;
@@ -42,18 +53,26 @@ struct fake_source {
 	uint64_t wakes;
 	struct fget **run;       /* running GETs */
 	unsigned n_run, cap_run, running_max, seq;
-	enum s3_err_kind f_kind; /* the next f_times answers fail */
-	int f_err, f_times;
-	bool f_retryable;
-	char **log_key;          /* every start, in order */
+	struct {
+		enum s3_err_kind kind; /* the next times answers fail */
+		int err, times;
+		bool retryable;
+	} fail[SIDES];
+	char **log_key;          /* every origin start, in order */
 	uint64_t *log_off;
 	unsigned n_log, cap_log;
-	unsigned cancels, taken_down;
+	unsigned tier_starts;
+	unsigned cancels[SIDES], taken_down;
 };
 
 static struct fake_source *fs_of(const struct pf_source *s)
 {
-	return (struct fake_source *)s;
+	return ((const struct fside *)s)->fs;
+}
+
+static int side_of(const struct pf_source *s)
+{
+	return ((const struct fside *)s)->side;
 }
 
 unsigned char fake_source_byte(const char *key, uint64_t off)
@@ -109,6 +128,7 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 			goto out;
 		}
 		fg->g = g;
+		fg->side = side_of(s);
 		g->h = fg;
 	}
 	if (fs->n_run == fs->cap_run) {
@@ -137,15 +157,24 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 		fs->log_off = o;
 		fs->cap_log = cap;
 	}
-	fs->log_key[fs->n_log] = fg->key;
-	fg->logged = true;
-	fs->log_off[fs->n_log++] = g->off;
-	fg->due = fs->latency == UINT64_MAX ? UINT64_MAX : fs->now + fs->latency;
+	if (fg->side == SIDE_ORIGIN) {
+		fs->log_key[fs->n_log] = fg->key;
+		fg->logged = true;
+		fs->log_off[fs->n_log++] = g->off;
+	} else {
+		fs->tier_starts++;
+	}
+	fg->due = fs->latency[fg->side] == UINT64_MAX
+			  ? UINT64_MAX
+			  : fs->now + fs->latency[fg->side];
 	fg->running = true;
 	fg->seq = fs->seq++;
 	fs->run[fs->n_run++] = fg;
 	if (fs->n_run > fs->running_max)
 		fs->running_max = fs->n_run;
+	/* As curl's does (its timer is due at once after an add): the
+	 * next run() returns at once, so the loop looks at what it armed. */
+	fs->woken = true;
 out:
 	pthread_mutex_unlock(&fs->mu);
 	return rc;
@@ -158,7 +187,7 @@ static void f_cancel(struct pf_source *s, struct pf_get *g,
 
 	pthread_mutex_lock(&fs->mu);
 	run_remove(fs, g->h);
-	fs->cancels++;
+	fs->cancels[side_of(s)]++;
 	pthread_mutex_unlock(&fs->mu);
 	*st = (struct s3_status){ .kind = S3_ERR_NETWORK };
 	strcpy(st->message, "cancelled");
@@ -220,12 +249,14 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 	run_remove(fs, fg);
 	g = fg->g;
 	*st = (struct s3_status){ .kind = S3_ERR_NONE };
-	if (fs->f_times > 0) {
-		fs->f_times--;
-		st->kind = fs->f_kind;
-		st->http = fs->f_kind == S3_ERR_SLOWDOWN ? 503 : 500;
-		*got = -fs->f_err;
-		*retryable = fs->f_retryable;
+	if (fs->fail[fg->side].times > 0) {
+		fs->fail[fg->side].times--;
+		st->kind = fs->fail[fg->side].kind;
+		st->http = st->kind == S3_ERR_SLOWDOWN ? 503
+			   : st->kind == S3_ERR_STALE  ? 404
+						       : 500;
+		*got = -fs->fail[fg->side].err;
+		*retryable = fs->fail[fg->side].retryable;
 	} else {
 		unsigned char *b = g->buf;
 
@@ -308,7 +339,8 @@ struct fake_source *fake_source_create(uint64_t latency_ms)
 
 	if (!fs)
 		return NULL;
-	fs->base.ops = &f_ops;
+	for (int i = 0; i < SIDES; i++)
+		fs->sides[i] = (struct fside){ { &f_ops }, fs, i };
 	pthread_mutex_init(&fs->mu, NULL);
 	pthread_cond_init(&fs->cv, NULL);
 	pthread_cond_init(&fs->idle_cv, NULL);
@@ -316,6 +348,7 @@ struct fake_source *fake_source_create(uint64_t latency_ms)
 	fs->now = 1000000 * MS;
 	fs->run_until = UINT64_MAX;
 	fake_source_latency(fs, latency_ms);
+	fake_source_tier_latency(fs, latency_ms);
 	return fs;
 }
 
@@ -344,25 +377,52 @@ void fake_source_destroy(struct fake_source *fs)
 
 struct pf_source *fake_source_base(struct fake_source *fs)
 {
-	return &fs->base;
+	return &fs->sides[SIDE_ORIGIN].base;
+}
+
+struct pf_source *fake_source_tier(struct fake_source *fs)
+{
+	return &fs->sides[SIDE_TIER].base;
+}
+
+static void set_latency(struct fake_source *fs, int side, uint64_t ms)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->latency[side] = ms == UINT64_MAX ? UINT64_MAX : ms * MS;
+	pthread_mutex_unlock(&fs->mu);
 }
 
 void fake_source_latency(struct fake_source *fs, uint64_t ms)
 {
+	set_latency(fs, SIDE_ORIGIN, ms);
+}
+
+void fake_source_tier_latency(struct fake_source *fs, uint64_t ms)
+{
+	set_latency(fs, SIDE_TIER, ms);
+}
+
+static void set_fail(struct fake_source *fs, int side, enum s3_err_kind kind,
+		     int err, bool retryable, int times)
+{
 	pthread_mutex_lock(&fs->mu);
-	fs->latency = ms == UINT64_MAX ? UINT64_MAX : ms * MS;
+	fs->fail[side].kind = kind;
+	fs->fail[side].err = err;
+	fs->fail[side].retryable = retryable;
+	fs->fail[side].times = times;
 	pthread_mutex_unlock(&fs->mu);
 }
 
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times)
 {
-	pthread_mutex_lock(&fs->mu);
-	fs->f_kind = kind;
-	fs->f_err = err;
-	fs->f_retryable = retryable;
-	fs->f_times = times;
-	pthread_mutex_unlock(&fs->mu);
+	set_fail(fs, SIDE_ORIGIN, kind, err, retryable, times);
+}
+
+void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
+			   int err, bool retryable, int times)
+{
+	set_fail(fs, SIDE_TIER, kind, err, retryable, times);
 }
 
 bool fake_source_settle(struct fake_source *fs)
@@ -402,6 +462,9 @@ void fake_source_advance(struct fake_source *fs, uint64_t ms)
 			next = fs->run_until;
 		if (next > fs->now)
 			fs->now = next;
+		/* Not settled until the engine has looked at the new time
+		 * (it sets waiting again when it waits again). */
+		fs->waiting = false;
 		pthread_cond_broadcast(&fs->cv);
 		pthread_mutex_unlock(&fs->mu);
 		fake_source_settle(fs);
@@ -473,12 +536,22 @@ const char *fake_source_started(struct fake_source *fs, unsigned i,
 	return k;
 }
 
-unsigned fake_source_cancels(struct fake_source *fs)
+unsigned fake_source_tier_starts(struct fake_source *fs)
 {
 	unsigned n;
 
 	pthread_mutex_lock(&fs->mu);
-	n = fs->cancels;
+	n = fs->tier_starts;
+	pthread_mutex_unlock(&fs->mu);
+	return n;
+}
+
+unsigned fake_source_tier_cancels(struct fake_source *fs)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&fs->mu);
+	n = fs->cancels[SIDE_TIER];
 	pthread_mutex_unlock(&fs->mu);
 	return n;
 }

@@ -26,6 +26,9 @@ struct fake_source *fake_source_create(uint64_t latency_ms);
 void fake_source_destroy(struct fake_source *fs);
 /** The struct pf_source to put in pf_config.source. */
 struct pf_source *fake_source_base(struct fake_source *fs);
+/** Its sibling for the shared cache tier's GETs (pf_config.tier_source):
+ *  same clock, its own latency and errors, ends through the origin's. */
+struct pf_source *fake_source_tier(struct fake_source *fs);
 
 /** The byte at @off of object @key. */
 unsigned char fake_source_byte(const char *key, uint64_t off);
@@ -33,10 +36,13 @@ unsigned char fake_source_byte(const char *key, uint64_t off);
 /** GETs answer after @ms from now on (UINT64_MAX: never, until cancelled). */
 void fake_source_latency(struct fake_source *fs, uint64_t ms);
 
-/** The next @times starts end, at their due time, with error kind @kind
- *  (-@err, retryable as @retryable) instead of the bytes. */
+/** The next @times answers end with error kind @kind (-@err, retryable
+ *  as @retryable) instead of the bytes; the tier's alike. */
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times);
+void fake_source_tier_latency(struct fake_source *fs, uint64_t ms);
+void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
+			   int err, bool retryable, int times);
 
 /** Moves the virtual clock on by @ms, in steps that end GETs in their due
  *  order, settling after each. */
@@ -59,13 +65,15 @@ uint64_t fake_source_wakes(struct fake_source *fs);
 unsigned fake_source_running(struct fake_source *fs);
 /** Most GETs that ran at once. */
 unsigned fake_source_running_max(struct fake_source *fs);
-/** Starts so far (retries included), and the key and offset of the
- *  @i-th; NULL past the end. */
+/** Origin starts so far (retries included), and the key and offset of
+ *  the @i-th; NULL past the end. */
 unsigned fake_source_starts(struct fake_source *fs);
 const char *fake_source_started(struct fake_source *fs, unsigned i,
 				uint64_t *off);
-/** GETs cancelled, and GETs released while running (taken down). */
-unsigned fake_source_cancels(struct fake_source *fs);
+/** Tier GETs started, and cancelled; GETs released while running (taken
+ *  down). */
+unsigned fake_source_tier_starts(struct fake_source *fs);
+unsigned fake_source_tier_cancels(struct fake_source *fs);
 unsigned fake_source_taken_down(struct fake_source *fs);
 
 #endif /* HINTFS_TESTS_FAKE_SOURCE_H */

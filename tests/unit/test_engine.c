@@ -8,6 +8,8 @@
  * - fetch buffers stay within fetch_mem, however wide the window;
  * - the in-flight cap halves on SlowDown (once for a burst);
  * - the hint's prefetch is paced by its readers (PF_PACE_MIN at least);
+ * - a reader waiting on the shared cache tier goes to the origin at the
+ *   hedge, within the hedge budget;
  * - pf_cancel() ends a reader's wait at once, and pf_stop() takes down
  *   the GETs still running.
  */
@@ -31,6 +33,7 @@
 struct env {
 	struct fake_source *fs;
 	struct s3_client *s3;
+	struct s3_client *tier_s3; /* with a tier: its PUTs go nowhere */
 	struct cache *cache;
 	struct pf *pf;
 	char dir[64];
@@ -48,7 +51,8 @@ static int describe(void *arg, uint32_t id, char *keybuf, size_t cap,
 		return -ENOENT;
 	o->key = keybuf;
 	o->key_len = (size_t)n;
-	o->etag = "\"e\"";
+	/* An MD5's shape: the tier can bind a copy to it. */
+	o->etag = "\"0123456789abcdef0123456789abcdef\"";
 	o->size = e->size;
 	return 0;
 }
@@ -86,6 +90,14 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 	cfg.arg = e;
 	cfg.n_ids = n;
 	cfg.source = fake_source_base(e->fs);
+	if (cfg.tier_hedge_ms) {
+		sc.bucket = "tier";
+		sc.max_attempts = 1;
+		CHECK(s3_client_create(&sc, &e->tier_s3, err, sizeof(err)) == 0);
+		cfg.tier_s3 = e->tier_s3;
+		cfg.tier_source = fake_source_tier(e->fs);
+		cfg.origin_bucket = "b";
+	}
 	CHECK(pf_start(&cfg, &e->pf) == 0);
 }
 
@@ -99,6 +111,7 @@ static unsigned env_stop(struct env *e)
 	down = fake_source_taken_down(e->fs);
 	cache_close(e->cache);
 	s3_client_destroy(e->s3);
+	s3_client_destroy(e->tier_s3);
 	fake_source_destroy(e->fs);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
 	if (system(cmd))
@@ -142,16 +155,50 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* Starts a reader of @id and returns once its miss is queued. */
+/* Reads that started or joined a fetch. */
+static uint64_t fetch_reads(struct env *e)
+{
+	struct pf_stats st;
+
+	pf_get_stats(e->pf, &st);
+	return st.demand_fetches + st.prefetch_joins;
+}
+
+/*
+ * Starts a reader of @id and returns once its miss is queued and the
+ * engine has seen it: the counter moves under the engine's lock in the
+ * same hold as the reader's parts are queued and the engine woken.
+ */
 static void reader_start(struct env *e, struct reader *r, pthread_t *t,
 			 uint32_t id)
 {
-	uint64_t wakes = fake_source_wakes(e->fs);
+	uint64_t n = fetch_reads(e);
 
 	*r = (struct reader){ .e = e, .id = id, .len = sizeof(r->buf) };
 	CHECK(pthread_create(t, NULL, reader_main, r) == 0);
-	for (int i = 0; i < 5000 && fake_source_wakes(e->fs) == wakes; i++)
+	for (int i = 0; i < 5000 && fetch_reads(e) == n; i++)
 		usleep(1000);
+	CHECK(fake_source_settle(e->fs));
+}
+
+/* Waits (5 s at most) until the cache writer has committed @n objects
+ * in all, and the engine has seen the memory come back. */
+static void committed(struct env *e, uint64_t n)
+{
+	struct pf_stats st;
+
+	for (int i = 0; i < 5000; i++) {
+		pf_get_stats(e->pf, &st);
+		if (st.commit_objects >= n)
+			break;
+		usleep(1000);
+	}
+	CHECK(st.commit_objects >= n);
+	if (st.commit_objects < n)
+		fprintf(stderr, "committed %llu of %llu (put failures %llu)\n",
+			(unsigned long long)st.commit_objects,
+			(unsigned long long)n,
+			(unsigned long long)st.cache_put_fail);
 	CHECK(fake_source_settle(e->fs));
 }
 
@@ -301,6 +348,70 @@ static void test_cancel(void)
 	CHECK(env_stop(&e) == 1);
 }
 
+/*
+ * The tier's hedge and its budget (1 hedge per 200 tier GETs, 2 saved at
+ * most): with none earned, a reader waits on for the tier past the hedge;
+ * after 400 tier GETs (misses, then read from the origin), of three
+ * readers waiting on a tier that does not answer, two are sent to the
+ * origin at the hedge and get their bytes, the third waits on.
+ */
+static void test_hedge_budget(void)
+{
+	struct reader r[4];
+	struct pf_stats st;
+	pthread_t t[4];
+	struct env e;
+	uint32_t ids[400];
+
+	env_start(&e, 500, 16 * KIB,
+		  (struct pf_config){ .max_inflight = 64,
+				      .pace_ms = PF_PACE_OFF,
+				      .tier_hedge_ms = 50 });
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	reader_start(&e, &r[0], &t[0], 0);
+	CHECK(fake_source_tier_starts(e.fs) == 1);
+	fake_source_advance(e.fs, 250);
+	CHECK(fake_source_tier_cancels(e.fs) == 0);
+	CHECK(fake_source_starts(e.fs) == 0);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.hedge_denied == 1);
+
+	/* 400 prefetches: each a tier miss, then the origin. */
+	fake_source_tier_latency(e.fs, LATENCY_MS);
+	fake_source_tier_fail(e.fs, S3_ERR_STALE, ENOENT, false, 400);
+	for (uint32_t i = 0; i < 400; i++)
+		ids[i] = 1 + i;
+	CHECK(pf_hint(e.pf, "rank0", ids, 400, 0, false, 0) == 0);
+	for (int i = 0; i < 100 && fake_source_starts(e.fs) < 400; i++)
+		fake_source_advance(e.fs, LATENCY_MS);
+	fake_source_advance(e.fs, 2 * LATENCY_MS); /* the last answers */
+	CHECK(fake_source_tier_starts(e.fs) == 401);
+	CHECK(fake_source_starts(e.fs) == 400);
+	committed(&e, 400);
+
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	for (int i = 1; i < 4; i++)
+		reader_start(&e, &r[i], &t[i], 400 + (uint32_t)i);
+	CHECK(fake_source_tier_starts(e.fs) == 404);
+	fake_source_advance(e.fs, 250);
+	CHECK(fake_source_tier_cancels(e.fs) == 2);
+	CHECK(fake_source_starts(e.fs) == 402);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.hedged == 2);
+	CHECK(st.tier_st.hedge_denied == 2);
+	if (st.tier_st.hedged != 2)
+		pf_cancel(e.pf); /* else readers 1 and 2 wait for the deadline */
+	for (int i = 1; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(r[i].rc == (ssize_t)r[i].len && bytes_ok(&r[i]));
+	}
+	pf_cancel(e.pf);
+	pthread_join(t[0], NULL);
+	pthread_join(t[3], NULL);
+	CHECK(r[0].rc == -ECANCELED && r[3].rc == -ECANCELED);
+	env_stop(&e);
+}
+
 int main(void)
 {
 	test_demand_first();
@@ -308,5 +419,6 @@ int main(void)
 	test_slowdown_halves();
 	test_pacing();
 	test_cancel();
+	test_hedge_budget();
 	return check_done();
 }
