@@ -1,6 +1,8 @@
 /*
  * prefetch/engine.c - the prefetch engine: one thread driving many GETs
- * through a curl multi handle, fed by hints and by readers' misses. This
+ * on a source (source.h: a curl multi handle in the daemon, a fake on a
+ * virtual clock in tests/unit/test_engine.c), fed by hints and by
+ * readers' misses. This
  * file holds the design (below), the hints and the engine's lifecycle;
  * the jobs live apart (engine_internal.h lists them): the scheduler
  * (engine_sched.c), the fetch table (engine_fetch.c), the network thread

@@ -80,10 +80,10 @@
 /* Queued parts looked at per start for one that may start (a stream part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
-#define PF_TIER_TIMEOUT_MS 2000
 /* A tier GET's one attempt ends after 2 s: an 8 MiB part from a near tier
  * (>= 100 MB/s) takes 80 ms, so 2 s is a tier in trouble; the origin then
  * has the whole retry budget. */
+#define PF_TIER_TIMEOUT_MS 2000
 
 /* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
  * (one commit per object cost more than a 110 KB object's write). */

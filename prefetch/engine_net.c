@@ -1,10 +1,11 @@
 /*
  * prefetch/engine_net.c - the network thread: arms taken parts (signing
- * outside mu), drives the curl multi handle (netloop.h), and handles the
- * end of each attempt (retry with back-off, or the part done or failed).
+ * outside mu), drives the source their GETs run on (source.h: curl's in
+ * the daemon), and handles the end of each attempt (retry with back-off,
+ * or the part done or failed).
  *
- * Invariant: only this thread touches the multi handle and a running
- * part's transfer; a part's attempt ends in part_ended() (or, on the
+ * Invariant: only this thread drives the source and touches a running
+ * part's GET; a part's attempt ends in part_ended() (or, on the
  * tier, tier_part_ended()) exactly once.
  */
 #include "prefetch/prefetch.h"
