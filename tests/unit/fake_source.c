@@ -50,7 +50,6 @@ struct fake_source {
 	bool waiting;            /* the engine waits in run() */
 	bool woken;
 	bool hold;               /* wake-ups wait (fake_source_hold()) */
-	uint64_t wakes;
 	struct fget **run;       /* running GETs */
 	unsigned n_run, cap_run, running_max, seq;
 	struct {
@@ -299,7 +298,6 @@ static void f_wake(struct pf_source *s)
 
 	pthread_mutex_lock(&fs->mu);
 	fs->woken = true;
-	fs->wakes++;
 	pthread_cond_broadcast(&fs->cv);
 	pthread_mutex_unlock(&fs->mu);
 }
@@ -481,44 +479,30 @@ void fake_source_hold(struct fake_source *fs, bool on)
 	pthread_mutex_unlock(&fs->mu);
 }
 
-uint64_t fake_source_wakes(struct fake_source *fs)
+/* @field of @fs, read under its lock. */
+static unsigned read_u(struct fake_source *fs, const unsigned *field)
 {
-	uint64_t n;
+	unsigned n;
 
 	pthread_mutex_lock(&fs->mu);
-	n = fs->wakes;
+	n = *field;
 	pthread_mutex_unlock(&fs->mu);
 	return n;
 }
 
 unsigned fake_source_running(struct fake_source *fs)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&fs->mu);
-	n = fs->n_run;
-	pthread_mutex_unlock(&fs->mu);
-	return n;
+	return read_u(fs, &fs->n_run);
 }
 
 unsigned fake_source_running_max(struct fake_source *fs)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&fs->mu);
-	n = fs->running_max;
-	pthread_mutex_unlock(&fs->mu);
-	return n;
+	return read_u(fs, &fs->running_max);
 }
 
 unsigned fake_source_starts(struct fake_source *fs)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&fs->mu);
-	n = fs->n_log;
-	pthread_mutex_unlock(&fs->mu);
-	return n;
+	return read_u(fs, &fs->n_log);
 }
 
 const char *fake_source_started(struct fake_source *fs, unsigned i,
@@ -538,30 +522,15 @@ const char *fake_source_started(struct fake_source *fs, unsigned i,
 
 unsigned fake_source_tier_starts(struct fake_source *fs)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&fs->mu);
-	n = fs->tier_starts;
-	pthread_mutex_unlock(&fs->mu);
-	return n;
+	return read_u(fs, &fs->tier_starts);
 }
 
 unsigned fake_source_tier_cancels(struct fake_source *fs)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&fs->mu);
-	n = fs->cancels[SIDE_TIER];
-	pthread_mutex_unlock(&fs->mu);
-	return n;
+	return read_u(fs, &fs->cancels[SIDE_TIER]);
 }
 
 unsigned fake_source_taken_down(struct fake_source *fs)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&fs->mu);
-	n = fs->taken_down;
-	pthread_mutex_unlock(&fs->mu);
-	return n;
+	return read_u(fs, &fs->taken_down);
 }

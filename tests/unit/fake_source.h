@@ -58,9 +58,6 @@ bool fake_source_settle(struct fake_source *fs);
  *  Settle first. */
 void fake_source_hold(struct fake_source *fs, bool on);
 
-/** Wake-ups the engine asked for so far (a reader's miss makes one). */
-uint64_t fake_source_wakes(struct fake_source *fs);
-
 /** GETs running now. */
 unsigned fake_source_running(struct fake_source *fs);
 /** Most GETs that ran at once. */
