@@ -1,6 +1,8 @@
 /*
  * prefetch/engine.c - the prefetch engine: one thread driving many GETs
- * through a curl multi handle, fed by hints and by readers' misses. This
+ * on a source (source.h: a curl multi handle in the daemon, a fake on a
+ * virtual clock in tests/unit/test_engine.c), fed by hints and by
+ * readers' misses. This
  * file holds the design (below), the hints and the engine's lifecycle;
  * the jobs live apart (engine_internal.h lists them): the scheduler
  * (engine_sched.c), the fetch table (engine_fetch.c), the network thread
@@ -117,13 +119,13 @@ void pf_note_open(struct pf *pf, uint32_t id)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	pf->open_count[id]++;
-	who = order_streams_note_open(&pf->hints, id, mono_ns());
+	who = order_streams_note_open(&pf->hints, id, pf_now(pf));
 	if (who >= 0)
 		pf->opened_by[id] = (uint8_t)(who + 1);
 	pthread_mutex_unlock(&pf->mu);
 	/* A window moved only if a stream expected this open. */
 	if (who >= 0)
-		netloop_wake(&pf->net);
+		pf_source_wake(pf->src);
 }
 
 void pf_note_close(struct pf *pf, uint32_t id)
@@ -170,7 +172,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		order_destroy(h);
 		return 0;
 	}
-	i = order_streams_get(&pf->hints, stream, owner, mono_ns());
+	i = order_streams_get(&pf->hints, stream, owner, pf_now(pf));
 	if (i < 0) {
 		/* PF_STREAMS_MAX streams with hints still to read. */
 		pf->st.hints_refused++;
@@ -190,7 +192,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	old = order_streams_add(&pf->hints, i, h, replace);
 	pthread_mutex_unlock(&pf->mu);
 	order_destroy(old);
-	netloop_wake(&pf->net);
+	pf_source_wake(pf->src);
 	return 0;
 }
 
@@ -253,7 +255,6 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 {
 	struct pf *pf = calloc(1, sizeof(*pf));
 	pthread_condattr_t ca;
-	bool net_ok = false;
 	int rc;
 
 	if (!pf)
@@ -295,21 +296,36 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 				sizeof(*pf->open_count));
 	pf->opened_by = calloc(cfg->n_ids ? cfg->n_ids : 1, 1);
 	pf->nocache = calloc(cfg->n_ids / 8 + 1, 1);
-	pf->multi = curl_multi_init();
-	if (!pf->by_id || !pf->open_count || !pf->opened_by || !pf->nocache ||
-	    !pf->multi) {
+	if (!pf->by_id || !pf->open_count || !pf->opened_by || !pf->nocache) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	/* Keep one connection per transfer alive between requests: to the
-	 * tier as well as to the origin when there is one (a fetch moves
-	 * from one to the other, so both sides have max_inflight in use). */
-	curl_multi_setopt(pf->multi, CURLMOPT_MAXCONNECTS,
-			  (long)pf->cfg.max_inflight * (cfg->tier_s3 ? 2 : 1) + 16);
-	rc = netloop_init(&pf->net, pf->multi);
-	if (rc)
-		goto fail;
-	net_ok = true;
+	if (cfg->source) {
+		/* A test's sources: a tier's GETs on its sibling. */
+		rc = cfg->tier_s3 && !cfg->tier_source ? -EINVAL : 0;
+		if (rc)
+			goto fail;
+		pf->src = cfg->source;
+		pf->tier_src = cfg->tier_s3 ? cfg->tier_source : NULL;
+	} else {
+		/* Keep one connection per transfer alive between requests:
+		 * to the tier as well as to the origin when there is one (a
+		 * fetch moves from one to the other, so both sides have
+		 * max_inflight in use). */
+		rc = pf_source_curl_create(
+		    cfg->s3,
+		    (long)pf->cfg.max_inflight * (cfg->tier_s3 ? 2 : 1) + 16,
+		    &pf->src);
+		if (rc)
+			goto fail;
+		pf->own_src = true;
+		if (cfg->tier_s3) {
+			rc = pf_source_curl_sibling(pf->src, cfg->tier_s3,
+						    &pf->tier_src);
+			if (rc)
+				goto fail;
+		}
+	}
 	if (cfg->tier_s3) {
 		struct tier_config tc = {
 			.s3 = cfg->tier_s3,
@@ -340,10 +356,10 @@ fail:
 		stop_writer(pf);
 	tier_stop(pf->tier);
 	order_streams_fini(&pf->hints);
-	if (pf->multi)
-		curl_multi_cleanup(pf->multi);
-	if (net_ok)
-		netloop_fini(&pf->net);
+	if (pf->own_src) {
+		pf_source_destroy(pf->tier_src);
+		pf_source_destroy(pf->src);
+	}
 	free(pf->by_id);
 	free(pf->open_count);
 	free(pf->opened_by);
@@ -364,7 +380,7 @@ void pf_cancel(struct pf *pf)
 	pthread_cond_broadcast(&pf->cv);
 	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
-	netloop_wake(&pf->net);
+	pf_source_wake(pf->src);
 }
 
 void pf_stop(struct pf *pf)
@@ -381,21 +397,13 @@ void pf_stop(struct pf *pf)
 	 * queued ones are dropped. */
 	tier_stop(pf->tier);
 
-	/* No reader is left (the session loop has ended): take down what is
-	 * still in flight and free every fetch. */
+	/* No reader is left (the session loop has ended): free every fetch,
+	 * which takes down what is still in flight (pf_get_release()). */
 	for (uint32_t i = 0; i < pf->cfg.n_ids; i++) {
 		struct pf_fetch *f = pf->by_id[i];
 
-		if (!f)
-			continue;
-		for (uint32_t k = 0; k < f->n_parts; k++) {
-			CURL *easy = f->parts[k].x ? s3_xfer_easy(f->parts[k].x)
-						   : NULL;
-
-			if (easy)
-				curl_multi_remove_handle(pf->multi, easy);
-		}
-		fetch_free(f);
+		if (f)
+			fetch_free(f);
 	}
 	order_streams_fini(&pf->hints);
 	free(pf->done);
@@ -404,8 +412,10 @@ void pf_stop(struct pf *pf)
 	free(pf->opened_by);
 	free(pf->nocache);
 	free(pf->by_id);
-	curl_multi_cleanup(pf->multi);
-	netloop_fini(&pf->net);
+	if (pf->own_src) {
+		pf_source_destroy(pf->tier_src);
+		pf_source_destroy(pf->src);
+	}
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);

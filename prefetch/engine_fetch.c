@@ -33,8 +33,7 @@
 
 static void part_release_buf(struct pf_part *p)
 {
-	s3_xfer_destroy(p->x);
-	p->x = NULL;
+	pf_get_release(&p->get);
 	free(p->buf);
 	p->buf = NULL;
 }
@@ -80,7 +79,7 @@ void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 	f->mem -= n;
 	pf->room_gen++;
 	pthread_cond_broadcast(&pf->cv);
-	netloop_wake(&pf->net);
+	pf_source_wake(pf->src);
 }
 
 /* See engine_internal.h. */
@@ -156,7 +155,7 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 	f->tier = pf->tier && f->n_parts == 1 &&
 		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
 	if (demand)
-		f->wait_ns = mono_ns();
+		f->wait_ns = pf_now(pf);
 	/* Readers move the parts they need to the front (fetch_ask); the
 	 * rest keep the object's order, behind other readers' parts. */
 	for (uint32_t i = 0; i < f->n_parts; i++) {
@@ -214,7 +213,7 @@ void stream_reclaim(struct pf *pf, uint64_t need)
 
 void cut_limit(struct pf *pf)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = pf_now(pf);
 
 	/* One cut per 100 ms: a burst of 503s is one signal, not many. */
 	if (now - pf->last_cut_ns < 100000000u)
@@ -251,7 +250,7 @@ void pf_note_failure(struct pf *pf, uint32_t id, int err)
 {
 	struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
 
-	*fl = (struct pf_failure){ id, err, mono_ns() + PF_FAIL_HOLD_NS };
+	*fl = (struct pf_failure){ id, err, pf_now(pf) + PF_FAIL_HOLD_NS };
 }
 
 /* Queues the fetch of a whole object for the commit. mu held. */

@@ -65,7 +65,7 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	tier_run_remove(pf, p);
 	tier_note_verdict(pf->tier, v, cut, f->demand);
 	if (v != TIER_ERROR)
-		tier_note_answer_ns(pf->tier, mono_ns() - p->start_ns);
+		tier_note_answer_ns(pf->tier, pf_now(pf) - p->start_ns);
 	if (v == TIER_HIT) {
 		part_ended(pf, p, got, false, st);
 		return;
@@ -81,8 +81,7 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	if (f->tier_put)
 		tier_put_expect(pf->tier);
 	/* The origin's GET is another request: new handle, If-Match. */
-	s3_xfer_destroy(p->x);
-	p->x = NULL;
+	pf_get_release(&p->get);
 	p->attempts = 0;
 	p->state = PART_QUEUED;
 	queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
@@ -94,10 +93,8 @@ static void tier_cut_part(struct pf *pf, struct pf_part *p,
 			  enum tier_cut cut)
 {
 	struct s3_status st;
-	bool retryable;
 
-	curl_multi_remove_handle(pf->multi, s3_xfer_easy(p->x));
-	s3_xfer_finish(p->x, CURLE_ABORTED_BY_CALLBACK, &st, &retryable);
+	pf_source_cancel(&p->get, &st);
 	tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, cut, &st);
 }
 
@@ -112,7 +109,7 @@ static void tier_cut_part(struct pf *pf, struct pf_part *p,
 bool tier_hedge(struct pf *pf, int *timeout_ms)
 {
 	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
-	uint64_t now = mono_ns(), due = UINT64_MAX;
+	uint64_t now = pf_now(pf), due = UINT64_MAX;
 	struct pf_part *p, *next;
 	unsigned int running = 0;
 	bool any = false, all;
@@ -138,7 +135,7 @@ bool tier_hedge(struct pf *pf, int *timeout_ms)
 		struct pf_fetch *f = p->f;
 
 		next = p->tnext;
-		if (!p->x || !s3_xfer_easy(p->x))
+		if (!pf_get_running(&p->get))
 			continue; /* not armed yet: arm_parts() is on it */
 		if (all) {
 			tier_cut_part(pf, p, TIER_CUT_BREAKER);

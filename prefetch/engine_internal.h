@@ -22,12 +22,14 @@
 #include "prefetch/order.h"
 #include "prefetch/prefetch.h"
 #include "prefetch/s3/s3_xfer.h"
+#include "prefetch/source.h"
 #include "prefetch/tier.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* 64 GETs in flight: 2,000 objects/s at ~30 ms each (Little's law), with
@@ -78,10 +80,10 @@
 /* Queued parts looked at per start for one that may start (a stream part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
-#define PF_TIER_TIMEOUT_MS 2000
 /* A tier GET's one attempt ends after 2 s: an 8 MiB part from a near tier
  * (>= 100 MB/s) takes 80 ms, so 2 s is a tier in trouble; the origin then
  * has the whole retry budget. */
+#define PF_TIER_TIMEOUT_MS 2000
 
 /* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
  * (one commit per object cost more than a 110 KB object's write). */
@@ -105,7 +107,8 @@ struct pf_part {
 	uint64_t off;
 	size_t len;
 	char *buf;              /* len bytes, from its first start on */
-	struct s3_xfer *x;      /* created with buf */
+	struct pf_get get;      /* its GET: the request, and the source's
+				   state from its first start on */
 	enum pf_part_state state;
 	int attempts;
 	uint32_t pins;          /* readers waiting on or copying from buf */
@@ -121,6 +124,10 @@ struct pf_part {
 	uint64_t start_ns;
 	struct pf_part *tprev, *tnext;
 };
+
+/* The part whose GET @g is. */
+#define PF_PART_OF(g) \
+	((struct pf_part *)((char *)(g) - offsetof(struct pf_part, get)))
 
 struct pf_fetch {
 	uint32_t id;
@@ -184,9 +191,12 @@ struct pf {
 	pthread_t thread;          /* the network thread (engine_main) */
 	pthread_t writer;          /* the cache writer (writer_main) */
 	bool writer_started;
-	CURLM *multi;
-	struct netloop net;        /* drives multi; netloop_wake() wakes the
-				      network thread */
+	struct pf_source *src;     /* the origin's GETs (source.h); its
+				      clock is the engine's, its wake-up
+				      wakes the network thread */
+	struct pf_source *tier_src;/* the tier's GETs (a sibling of src),
+				      or NULL */
+	bool own_src;              /* src is ours (curl), not cfg.source */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;         /* a part ended, memory was given back or
@@ -247,6 +257,13 @@ struct pf {
 		    stall_ns, failed_reads, zero_copy;
 	} rd;
 };
+
+/* The engine's clock: its origin source's (mono_ns() but on the fake of
+ * the unit tests). Any thread. */
+static inline uint64_t pf_now(const struct pf *pf)
+{
+	return pf_source_now(pf->src);
+}
 
 /* Adds @n to a read-path counter; any thread, with or without mu. */
 static inline void rd_add(_Atomic uint64_t *c, uint64_t n)

@@ -1,10 +1,11 @@
 /*
  * prefetch/engine_net.c - the network thread: arms taken parts (signing
- * outside mu), drives the curl multi handle (netloop.h), and handles the
- * end of each attempt (retry with back-off, or the part done or failed).
+ * outside mu), drives the source their GETs run on (source.h: curl's in
+ * the daemon), and handles the end of each attempt (retry with back-off,
+ * or the part done or failed).
  *
- * Invariant: only this thread touches the multi handle and a running
- * part's transfer; a part's attempt ends in part_ended() (or, on the
+ * Invariant: only this thread drives the source and touches a running
+ * part's GET; a part's attempt ends in part_ended() (or, on the
  * tier, tier_part_ended()) exactly once.
  */
 #include "prefetch/prefetch.h"
@@ -51,7 +52,7 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		int err = got >= 0 ? -ECONNRESET : (int)got;
 		enum s3_err_kind kind = got >= 0 ? S3_ERR_NETWORK : st->kind;
 		const struct retry_policy *rp = pf_retry(pf);
-		uint64_t now = mono_ns(), due;
+		uint64_t now = pf_now(pf), due;
 		unsigned int seed = (unsigned int)now;
 
 		count_error(pf, kind);
@@ -95,39 +96,36 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 	while (list) {
 		struct pf_part *p = list;
 		struct pf_fetch *f = p->f;
-		uint64_t now = mono_ns();
+		uint64_t now = pf_now(pf);
+		struct pf_get *g = &p->get;
 		long left_ms;
-		CURL *easy;
 		int rc = p->buf ? 0 : -ENOMEM;
+		/* Its tier name lives as long as its GET (the source copies
+		 * what it needs at the first start). */
+		char name[TIER_NAME_MAX];
 
 		list = p->next;
 		p->next = NULL;
 		/* f->tier changes only on this thread (tier_part_ended()). */
-		if (!rc && !p->x && f->tier) {
-			char name[TIER_NAME_MAX];
+		if (!rc && !g->src && f->tier) {
 			size_t nlen = tier_name(tier_prefix(pf->tier),
 						tier_origin_bucket(pf->tier),
 						f->key, f->key_len, f->etag,
 						name, sizeof(name));
 
-			rc = nlen ? s3_xfer_create(tier_client(pf->tier), name,
-						   nlen, NULL, 0, p->len, p->buf,
-						   p, &p->x)
-				  : -ENOMEM;
-			if (!rc) {
-				s3_xfer_whole_object(p->x);
-				s3_xfer_want_meta(p->x);
-			}
-		} else if (!rc && !p->x) {
-			rc = s3_xfer_create(pf->cfg.s3, f->key, f->key_len,
-					    f->etag, p->off, p->len, p->buf, p,
-					    &p->x);
-			if (!rc && f->n_parts == 1)
-				s3_xfer_whole_object(p->x);
+			*g = (struct pf_get){ .key = name, .key_len = nlen,
+					      .len = p->len, .buf = p->buf,
+					      .whole = true, .want_meta = true,
+					      .src = pf->tier_src };
+			rc = nlen ? 0 : -ENOMEM;
+		} else if (!rc && !g->src) {
+			*g = (struct pf_get){ .key = f->key,
+					      .key_len = f->key_len,
+					      .etag = f->etag, .off = p->off,
+					      .len = p->len, .buf = p->buf,
+					      .whole = f->n_parts == 1,
+					      .src = pf->src };
 		}
-		/* A retry keeps what the broken attempt received. */
-		if (!rc)
-			rc = s3_xfer_arm(p->x, p->attempts > 1, &easy);
 		if (!rc) {
 			/* The attempt ends with the budget, however slowly the
 			 * server sends: the stall timeout alone lets a trickle
@@ -138,10 +136,9 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 					  : 0;
 			if (f->tier && left_ms > PF_TIER_TIMEOUT_MS)
 				left_ms = PF_TIER_TIMEOUT_MS;
-			curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
-					 left_ms > 0 ? left_ms : 1L);
-			if (curl_multi_add_handle(pf->multi, easy) != CURLM_OK)
-				rc = -ENOMEM;
+			/* A retry keeps what the broken attempt received. */
+			rc = pf_source_start(g->src, g, p->attempts > 1,
+					     left_ms > 0 ? left_ms : 1L);
 		}
 		if (rc) {
 			struct s3_status st = { .message = "cannot start a transfer" };
@@ -160,7 +157,7 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 /* Milliseconds until the earliest delayed retry, capped. mu held. */
 static int poll_timeout_ms(struct pf *pf)
 {
-	uint64_t now = mono_ns(), best = 1000;
+	uint64_t now = pf_now(pf), best = 1000;
 
 	for (struct pf_part *p = pf->delayed.head; p; p = p->next) {
 		uint64_t ms = p->due_ns > now ? (p->due_ns - now) / 1000000u + 1 : 0;
@@ -182,11 +179,14 @@ void *engine_main(void *arg)
 	bool ended = false;
 
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy, waited, timeouts, poll0;
+		uint64_t busy0 = mono_ns(), busy, waited, poll0;
 		uint64_t gen;
 		struct pf_part *taken;
-		CURLMsg *msg;
-		int left, timeout;
+		struct pf_get *g;
+		struct s3_status st;
+		bool retryable, timed_out;
+		ssize_t got;
+		int timeout;
 		bool held = schedule_prefetch(pf), idle;
 
 		pthread_mutex_lock(&pf->mu);
@@ -209,34 +209,21 @@ void *engine_main(void *arg)
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
-		timeouts = pf->net.timeouts;
-		poll0 = mono_ns();
-		waited = netloop_run(&pf->net, ended ? 0 : timeout);
+		poll0 = pf_now(pf);
+		waited = pf_source_run(pf->src, ended ? 0 : timeout, &timed_out);
 		/* Room came back during a wait that still ran out: its
 		 * wake-up was lost. A wait that runs out while a commit takes
 		 * its time is no loss. (Room given back in the instant
 		 * between the wait's end and this look counts one that was
 		 * not: rare, and never 0 where a wake-up is really lost.) */
 		pthread_mutex_lock(&pf->mu);
-		if (idle && pf->net.timeouts != timeouts && pf->room_gen != gen)
+		if (idle && timed_out && pf->room_gen != gen)
 			pf->st.lost_wakeups++;
 		pthread_mutex_unlock(&pf->mu);
 		ended = false;
-		while ((msg = curl_multi_info_read(pf->multi, &left))) {
-			struct s3_xfer *x = NULL;
-			struct s3_status st;
-			bool retryable;
-			ssize_t got;
-
-			if (msg->msg != CURLMSG_DONE)
-				continue;
-			CURL *easy = msg->easy_handle;
-			CURLcode cc = msg->data.result;
-
-			curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
-			curl_multi_remove_handle(pf->multi, easy);
-			got = s3_xfer_finish(x, cc, &st, &retryable);
-			struct pf_part *p = s3_xfer_user(x);
+		while ((g = pf_source_next_done(pf->src, &got, &retryable,
+						&st))) {
+			struct pf_part *p = PF_PART_OF(g);
 			struct pf_fetch *f = p->f;
 
 			if (f->tier) {
@@ -244,7 +231,7 @@ void *engine_main(void *arg)
 				 * a while, and nobody else touches a running
 				 * part. */
 				enum tier_verdict v = tier_check(
-				    pf->tier, got, &st, s3_xfer_meta(x), f->key,
+				    pf->tier, got, &st, pf_get_meta(g), f->key,
 				    f->key_len, f->etag, f->size, p->buf);
 
 				pthread_mutex_lock(&pf->mu);

@@ -46,7 +46,7 @@ static void part_span(const struct pf *pf, uint64_t off, size_t len,
 void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 {
 	if (!f->demand)
-		f->wait_ns = mono_ns();
+		f->wait_ns = pf_now(pf);
 	if (!f->demand && !f->stream) {
 		/* A reader waits for it now: its parts leave the prefetch
 		 * queue for the demand queue, in order. */
@@ -131,7 +131,7 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
 	if (pf->demand.head)
-		netloop_wake(&pf->net);
+		pf_source_wake(pf->src);
 }
 
 /*
@@ -143,7 +143,7 @@ static void room_wait_end(struct pf *pf)
 {
 	if (!--pf->room_waiters) {
 		pf->room_gen++;
-		netloop_wake(&pf->net);
+		pf_source_wake(pf->src);
 	}
 }
 
@@ -220,7 +220,7 @@ again:
 		else
 			pf->st.prefetch_joins++;
 	} else {
-		uint64_t now = mono_ns();
+		uint64_t now = pf_now(pf);
 
 		for (int i = 0; i < PF_FAILS; i++) {
 			if (pf->fails[i].id == id && pf->fails[i].until_ns > now)
@@ -255,7 +255,7 @@ again:
 	fetch_ask(pf, f, a, b);
 	if (!parts_ready(f, a, b, &err) && !err) {
 		waited = true;
-		netloop_wake(&pf->net);
+		pf_source_wake(pf->src);
 		while (!parts_ready(f, a, b, &err) && !err && !pf->stop)
 			if (!wait_until(pf, deadline))
 				break;

@@ -101,7 +101,7 @@ static bool in_flight(void *arg, uint32_t id)
 static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
 {
 	size_t got = order_streams_pick(&pf->hints, pf->cfg.window_objects,
-					mono_ns(), in_flight, pf,
+					pf_now(pf), in_flight, pf,
 					c->ids + c->n, room - c->n);
 
 	for (size_t i = 0; i < got; i++)
@@ -251,7 +251,7 @@ int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
 	pf->st.warm_queued += n;
 out:
 	pthread_mutex_unlock(&pf->mu);
-	netloop_wake(&pf->net);
+	pf_source_wake(pf->src);
 	return rc;
 }
 
@@ -329,7 +329,7 @@ void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 struct pf_part *take_parts(struct pf *pf)
 {
 	struct pf_part *list = NULL, **tail = &list, *p, *next;
-	uint64_t now = mono_ns();
+	uint64_t now = pf_now(pf);
 
 	/* Retries whose time has come go first: someone waited longest. */
 	for (p = pf->delayed.head; p; p = next) {

@@ -26,7 +26,7 @@
 void pf_get_stats(struct pf *pf, struct pf_stats *st)
 {
 	struct order_queue_stats os;
-	uint64_t now = mono_ns();
+	uint64_t now = pf_now(pf);
 
 	pthread_mutex_lock(&pf->mu);
 	*st = pf->st;

@@ -97,6 +97,13 @@ struct pf_config {
 	size_t tier_key_len;
 	uint64_t tier_put_mem;       /**< bytes queued for PUT to the tier
 					  at most; 0: 256 MiB */
+	/* What the GETs run on (prefetch/source.h): NULL, curl over s3
+	 * (the daemon); a unit test's fake, then also the engine's clock,
+	 * and with a tier, tier_source (a sibling of source: its GETs end
+	 * through source's) carries the tier's GETs. Not owned; they
+	 * outlive pf_stop(). */
+	struct pf_source *source;
+	struct pf_source *tier_source;
 };
 
 struct pf;

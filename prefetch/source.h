@@ -1,0 +1,178 @@
+/**
+ * prefetch/source.h - what the engine's GETs run on: a *source* starts a
+ * ranged GET into a caller's buffer, cancels it, and reports its end with
+ * the bytes received or an error kind (private to prefetch and its unit
+ * tests).
+ *
+ * Two implement it: the curl source (source_curl.c: s3_xfer transfers in
+ * one curl multi handle driven by netloop.c, what the daemon runs), and
+ * the fake of tests/unit/fake_source.c (objects in memory, answers when a
+ * test's virtual clock says so), on which the engine's policies are
+ * unit-tested without a mount or a server. The engine's clock is its
+ * origin source's (pf_source_now()): retry due times, the SlowDown cut,
+ * the hedge and the hint pacing all run on it.
+ *
+ * Threads: pf_source_wake() and pf_source_now() from any thread;
+ * everything else from the one thread that drives the source (the
+ * engine's network thread), after its creation and before its destroy.
+ */
+#ifndef HINTFS_PREFETCH_SOURCE_H
+#define HINTFS_PREFETCH_SOURCE_H
+
+#include "prefetch/s3/s3_xfer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct pf_source;
+
+/**
+ * One ranged GET as the engine asks for it: bytes [off, off + len) of
+ * key into buf. Caller-owned storage (the engine's part holds one); the
+ * caller fills the request fields before the first pf_source_start() and
+ * leaves src and h to the source until pf_get_release().
+ */
+struct pf_get {
+	const char *key;        /**< read at the first start only (a
+				     source copies what it keeps) */
+	size_t key_len;
+	const char *etag;       /**< If-Match, or NULL; as key */
+	uint64_t off;
+	size_t len;
+	void *buf;              /**< len bytes; outlives the GET */
+	bool whole;             /**< the range is the whole object */
+	bool want_meta;         /**< keep the answer's metadata (the tier) */
+	struct pf_source *src;  /**< the source it runs on; NULL: none yet */
+	void *h;                /**< the source's own state for it */
+};
+
+/** A source's operations; see the pf_source_* wrappers for each. */
+struct pf_source_ops {
+	int (*start)(struct pf_source *s, struct pf_get *g, bool retry,
+		     long timeout_ms);
+	void (*cancel)(struct pf_source *s, struct pf_get *g,
+		       struct s3_status *st);
+	bool (*running)(const struct pf_source *s, const struct pf_get *g);
+	uint64_t (*run)(struct pf_source *s, int timeout_ms, bool *timed_out);
+	struct pf_get *(*next_done)(struct pf_source *s, ssize_t *got,
+				    bool *retryable, struct s3_status *st);
+	const struct s3_obj_meta *(*meta)(const struct pf_source *s,
+					  const struct pf_get *g);
+	void (*release)(struct pf_source *s, struct pf_get *g);
+	void (*wake)(struct pf_source *s);
+	uint64_t (*now_ns)(const struct pf_source *s);
+	void (*destroy)(struct pf_source *s);
+};
+
+/** The head of every source (implementations embed it first). */
+struct pf_source {
+	const struct pf_source_ops *ops;
+};
+
+/**
+ * Starts one attempt of @g on @s, ending by itself after @timeout_ms. A
+ * @retry keeps the bytes received so far and asks only for the rest.
+ * Returns 0 (its end comes from pf_source_next_done() of the driving
+ * source) or -errno (it did not start; nothing will come).
+ */
+static inline int pf_source_start(struct pf_source *s, struct pf_get *g,
+				  bool retry, long timeout_ms)
+{
+	g->src = s;
+	return s->ops->start(s, g, retry, timeout_ms);
+}
+
+/**
+ * Cancels the running attempt of @g now: it ends as a transfer aborted
+ * would (details in @st) and never comes from pf_source_next_done().
+ */
+static inline void pf_source_cancel(struct pf_get *g, struct s3_status *st)
+{
+	g->src->ops->cancel(g->src, g, st);
+}
+
+/** Whether an attempt of @g is running (started, not yet ended). */
+static inline bool pf_get_running(const struct pf_get *g)
+{
+	return g->src && g->src->ops->running(g->src, g);
+}
+
+/**
+ * Waits up to @timeout_ms (0: only looks) for GETs to progress or a
+ * wake-up. Returns the nanoseconds spent waiting; *@timed_out says the
+ * whole timeout ran out with nothing to wake it.
+ */
+static inline uint64_t pf_source_run(struct pf_source *s, int timeout_ms,
+				     bool *timed_out)
+{
+	return s->ops->run(s, timeout_ms, timed_out);
+}
+
+/**
+ * The next GET whose attempt ended, or NULL: *@got the bytes of the
+ * range received (all attempts together) or a -errno, with the error's
+ * kind in @st and *@retryable whether another attempt may succeed.
+ */
+static inline struct pf_get *pf_source_next_done(struct pf_source *s,
+						 ssize_t *got, bool *retryable,
+						 struct s3_status *st)
+{
+	return s->ops->next_done(s, got, retryable, st);
+}
+
+/** The metadata of @g's last answer (want_meta), or NULL if none. */
+static inline const struct s3_obj_meta *pf_get_meta(const struct pf_get *g)
+{
+	return g->src ? g->src->ops->meta(g->src, g) : NULL;
+}
+
+/** Frees the source's state for @g (not running); another start may
+ *  follow, on any source. Accepts a @g never started. */
+static inline void pf_get_release(struct pf_get *g)
+{
+	if (g->src)
+		g->src->ops->release(g->src, g);
+	g->src = NULL;
+	g->h = NULL;
+}
+
+/** Makes the current or next pf_source_run() return soon. Any thread. */
+static inline void pf_source_wake(struct pf_source *s)
+{
+	s->ops->wake(s);
+}
+
+/** The source's clock, in nanoseconds (monotonic). Any thread. */
+static inline uint64_t pf_source_now(const struct pf_source *s)
+{
+	return s->ops->now_ns(s);
+}
+
+/** Frees @s; every GET on it released first. Accepts NULL. */
+static inline void pf_source_destroy(struct pf_source *s)
+{
+	if (s)
+		s->ops->destroy(s);
+}
+
+/**
+ * The curl source: GETs of @client as s3_xfer transfers (If-Match, Range,
+ * a fresh connection per retry), driven by curl's multi interface through
+ * netloop.c; its clock is mono_ns(). @max_connects: connections kept
+ * alive between requests. Returns 0 or -errno; *@out is the caller's to
+ * destroy.
+ */
+int pf_source_curl_create(struct s3_client *client, long max_connects,
+			  struct pf_source **out);
+
+/**
+ * A second curl source for @client that shares @origin's multi handle
+ * (its GETs end through @origin's pf_source_run() and next_done). The
+ * engine's tier client runs on one. Destroy it before @origin.
+ */
+int pf_source_curl_sibling(struct pf_source *origin, struct s3_client *client,
+			   struct pf_source **out);
+
+#endif /* HINTFS_PREFETCH_SOURCE_H */

@@ -1,0 +1,536 @@
+/*
+ * tests/unit/fake_source.c - the engine's source (prefetch/source.h) in
+ * memory, on a virtual clock: see fake_source.h.
+ *
+ * Invariant: the virtual clock moves only in fake_source_advance(), and
+ * only while the network thread waits in run(); so what the engine does
+ * between two settles depends on the test's calls alone, not on how the
+ * threads were scheduled. One mutex guards everything; it is a leaf (the
+ * engine calls wake() with its own mutex held, never the other way).
+ */
+#include "fake_source.h"
+#include "common/clock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MS 1000000ull
+
+/* The two sides one fake serves: the origin, and the shared cache tier
+ * (a sibling that ends its GETs through the origin's run()). */
+enum { SIDE_ORIGIN, SIDE_TIER, SIDES };
+
+struct fside {
+	struct pf_source base;
+	struct fake_source *fs;
+	int side;
+};
+
+struct fget {
+	struct pf_get *g;
+	int side;
+	char *key;
+	uint64_t due;        /* virtual ns; UINT64_MAX: never */
+	bool running;
+	bool logged;         /* the start log owns key */
+	unsigned seq;        /* start order: ties end in it */
+};
+
+struct fake_source {
+	struct fside sides[SIDES];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* the engine waits in run() */
+	pthread_cond_t idle_cv;  /* a test waits for the engine to wait */
+	uint64_t now;
+	uint64_t latency[SIDES]; /* ns, UINT64_MAX: never */
+	uint64_t run_until;      /* the engine's wait ends then (virtual) */
+	bool waiting;            /* the engine waits in run() */
+	bool woken;
+	bool hold;               /* wake-ups wait (fake_source_hold()) */
+	struct fget **run;       /* running GETs */
+	unsigned n_run, cap_run, running_max, seq;
+	struct {
+		enum s3_err_kind kind; /* the next times answers fail */
+		int err, times;
+		bool retryable;
+	} fail[SIDES];
+	char **log_key;          /* every origin start, in order */
+	uint64_t *log_off;
+	unsigned n_log, cap_log;
+	unsigned tier_starts;
+	unsigned cancels[SIDES], taken_down;
+};
+
+static struct fake_source *fs_of(const struct pf_source *s)
+{
+	return ((const struct fside *)s)->fs;
+}
+
+static int side_of(const struct pf_source *s)
+{
+	return ((const struct fside *)s)->side;
+}
+
+unsigned char fake_source_byte(const char *key, uint64_t off)
+{
+	return (unsigned char)(off * 31 + strlen(key) + (unsigned char)key[0] +
+			       (off >> 8));
+}
+
+static void run_remove(struct fake_source *fs, struct fget *fg)
+{
+	for (unsigned i = 0; i < fs->n_run; i++) {
+		if (fs->run[i] == fg) {
+			memmove(&fs->run[i], &fs->run[i + 1],
+				(fs->n_run - i - 1) * sizeof(*fs->run));
+			fs->n_run--;
+			break;
+		}
+	}
+	fg->running = false;
+}
+
+/* The running GET due first (start order among equals), or NULL. */
+static struct fget *first_due(struct fake_source *fs)
+{
+	struct fget *best = NULL;
+
+	for (unsigned i = 0; i < fs->n_run; i++) {
+		struct fget *fg = fs->run[i];
+
+		if (fg->due <= fs->now &&
+		    (!best || fg->due < best->due ||
+		     (fg->due == best->due && fg->seq < best->seq)))
+			best = fg;
+	}
+	return best;
+}
+
+static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
+		   long timeout_ms)
+{
+	struct fake_source *fs = fs_of(s);
+	struct fget *fg = g->h;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->mu);
+	if (!fg) {
+		fg = calloc(1, sizeof(*fg));
+		if (fg)
+			fg->key = strndup(g->key, g->key_len);
+		if (!fg || !fg->key) {
+			free(fg);
+			rc = -ENOMEM;
+			goto out;
+		}
+		fg->g = g;
+		fg->side = side_of(s);
+		g->h = fg;
+	}
+	if (fs->n_run == fs->cap_run) {
+		unsigned cap = fs->cap_run ? 2 * fs->cap_run : 64;
+		void *p = realloc(fs->run, cap * sizeof(*fs->run));
+
+		if (!p) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		fs->run = p;
+		fs->cap_run = cap;
+	}
+	if (fs->n_log == fs->cap_log) {
+		unsigned cap = fs->cap_log ? 2 * fs->cap_log : 256;
+		void *k = realloc(fs->log_key, cap * sizeof(*fs->log_key));
+		void *o = k ? realloc(fs->log_off, cap * sizeof(*fs->log_off))
+			    : NULL;
+
+		if (k)
+			fs->log_key = k;
+		if (!o) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		fs->log_off = o;
+		fs->cap_log = cap;
+	}
+	if (fg->side == SIDE_ORIGIN) {
+		fs->log_key[fs->n_log] = fg->key;
+		fg->logged = true;
+		fs->log_off[fs->n_log++] = g->off;
+	} else {
+		fs->tier_starts++;
+	}
+	fg->due = fs->latency[fg->side] == UINT64_MAX
+			  ? UINT64_MAX
+			  : fs->now + fs->latency[fg->side];
+	fg->running = true;
+	fg->seq = fs->seq++;
+	fs->run[fs->n_run++] = fg;
+	if (fs->n_run > fs->running_max)
+		fs->running_max = fs->n_run;
+	/* As curl's does (its timer is due at once after an add): the
+	 * next run() returns at once, so the loop looks at what it armed. */
+	fs->woken = true;
+out:
+	pthread_mutex_unlock(&fs->mu);
+	return rc;
+}
+
+static void f_cancel(struct pf_source *s, struct pf_get *g,
+		     struct s3_status *st)
+{
+	struct fake_source *fs = fs_of(s);
+
+	pthread_mutex_lock(&fs->mu);
+	run_remove(fs, g->h);
+	fs->cancels[side_of(s)]++;
+	pthread_mutex_unlock(&fs->mu);
+	*st = (struct s3_status){ .kind = S3_ERR_NETWORK };
+	strcpy(st->message, "cancelled");
+}
+
+static bool f_running(const struct pf_source *s, const struct pf_get *g)
+{
+	struct fake_source *fs = fs_of(s);
+	bool r;
+
+	pthread_mutex_lock(&fs->mu);
+	r = g->h && ((struct fget *)g->h)->running;
+	pthread_mutex_unlock(&fs->mu);
+	return r;
+}
+
+static uint64_t f_run(struct pf_source *s, int timeout_ms, bool *timed_out)
+{
+	struct fake_source *fs = fs_of(s);
+	uint64_t t0 = mono_ns();
+
+	*timed_out = false;
+	pthread_mutex_lock(&fs->mu);
+	fs->run_until = fs->now + (uint64_t)timeout_ms * MS;
+	for (;;) {
+		if (fs->woken && !fs->hold) {
+			fs->woken = false;
+			break;
+		}
+		if (first_due(fs))
+			break;
+		if (fs->now >= fs->run_until) {
+			*timed_out = timeout_ms > 0;
+			break;
+		}
+		fs->waiting = true;
+		pthread_cond_broadcast(&fs->idle_cv);
+		pthread_cond_wait(&fs->cv, &fs->mu);
+		fs->waiting = false;
+	}
+	fs->run_until = UINT64_MAX;
+	pthread_mutex_unlock(&fs->mu);
+	return mono_ns() - t0;
+}
+
+static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
+				  bool *retryable, struct s3_status *st)
+{
+	struct fake_source *fs = fs_of(s);
+	struct fget *fg;
+	struct pf_get *g;
+
+	pthread_mutex_lock(&fs->mu);
+	fg = first_due(fs);
+	if (!fg) {
+		pthread_mutex_unlock(&fs->mu);
+		return NULL;
+	}
+	run_remove(fs, fg);
+	g = fg->g;
+	*st = (struct s3_status){ .kind = S3_ERR_NONE };
+	if (fs->fail[fg->side].times > 0) {
+		fs->fail[fg->side].times--;
+		st->kind = fs->fail[fg->side].kind;
+		st->http = st->kind == S3_ERR_SLOWDOWN ? 503
+			   : st->kind == S3_ERR_STALE  ? 404
+						       : 500;
+		*got = -fs->fail[fg->side].err;
+		*retryable = fs->fail[fg->side].retryable;
+	} else {
+		unsigned char *b = g->buf;
+
+		for (size_t i = 0; i < g->len; i++)
+			b[i] = fake_source_byte(fg->key, g->off + i);
+		*got = (ssize_t)g->len;
+		*retryable = false;
+	}
+	pthread_mutex_unlock(&fs->mu);
+	return g;
+}
+
+static const struct s3_obj_meta *f_meta(const struct pf_source *s,
+					const struct pf_get *g)
+{
+	return NULL;
+}
+
+static void f_release(struct pf_source *s, struct pf_get *g)
+{
+	struct fake_source *fs = fs_of(s);
+	struct fget *fg = g->h;
+
+	if (!fg)
+		return;
+	pthread_mutex_lock(&fs->mu);
+	if (fg->running) {
+		run_remove(fs, fg);
+		fs->taken_down++;
+	}
+	pthread_mutex_unlock(&fs->mu);
+	if (!fg->logged)
+		free(fg->key);
+	free(fg);
+}
+
+static void f_wake(struct pf_source *s)
+{
+	struct fake_source *fs = fs_of(s);
+
+	pthread_mutex_lock(&fs->mu);
+	fs->woken = true;
+	pthread_cond_broadcast(&fs->cv);
+	pthread_mutex_unlock(&fs->mu);
+}
+
+static uint64_t f_now_ns(const struct pf_source *s)
+{
+	struct fake_source *fs = fs_of(s);
+	uint64_t now;
+
+	pthread_mutex_lock(&fs->mu);
+	now = fs->now;
+	pthread_mutex_unlock(&fs->mu);
+	return now;
+}
+
+/* The engine does not own a test's source: fake_source_destroy() frees it. */
+static void f_destroy(struct pf_source *s)
+{
+}
+
+static const struct pf_source_ops f_ops = {
+	.start = f_start,
+	.cancel = f_cancel,
+	.running = f_running,
+	.run = f_run,
+	.next_done = f_next_done,
+	.meta = f_meta,
+	.release = f_release,
+	.wake = f_wake,
+	.now_ns = f_now_ns,
+	.destroy = f_destroy,
+};
+
+struct fake_source *fake_source_create(uint64_t latency_ms)
+{
+	struct fake_source *fs = calloc(1, sizeof(*fs));
+
+	if (!fs)
+		return NULL;
+	for (int i = 0; i < SIDES; i++)
+		fs->sides[i] = (struct fside){ { &f_ops }, fs, i };
+	pthread_mutex_init(&fs->mu, NULL);
+	pthread_cond_init(&fs->cv, NULL);
+	pthread_cond_init(&fs->idle_cv, NULL);
+	/* Far from 0: the engine's "last SlowDown cut" starts at 0. */
+	fs->now = 1000000 * MS;
+	fs->run_until = UINT64_MAX;
+	fake_source_latency(fs, latency_ms);
+	fake_source_tier_latency(fs, latency_ms);
+	return fs;
+}
+
+void fake_source_destroy(struct fake_source *fs)
+{
+	if (!fs)
+		return;
+	/* The start log owns the keys it names (a GET's retries name the
+	 * same one). */
+	for (unsigned i = 0; i < fs->n_log; i++) {
+		bool seen = false;
+
+		for (unsigned j = 0; j < i && !seen; j++)
+			seen = fs->log_key[j] == fs->log_key[i];
+		if (!seen)
+			free(fs->log_key[i]);
+	}
+	free(fs->log_key);
+	free(fs->log_off);
+	free(fs->run);
+	pthread_cond_destroy(&fs->idle_cv);
+	pthread_cond_destroy(&fs->cv);
+	pthread_mutex_destroy(&fs->mu);
+	free(fs);
+}
+
+struct pf_source *fake_source_base(struct fake_source *fs)
+{
+	return &fs->sides[SIDE_ORIGIN].base;
+}
+
+struct pf_source *fake_source_tier(struct fake_source *fs)
+{
+	return &fs->sides[SIDE_TIER].base;
+}
+
+static void set_latency(struct fake_source *fs, int side, uint64_t ms)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->latency[side] = ms == UINT64_MAX ? UINT64_MAX : ms * MS;
+	pthread_mutex_unlock(&fs->mu);
+}
+
+void fake_source_latency(struct fake_source *fs, uint64_t ms)
+{
+	set_latency(fs, SIDE_ORIGIN, ms);
+}
+
+void fake_source_tier_latency(struct fake_source *fs, uint64_t ms)
+{
+	set_latency(fs, SIDE_TIER, ms);
+}
+
+static void set_fail(struct fake_source *fs, int side, enum s3_err_kind kind,
+		     int err, bool retryable, int times)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->fail[side].kind = kind;
+	fs->fail[side].err = err;
+	fs->fail[side].retryable = retryable;
+	fs->fail[side].times = times;
+	pthread_mutex_unlock(&fs->mu);
+}
+
+void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
+		      bool retryable, int times)
+{
+	set_fail(fs, SIDE_ORIGIN, kind, err, retryable, times);
+}
+
+void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
+			   int err, bool retryable, int times)
+{
+	set_fail(fs, SIDE_TIER, kind, err, retryable, times);
+}
+
+bool fake_source_settle(struct fake_source *fs)
+{
+	struct timespec ts;
+	bool ok = true;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	pthread_mutex_lock(&fs->mu);
+	while (!fs->waiting || (fs->woken && !fs->hold) || first_due(fs)) {
+		if (pthread_cond_timedwait(&fs->idle_cv, &fs->mu, &ts)) {
+			ok = false;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->mu);
+	return ok;
+}
+
+void fake_source_advance(struct fake_source *fs, uint64_t ms)
+{
+	uint64_t target;
+
+	fake_source_settle(fs);
+	pthread_mutex_lock(&fs->mu);
+	target = fs->now + ms * MS;
+	pthread_mutex_unlock(&fs->mu);
+	for (;;) {
+		uint64_t next = target;
+
+		pthread_mutex_lock(&fs->mu);
+		for (unsigned i = 0; i < fs->n_run; i++)
+			if (fs->run[i]->due < next)
+				next = fs->run[i]->due;
+		if (fs->run_until > fs->now && fs->run_until < next)
+			next = fs->run_until;
+		if (next > fs->now)
+			fs->now = next;
+		/* Not settled until the engine has looked at the new time
+		 * (it sets waiting again when it waits again). */
+		fs->waiting = false;
+		pthread_cond_broadcast(&fs->cv);
+		pthread_mutex_unlock(&fs->mu);
+		fake_source_settle(fs);
+		if (next >= target)
+			break;
+	}
+}
+
+void fake_source_hold(struct fake_source *fs, bool on)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->hold = on;
+	pthread_cond_broadcast(&fs->cv);
+	pthread_mutex_unlock(&fs->mu);
+}
+
+/* @field of @fs, read under its lock. */
+static unsigned read_u(struct fake_source *fs, const unsigned *field)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&fs->mu);
+	n = *field;
+	pthread_mutex_unlock(&fs->mu);
+	return n;
+}
+
+unsigned fake_source_running(struct fake_source *fs)
+{
+	return read_u(fs, &fs->n_run);
+}
+
+unsigned fake_source_running_max(struct fake_source *fs)
+{
+	return read_u(fs, &fs->running_max);
+}
+
+unsigned fake_source_starts(struct fake_source *fs)
+{
+	return read_u(fs, &fs->n_log);
+}
+
+const char *fake_source_started(struct fake_source *fs, unsigned i,
+				uint64_t *off)
+{
+	const char *k = NULL;
+
+	pthread_mutex_lock(&fs->mu);
+	if (i < fs->n_log) {
+		k = fs->log_key[i];
+		if (off)
+			*off = fs->log_off[i];
+	}
+	pthread_mutex_unlock(&fs->mu);
+	return k;
+}
+
+unsigned fake_source_tier_starts(struct fake_source *fs)
+{
+	return read_u(fs, &fs->tier_starts);
+}
+
+unsigned fake_source_tier_cancels(struct fake_source *fs)
+{
+	return read_u(fs, &fs->cancels[SIDE_TIER]);
+}
+
+unsigned fake_source_taken_down(struct fake_source *fs)
+{
+	return read_u(fs, &fs->taken_down);
+}

@@ -1,0 +1,76 @@
+/*
+ * tests/unit/fake_source.h - a deterministic in-memory source for the
+ * engine (prefetch/source.h) on a virtual clock, so that the engine's
+ * policies are tested in milliseconds without a server or a mount.
+ *
+ * Every object exists and has its size from the test's describe callback;
+ * its byte at offset i is fake_source_byte(key, i). A GET started at
+ * virtual time t answers at t + latency: it ends only when the test moves
+ * the clock past that (fake_source_advance()). Errors are queued for the
+ * next starts (fake_source_fail()). The engine's network thread runs as in
+ * the daemon; fake_source_settle() waits until it has nothing left to do at
+ * the current virtual time, so what a test sees next is determined.
+ */
+#ifndef HINTFS_TESTS_FAKE_SOURCE_H
+#define HINTFS_TESTS_FAKE_SOURCE_H
+
+#include "prefetch/source.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fake_source;
+
+/** A source answering every GET after @latency_ms of virtual time. */
+struct fake_source *fake_source_create(uint64_t latency_ms);
+void fake_source_destroy(struct fake_source *fs);
+/** The struct pf_source to put in pf_config.source. */
+struct pf_source *fake_source_base(struct fake_source *fs);
+/** Its sibling for the shared cache tier's GETs (pf_config.tier_source):
+ *  same clock, its own latency and errors, ends through the origin's. */
+struct pf_source *fake_source_tier(struct fake_source *fs);
+
+/** The byte at @off of object @key. */
+unsigned char fake_source_byte(const char *key, uint64_t off);
+
+/** GETs answer after @ms from now on (UINT64_MAX: never, until cancelled). */
+void fake_source_latency(struct fake_source *fs, uint64_t ms);
+
+/** The next @times answers end with error kind @kind (-@err, retryable
+ *  as @retryable) instead of the bytes; the tier's alike. */
+void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
+		      bool retryable, int times);
+void fake_source_tier_latency(struct fake_source *fs, uint64_t ms);
+void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
+			   int err, bool retryable, int times);
+
+/** Moves the virtual clock on by @ms, in steps that end GETs in their due
+ *  order, settling after each. */
+void fake_source_advance(struct fake_source *fs, uint64_t ms);
+
+/** Waits (5 s of real time at most) until the network thread waits in
+ *  the source with no GET due and no wake-up pending. Returns whether it
+ *  settled. */
+bool fake_source_settle(struct fake_source *fs);
+
+/** While @on, the network thread's wake-ups wait (it sleeps in the
+ *  source): a test makes several calls that the engine then sees at once.
+ *  Settle first. */
+void fake_source_hold(struct fake_source *fs, bool on);
+
+/** GETs running now. */
+unsigned fake_source_running(struct fake_source *fs);
+/** Most GETs that ran at once. */
+unsigned fake_source_running_max(struct fake_source *fs);
+/** Origin starts so far (retries included), and the key and offset of
+ *  the @i-th; NULL past the end. */
+unsigned fake_source_starts(struct fake_source *fs);
+const char *fake_source_started(struct fake_source *fs, unsigned i,
+				uint64_t *off);
+/** Tier GETs started, and cancelled; GETs released while running (taken
+ *  down). */
+unsigned fake_source_tier_starts(struct fake_source *fs);
+unsigned fake_source_tier_cancels(struct fake_source *fs);
+unsigned fake_source_taken_down(struct fake_source *fs);
+
+#endif /* HINTFS_TESTS_FAKE_SOURCE_H */

@@ -1,0 +1,424 @@
+/*
+ * tests/unit/test_engine.c - the engine's policies (prefetch/engine.c's
+ * top comment) on the fake source of fake_source.c: a real cache in a
+ * temporary directory, the real engine and its threads, GETs answered in
+ * memory on a virtual clock. No server, no mount; each test runs in
+ * milliseconds and would fail with its policy broken:
+ * - a reader's miss starts before the hint's prefetches queued before it;
+ * - fetch buffers stay within fetch_mem, however wide the window;
+ * - the in-flight cap halves on SlowDown (once for a burst);
+ * - the hint's prefetch is paced by its readers (PF_PACE_MIN at least);
+ * - a reader waiting on the shared cache tier goes to the origin at the
+ *   hedge, within the hedge budget;
+ * - pf_cancel() ends a reader's wait at once, and pf_stop() takes down
+ *   the GETs still running.
+ */
+#include "fake_source.h"
+#include "check.h"
+#include "prefetch/prefetch.h"
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KIB 1024ull
+#define MIB (1024ull * KIB)
+#define LATENCY_MS 10
+
+struct env {
+	struct fake_source *fs;
+	struct s3_client *s3;
+	struct s3_client *tier_s3; /* with a tier: its PUTs go nowhere */
+	struct cache *cache;
+	struct pf *pf;
+	char dir[64];
+	uint32_t n;
+	uint64_t size;
+};
+
+static int describe(void *arg, uint32_t id, char *keybuf, size_t cap,
+		    struct pf_object *o)
+{
+	struct env *e = arg;
+	int n = snprintf(keybuf, cap, "obj/%05u", id);
+
+	if (id >= e->n || n < 0 || (size_t)n >= cap)
+		return -ENOENT;
+	o->key = keybuf;
+	o->key_len = (size_t)n;
+	/* An MD5's shape: the tier can bind a copy to it. */
+	o->etag = "\"0123456789abcdef0123456789abcdef\"";
+	o->size = e->size;
+	return 0;
+}
+
+static uint32_t key_id(void *arg, const char *key, size_t key_len)
+{
+	return PF_NO_ID;
+}
+
+/* An engine over @n objects of @size bytes on a fake source; @cfg's
+ * limits as given (the rest filled here). */
+static void env_start(struct env *e, uint32_t n, uint64_t size,
+		      struct pf_config cfg)
+{
+	struct s3_config sc = {
+		/* The retry policy only: no request goes out. */
+		.bucket = "b", .endpoint = "http://127.0.0.1:9",
+		.region = "us-east-1", .path_style = true, .no_sign = true,
+	};
+	char err[256];
+
+	memset(e, 0, sizeof(*e));
+	e->n = n;
+	e->size = size;
+	e->fs = fake_source_create(LATENCY_MS);
+	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
+	CHECK(mkdtemp(e->dir) != NULL);
+	CHECK(s3_client_create(&sc, &e->s3, err, sizeof(err)) == 0);
+	struct cache_config cc = { .dir = e->dir, .capacity = 1024 * MIB };
+	CHECK(cache_open(&cc, &e->cache, err, sizeof(err)) == 0);
+	cfg.s3 = e->s3;
+	cfg.cache = e->cache;
+	cfg.describe = describe;
+	cfg.key_id = key_id;
+	cfg.arg = e;
+	cfg.n_ids = n;
+	cfg.source = fake_source_base(e->fs);
+	if (cfg.tier_hedge_ms) {
+		sc.bucket = "tier";
+		sc.max_attempts = 1;
+		CHECK(s3_client_create(&sc, &e->tier_s3, err, sizeof(err)) == 0);
+		cfg.tier_s3 = e->tier_s3;
+		cfg.tier_source = fake_source_tier(e->fs);
+		cfg.origin_bucket = "b";
+	}
+	CHECK(pf_start(&cfg, &e->pf) == 0);
+}
+
+/* Stops it all; returns how many GETs pf_stop() took down running. */
+static unsigned env_stop(struct env *e)
+{
+	char cmd[128];
+	unsigned down;
+
+	pf_stop(e->pf);
+	down = fake_source_taken_down(e->fs);
+	cache_close(e->cache);
+	s3_client_destroy(e->s3);
+	s3_client_destroy(e->tier_s3);
+	fake_source_destroy(e->fs);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", e->dir);
+	return down;
+}
+
+/* Hints ids [0, n) to stream "rank0". */
+static void hint_all(struct env *e, uint32_t n)
+{
+	uint32_t *ids = malloc(n * sizeof(*ids));
+
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = i;
+	CHECK(pf_hint(e->pf, "rank0", ids, n, 0, false, 0) == 0);
+	free(ids);
+}
+
+static bool started_is(struct env *e, unsigned i, uint32_t id)
+{
+	char want[32];
+	const char *k = fake_source_started(e->fs, i, NULL);
+
+	snprintf(want, sizeof(want), "obj/%05u", id);
+	return k && !strcmp(k, want);
+}
+
+struct reader {
+	struct env *e;
+	uint32_t id;
+	size_t len;
+	ssize_t rc;
+	unsigned char buf[4096];
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->rc = pf_read(r->e->pf, r->id, r->buf, r->len, 0);
+	return NULL;
+}
+
+/* Reads that started or joined a fetch. */
+static uint64_t fetch_reads(struct env *e)
+{
+	struct pf_stats st;
+
+	pf_get_stats(e->pf, &st);
+	return st.demand_fetches + st.prefetch_joins;
+}
+
+/*
+ * Starts a reader of @id and returns once its miss is queued and the
+ * engine has seen it: the counter moves under the engine's lock in the
+ * same hold as the reader's parts are queued and the engine woken.
+ */
+static void reader_start(struct env *e, struct reader *r, pthread_t *t,
+			 uint32_t id)
+{
+	uint64_t n = fetch_reads(e);
+
+	*r = (struct reader){ .e = e, .id = id, .len = sizeof(r->buf) };
+	CHECK(pthread_create(t, NULL, reader_main, r) == 0);
+	for (int i = 0; i < 5000 && fetch_reads(e) == n; i++)
+		usleep(1000);
+	CHECK(fake_source_settle(e->fs));
+}
+
+/* Waits (5 s at most) until the cache writer has committed @n objects
+ * in all, and the engine has seen the memory come back. */
+static void committed(struct env *e, uint64_t n)
+{
+	struct pf_stats st;
+
+	for (int i = 0; i < 5000; i++) {
+		pf_get_stats(e->pf, &st);
+		if (st.commit_objects >= n)
+			break;
+		usleep(1000);
+	}
+	CHECK(st.commit_objects >= n);
+	if (st.commit_objects < n)
+		fprintf(stderr, "committed %llu of %llu (put failures %llu)\n",
+			(unsigned long long)st.commit_objects,
+			(unsigned long long)n,
+			(unsigned long long)st.cache_put_fail);
+	CHECK(fake_source_settle(e->fs));
+}
+
+static bool bytes_ok(const struct reader *r)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "obj/%05u", r->id);
+	for (size_t i = 0; i < r->len; i++)
+		if (r->buf[i] != fake_source_byte(key, i))
+			return false;
+	return true;
+}
+
+/* The hint fills the in-flight limit; a reader's miss of an object far
+ * down the hint is the first GET to start when one ends. */
+static void test_demand_first(void)
+{
+	struct env e;
+	struct reader r;
+	pthread_t t;
+
+	env_start(&e, 100, 64 * KIB,
+		  (struct pf_config){ .max_inflight = 4,
+				      .pace_ms = PF_PACE_OFF });
+	hint_all(&e, 100);
+	CHECK(fake_source_settle(e.fs));
+	CHECK(fake_source_running(e.fs) == 4);
+	CHECK(started_is(&e, 0, 0) && started_is(&e, 3, 3));
+	reader_start(&e, &r, &t, 50);
+	CHECK(fake_source_starts(e.fs) == 4); /* the limit holds it */
+	fake_source_advance(e.fs, LATENCY_MS);
+	CHECK(started_is(&e, 4, 50));
+	CHECK(started_is(&e, 5, 4));
+	fake_source_advance(e.fs, LATENCY_MS);
+	pthread_join(t, NULL);
+	CHECK(r.rc == (ssize_t)r.len);
+	CHECK(bytes_ok(&r));
+	env_stop(&e);
+}
+
+/* A window of 40 objects of 1 MiB with 4 MiB of fetch memory: never more
+ * than 4 GETs at once, and every object still comes. */
+static void test_fetch_mem_bound(void)
+{
+	struct pf_stats st;
+	struct env e;
+
+	env_start(&e, 40, 1 * MIB,
+		  (struct pf_config){ .max_inflight = 64,
+				      .pace_ms = PF_PACE_OFF,
+				      .part_size = 1 * MIB,
+				      .fetch_mem = 4 * MIB });
+	hint_all(&e, 40);
+	CHECK(fake_source_settle(e.fs));
+	CHECK(fake_source_running(e.fs) == 4);
+	for (int i = 0; i < 200 && fake_source_starts(e.fs) < 40; i++) {
+		fake_source_advance(e.fs, LATENCY_MS);
+		usleep(1000); /* the writer commits, memory comes back */
+	}
+	CHECK(fake_source_starts(e.fs) == 40);
+	CHECK(fake_source_running_max(e.fs) == 4);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.fetch_mem_peak <= 4 * MIB);
+	env_stop(&e);
+}
+
+/* 32 GETs answered SlowDown at once: the limit halves, once. */
+static void test_slowdown_halves(void)
+{
+	struct pf_stats st;
+	struct env e;
+
+	env_start(&e, 64, 16 * KIB,
+		  (struct pf_config){ .max_inflight = 32,
+				      .pace_ms = PF_PACE_OFF });
+	hint_all(&e, 64);
+	CHECK(fake_source_settle(e.fs));
+	CHECK(fake_source_running(e.fs) == 32);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.inflight_limit == 32);
+	fake_source_fail(e.fs, S3_ERR_SLOWDOWN, EAGAIN, true, 32);
+	fake_source_advance(e.fs, LATENCY_MS);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.inflight_limit == 16);
+	CHECK(st.retries == 32);
+	/* The retries start at most 16 at a time. */
+	fake_source_advance(e.fs, 2000);
+	CHECK(fake_source_starts(e.fs) > 32);
+	env_stop(&e);
+}
+
+/* No read yet: the prefetch runs PF_PACE_MIN (256) entries ahead, not the
+ * whole window; readers that consumed 400 entries in the last second
+ * take it 400 past the newest read. */
+static void test_pacing(void)
+{
+	struct env e;
+	unsigned n0, n1;
+
+	env_start(&e, 2000, 4 * KIB,
+		  (struct pf_config){ .max_inflight = 64, .pace_ms = 1000 });
+	hint_all(&e, 2000);
+	fake_source_advance(e.fs, 500);
+	n0 = fake_source_starts(e.fs);
+	CHECK(n0 >= 256 && n0 <= 258);
+	/* Entries 257-399 are read before the engine looks: readers fetch
+	 * them, the prefetch goes on from 400. */
+	fake_source_hold(e.fs, true);
+	for (uint32_t i = 0; i < 400; i++)
+		pf_note_open(e.pf, i);
+	fake_source_hold(e.fs, false);
+	fake_source_advance(e.fs, 500);
+	n1 = fake_source_starts(e.fs) - n0;
+	CHECK(n1 == 400);
+	if (n0 < 256 || n0 > 258 || n1 != 400)
+		fprintf(stderr, "pacing: %u then %u GETs\n", n0, n1);
+	env_stop(&e);
+}
+
+/* A GET that never answers: pf_cancel() ends its reader's wait with
+ * ECANCELED at once, not at the read deadline, and pf_stop() takes the
+ * GET down (twice the 60 s budget plus
+ * 5 s: the join's 10 s guard is no timing, only a hang cut short). */
+static void test_cancel(void)
+{
+	struct env e;
+	struct reader r;
+	pthread_t t;
+
+	env_start(&e, 10, 64 * KIB,
+		  (struct pf_config){ .max_inflight = 4,
+				      .pace_ms = PF_PACE_OFF });
+	fake_source_latency(e.fs, UINT64_MAX);
+	reader_start(&e, &r, &t, 3);
+	CHECK(fake_source_running(e.fs) == 1);
+	pf_cancel(e.pf);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	if (pthread_timedjoin_np(t, NULL, &ts)) {
+		CHECK(!"pf_cancel() ended the reader's wait");
+		exit(check_done()); /* the reader still uses the engine */
+	}
+	CHECK(r.rc == -ECANCELED);
+	CHECK(env_stop(&e) == 1);
+}
+
+/*
+ * The tier's hedge and its budget (1 hedge per 200 tier GETs, 2 saved at
+ * most): with none earned, a reader waits on for the tier past the hedge;
+ * after 400 tier GETs (misses, then read from the origin), of three
+ * readers waiting on a tier that does not answer, two are sent to the
+ * origin at the hedge and get their bytes, the third waits on.
+ */
+static void test_hedge_budget(void)
+{
+	struct reader r[4];
+	struct pf_stats st;
+	pthread_t t[4];
+	struct env e;
+	uint32_t ids[400];
+
+	env_start(&e, 500, 16 * KIB,
+		  (struct pf_config){ .max_inflight = 64,
+				      .pace_ms = PF_PACE_OFF,
+				      .tier_hedge_ms = 50 });
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	reader_start(&e, &r[0], &t[0], 0);
+	CHECK(fake_source_tier_starts(e.fs) == 1);
+	fake_source_advance(e.fs, 250);
+	CHECK(fake_source_tier_cancels(e.fs) == 0);
+	CHECK(fake_source_starts(e.fs) == 0);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.hedge_denied == 1);
+
+	/* 400 prefetches: each a tier miss, then the origin. */
+	fake_source_tier_latency(e.fs, LATENCY_MS);
+	fake_source_tier_fail(e.fs, S3_ERR_STALE, ENOENT, false, 400);
+	for (uint32_t i = 0; i < 400; i++)
+		ids[i] = 1 + i;
+	CHECK(pf_hint(e.pf, "rank0", ids, 400, 0, false, 0) == 0);
+	for (int i = 0; i < 100 && fake_source_starts(e.fs) < 400; i++)
+		fake_source_advance(e.fs, LATENCY_MS);
+	fake_source_advance(e.fs, 2 * LATENCY_MS); /* the last answers */
+	CHECK(fake_source_tier_starts(e.fs) == 401);
+	CHECK(fake_source_starts(e.fs) == 400);
+	committed(&e, 400);
+
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	for (int i = 1; i < 4; i++)
+		reader_start(&e, &r[i], &t[i], 400 + (uint32_t)i);
+	CHECK(fake_source_tier_starts(e.fs) == 404);
+	fake_source_advance(e.fs, 250);
+	CHECK(fake_source_tier_cancels(e.fs) == 2);
+	CHECK(fake_source_starts(e.fs) == 402);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.hedged == 2);
+	CHECK(st.tier_st.hedge_denied == 2);
+	if (st.tier_st.hedged != 2)
+		pf_cancel(e.pf); /* else readers 1 and 2 wait for the deadline */
+	for (int i = 1; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(r[i].rc == (ssize_t)r[i].len && bytes_ok(&r[i]));
+	}
+	pf_cancel(e.pf);
+	pthread_join(t[0], NULL);
+	pthread_join(t[3], NULL);
+	CHECK(r[0].rc == -ECANCELED && r[3].rc == -ECANCELED);
+	env_stop(&e);
+}
+
+int main(void)
+{
+	test_demand_first();
+	test_fetch_mem_bound();
+	test_slowdown_halves();
+	test_pacing();
+	test_cancel();
+	test_hedge_budget();
+	return check_done();
+}
