@@ -404,10 +404,10 @@ static void test_ctl_nodes(void)
 
 /*
  * An object whose blob write fails (a failing disk: the write test hook)
- * is not fetched whole again and again: from then on it is streamed, and
+ * is not fetched whole again and again: from then on it is read through, and
  * one sequential read moves about the object's size from the server.
  */
-static void test_write_failure_streams(void)
+static void test_write_failure_reads_through(void)
 {
 	enum { SIZE = 20 << 20 };
 	struct fs *fs;
@@ -425,7 +425,7 @@ static void test_write_failure_streams(void)
 	 * read once the failed fetch had left). */
 	CHECK(fake_s3_gets() <= 8);
 	/* Once the failed commit is counted the fetch has left: the next
-	 * read streams, about the object's size from the server. */
+	 * read goes through, about the object's size from the server. */
 	for (int i = 0; i < 1000 && fs_stat_of(fs, "requests", "not_cached") < 1;
 	     i++)
 		usleep(10000);
@@ -534,7 +534,7 @@ int main(void)
 	static void (*const tests[])(void) = {
 		test_namespace_and_reads, test_errors, test_hint,
 		test_queue_caps, test_stop_commits_what_was_fetched,
-		test_write_failure_streams, test_ctl_nodes,
+		test_write_failure_reads_through, test_ctl_nodes,
 	};
 	char cmd[128];
 
