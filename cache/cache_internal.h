@@ -1,8 +1,9 @@
 /*
  * cache/cache_internal.h - what the files of cache/ share (private to it).
  *
- *   cache.c   open/close, lookup and read, invalidate, clear, meta, stats,
- *             verify; dropping entries (memory, then index, then blocks)
+ *   cache.c   lookup and read, invalidate, clear, meta, stats, verify;
+ *             dropping entries (memory, then index, then blocks)
+ *   open.c    open/close: the directory, its lock, loading the index
  *   put.c     the put transaction: begin, write, read, commit, abort
  *   table.c   the in-memory table of committed entries (hash and slots)
  *   idx.c     the LMDB index: the only file that calls LMDB
@@ -206,6 +207,9 @@ void tab_remove(struct tab *t, struct cache_ent *e);
 /* ---- cache.c: test hooks ---- */
 /* 0, or the hook's -errno when this is the Nth call of @f. */
 int cache_fault_hit(struct cache_fault *f);
+/* Arms @f from environment variable @name at open (cache.c). */
+void cache_fault_init(struct cache_fault *f, const char *name,
+		      const char *what);
 
 /* ---- cache.c: dropping entries ---- */
 void cache_unlink_locked(struct cache *c, struct cache_ent *e,

@@ -31,7 +31,7 @@
  * LMDB has no page checksums and trusts its pages: a cut or damaged file
  * can make it SIGBUS or SIGSEGV rather than return MDB_CORRUPTED. So:
  * - cache_close() syncs, then leaves DIR/index.clean naming the file's
- *   size, ctime and inode (cache.c);
+ *   size, ctime and inode (open.c);
  * - an index not closed that way since it changed is first walked by
  *   idx_check() in a child process, and one that kills the child or
  *   fails is removed: the cache starts empty, with one warning;

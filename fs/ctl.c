@@ -1,7 +1,8 @@
 /*
  * fs/ctl.c - the control files of <mount>/.hintfs (doc/design.md 2.3; the
- * table of names and modes is ctl_files[] in fs.c), and the -o hint=FILE
- * watcher.
+ * table of names and modes is ctl_files[] in fs.c). What stats and verify
+ * say is rendered in fs/stats_json.c; the -o hint=FILE watcher is
+ * fs/watch.c.
  *
  * Owns the state of the control files, in one of two lives:
  * - With -o open_per_file, per open: a hint written through .hintfs/hint
@@ -45,14 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A hint for 100 million samples at ~40 bytes a line; more is a mistake. */
-#define CTL_HINT_MAX (256u << 20)
-/* The hint file's directory is watched with inotify, so a replaced file is
- * in force within milliseconds (the head of an epoch waits for it). Besides,
- * the file is stat'ed twice a second: the way when inotify is not to be had,
- * and for filesystems where it sees no change made on another machine (NFS).
- * HINTFS_HINT_POLL_MS overrides it (tests: a long poll proves inotify). */
-#define CTL_WATCH_MS 500
 /* Nodes alive at once: hintfs-ctl and the helper hold one each for a few
  * milliseconds, 16 ranks of a node write at once; 64 leaves room for
  * stat() calls whose FORGET has not come yet. */
@@ -63,12 +56,6 @@
  * loaded machine (seen in tests with a load of 10 on 2 cores); a writer
  * that keeps its file open costs each lookup of stats this much. */
 #define CTL_SETTLE_MS 1000
-/* verify checks every cached blob: a node of it checks at its first READ,
- * not at the LOOKUP that a stat() or `ls -l` makes too. Until then its
- * size is this bound (NOTE(fuse): the short READ then sets the size the
- * kernel shows, fuse_short_read()); the keys listed stop before it. */
-#define CTL_VERIFY_SIZE (64u << 10)
-#define CTL_VERIFY_KEYS_MAX (CTL_VERIFY_SIZE - 1024)
 
 struct fs_file {
 	uint64_t ino;    /* the control file: FS_INO_CTL_HINT ... */
@@ -92,7 +79,6 @@ static bool ctl_readable(uint64_t ino)
 	return ino == FS_INO_CTL_STATS || ino == FS_INO_CTL_VERIFY;
 }
 
-static char *verify_json(struct fs *fs, size_t *len);
 static const char *ctl_name(uint64_t ino);
 static int apply_warm(struct fs *fs, const char *text, size_t len);
 static int apply_evict(struct fs *fs, const char *text, size_t len);
@@ -114,7 +100,7 @@ int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
 	f->pid = pid;
 	if (rd) {
 		f->buf = ino == FS_INO_CTL_STATS ? fs_stats_json(fs, &f->len)
-						 : verify_json(fs, &f->len);
+						 : fs_verify_json(fs, &f->len);
 		if (!f->buf) {
 			free(f);
 			return -ENOMEM;
@@ -272,7 +258,7 @@ static void ctl_link(struct fs *fs, struct fs_file *f)
 char *fs_ctl_render(struct fs *fs, uint64_t kind, size_t *len)
 {
 	return kind == FS_INO_CTL_STATS ? fs_stats_json(fs, len)
-					: verify_json(fs, len);
+					: fs_verify_json(fs, len);
 }
 
 uint64_t fs_ctl_node_kind(struct fs *fs, uint64_t ino, uint64_t *len)
@@ -386,7 +372,7 @@ ssize_t fs_ctl_node_read(struct fs *fs, uint64_t ino, uid_t caller, char *buf,
 		/* The check runs outside the lock (it reads the whole cache);
 		 * a second reader of the node that got there first wins. */
 		pthread_mutex_unlock(&fs->ctl_mu);
-		text = verify_json(fs, &len);
+		text = fs_verify_json(fs, &len);
 		if (!text)
 			return -ENOMEM;
 		n = node_lock(fs, ino, caller, &f);
@@ -709,485 +695,4 @@ static int apply_evict(struct fs *fs, const char *text, size_t len)
 	}
 	free(l.ids);
 	return rc;
-}
-
-/* ---- verify ---------------------------------------------------------------- */
-
-struct verify_ctx {
-	FILE *f;
-	uint64_t checked;
-	uint64_t bad;
-	uint64_t unlisted; /* bad ones past CTL_VERIFY_KEYS_MAX of keys */
-};
-
-static void json_strn(FILE *f, const char *s, size_t len);
-
-static void verify_cb(void *arg, const char *key, size_t key_len, bool ok)
-{
-	struct verify_ctx *v = arg;
-
-	v->checked++;
-	if (ok)
-		return;
-	if (ftell(v->f) + 6 * (long)key_len + 4 > (long)CTL_VERIFY_KEYS_MAX) {
-		v->bad++;
-		v->unlisted++;
-		return;
-	}
-	fputs(v->bad++ ? ", " : "", v->f);
-	json_strn(v->f, key, key_len);
-}
-
-/* Checks every cached blob now: {"dropped": [..], "dropped_unlisted": U,
- * "checked": N, "bad": M}, under CTL_VERIFY_SIZE bytes. */
-static char *verify_json(struct fs *fs, size_t *len)
-{
-	struct verify_ctx v = { 0 };
-	char *out = NULL;
-	int rc;
-
-	v.f = open_memstream(&out, len);
-	if (!v.f)
-		return NULL;
-	fputs("{\"dropped\": [", v.f);
-	rc = cache_verify(fs->cache, verify_cb, &v);
-	fprintf(v.f, "], \"dropped_unlisted\": %llu, \"checked\": %llu, "
-		"\"bad\": %llu, \"error\": %s}\n",
-		(unsigned long long)v.unlisted, (unsigned long long)v.checked,
-		(unsigned long long)v.bad, rc ? "true" : "false");
-	if (v.bad)
-		log_warn("verify: %llu of %llu cached objects were corrupt and "
-			 "were dropped", (unsigned long long)v.bad,
-			 (unsigned long long)v.checked);
-	if (fclose(v.f)) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
-/* ---- the -o hint=FILE watcher ---------------------------------------------- */
-
-/* Reads the hint file whole, if it is still a regular file: O_NONBLOCK
- * so that one swapped for a FIFO since the stat() cannot block. */
-static int read_hint_file(const char *path, char **text, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	int rc;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		rc = -EINVAL;
-	else
-		rc = read_fd_all(fd, CTL_HINT_MAX, text, len);
-	close(fd);
-	return rc;
-}
-
-/* What the watcher remembers between looks at the hint file. */
-struct watch_state {
-	struct stat last;
-	bool missing_said;
-};
-
-/*
- * Looks at the hint file once. A new hint is a file whose identity or
- * contents changed: another inode (written elsewhere and renamed into
- * place, the safe way), or another size or mtime (rewritten in place).
- */
-static void watch_check(struct fs *fs, struct watch_state *ws)
-{
-	struct stat st;
-
-	if (stat(fs->hint_file, &st) < 0) {
-		if (!ws->missing_said)
-			log_warn("hint file '%s': %s; waiting for it",
-				 fs->hint_file, strerror(errno));
-		ws->missing_said = true;
-	} else if (!S_ISREG(st.st_mode)) {
-		/* A FIFO's open blocks until a writer comes, and the stop
-		 * would wait for it: only files are read. */
-		if (!ws->missing_said)
-			log_warn("hint file '%s' is not a regular file (a "
-				 "FIFO?); waiting for a file there",
-				 fs->hint_file);
-		ws->missing_said = true;
-		ws->last = (struct stat){ 0 };
-	} else if (st.st_ino != ws->last.st_ino ||
-		   st.st_dev != ws->last.st_dev ||
-		   st.st_size != ws->last.st_size ||
-		   st.st_mtim.tv_sec != ws->last.st_mtim.tv_sec ||
-		   st.st_mtim.tv_nsec != ws->last.st_mtim.tv_nsec) {
-		char *text = NULL;
-		size_t len = 0;
-		int rc = read_hint_file(fs->hint_file, &text, &len);
-
-		ws->missing_said = false;
-		ws->last = st;
-		if (rc) {
-			log_warn("hint file '%s': %s", fs->hint_file,
-				 strerror(-rc));
-		} else {
-			fs_apply_hint(fs, text, len, "file:", fs->hint_file,
-				      0);
-			free(text);
-		}
-	}
-}
-
-/*
- * An inotify watch on the hint file's directory, for the events that
- * finish a new version of it: a close after writing, a rename into place.
- * Returns the inotify fd (the file's name in *@base) or -1, with the
- * polling left to do the work.
- */
-static int watch_inotify(const char *path, const char **base)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int fd;
-
-	*base = slash ? slash + 1 : path;
-	dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
-	if (dir && !dir[0]) {
-		free(dir);
-		dir = strdup("/");
-	}
-	fd = dir ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
-	/* Not IN_CREATE or IN_MODIFY: a file being written is not a hint
-	 * yet. IN_ATTRIB: a touch asks for the same hint again. */
-	if (fd >= 0 && inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO |
-						  IN_ATTRIB) < 0) {
-		log_info("hint file '%s': cannot watch its directory (%s); "
-			 "checking it every %d ms", path, strerror(errno),
-			 CTL_WATCH_MS);
-		close(fd);
-		fd = -1;
-	}
-	free(dir);
-	return fd;
-}
-
-/* Reads what inotify has; true when an event names the hint file. */
-static bool watch_drain(int fd, const char *base)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	bool hit = false;
-	ssize_t n;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (char *p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (const void *)p;
-
-			if (ev->len && !strcmp(ev->name, base))
-				hit = true;
-			if (ev->mask & IN_Q_OVERFLOW)
-				hit = true;
-			p += sizeof(*ev) + ev->len;
-		}
-	}
-	return hit;
-}
-
-static void *watch_main(void *arg)
-{
-	struct fs *fs = arg;
-	struct watch_state ws = { 0 };
-	const char *base, *env = getenv("HINTFS_HINT_POLL_MS");
-	int poll_ms = env && atoi(env) > 0 ? atoi(env) : CTL_WATCH_MS;
-	int ifd = watch_inotify(fs->hint_file, &base);
-
-	for (;;) {
-		struct pollfd pfd[2] = {
-			{ .fd = fs->watch_efd, .events = POLLIN },
-			{ .fd = ifd, .events = POLLIN },
-		};
-		bool stop;
-
-		pthread_mutex_lock(&fs->watch_mu);
-		stop = fs->watch_stop;
-		pthread_mutex_unlock(&fs->watch_mu);
-		if (stop)
-			break;
-		watch_check(fs, &ws);
-		/* A writer's close and its rename come as separate events:
-		 * each is a look, and an unchanged file is not applied twice. */
-		while (poll(pfd, ifd >= 0 ? 2 : 1, poll_ms) > 0 &&
-		       !pfd[0].revents && !watch_drain(ifd, base))
-			;
-	}
-	if (ifd >= 0)
-		close(ifd);
-	return NULL;
-}
-
-int fs_hint_watch_start(struct fs *fs)
-{
-	int rc;
-
-	fs->watch_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (fs->watch_efd < 0)
-		return -errno;
-	rc = pthread_create(&fs->watcher, NULL, watch_main, fs);
-	if (rc) {
-		close(fs->watch_efd);
-		fs->watch_efd = -1;
-		return -rc;
-	}
-	fs->watcher_started = true;
-	return 0;
-}
-
-void fs_hint_watch_stop(struct fs *fs)
-{
-	if (!fs->watcher_started)
-		return;
-	pthread_mutex_lock(&fs->watch_mu);
-	fs->watch_stop = true;
-	pthread_mutex_unlock(&fs->watch_mu);
-	if (eventfd_write(fs->watch_efd, 1) < 0)
-		log_warn("hint watcher: cannot wake it: %s", strerror(errno));
-	pthread_join(fs->watcher, NULL);
-	close(fs->watch_efd);
-	fs->watch_efd = -1;
-	fs->watcher_started = false;
-}
-
-/* ---- stats ------------------------------------------------------------------ */
-
-/* Appends a JSON string (quotes and escapes) for @len bytes of @s. Bytes
- * that are not UTF-8 (keys may hold any) are written as \u00XX. */
-static void json_strn(FILE *f, const char *s, size_t len)
-{
-	fputc('"', f);
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20 || c >= 0x80)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-	json_strn(f, s, strlen(s));
-}
-
-/* "credentials": the provider, the key's last four characters, the
- * expiry and the refreshes; never a secret. null with -o no_sign. */
-static void fs_creds_json(FILE *f, struct creds *c)
-{
-	struct creds_info ci;
-
-	if (!c) {
-		fprintf(f, "  \"credentials\": null\n");
-		return;
-	}
-	creds_get_info(c, &ci);
-	fprintf(f, "  \"credentials\": {\"provider\": ");
-	json_str(f, ci.provider);
-	fprintf(f, ", \"key_id_tail\": ");
-	json_str(f, ci.key_tail);
-	fprintf(f, ", \"expires\": %lld, \"refreshes\": %llu, "
-		"\"refresh_failures\": %llu, \"last_refresh\": %lld}\n",
-		(long long)ci.expires, (unsigned long long)ci.refreshes,
-		(unsigned long long)ci.refresh_failures,
-		(long long)ci.last_refresh);
-}
-
-/* The keys of "fuse" in stats, in enum fs_req's order. */
-static const char *const fuse_req_names[FS_REQ_N] = {
-	[FS_REQ_LOOKUP] = "lookup",
-	[FS_REQ_FORGET] = "forget",
-	[FS_REQ_GETATTR] = "getattr",
-	[FS_REQ_SETATTR] = "setattr",
-	[FS_REQ_ACCESS] = "access",
-	[FS_REQ_OPEN] = "open",
-	[FS_REQ_READ] = "read",
-	[FS_REQ_WRITE] = "write",
-	[FS_REQ_FLUSH] = "flush",
-	[FS_REQ_FSYNC] = "fsync",
-	[FS_REQ_RELEASE] = "release",
-	[FS_REQ_OPENDIR] = "opendir",
-	[FS_REQ_READDIR] = "readdir",
-	[FS_REQ_READDIRPLUS] = "readdirplus",
-	[FS_REQ_RELEASEDIR] = "releasedir",
-	[FS_REQ_STATFS] = "statfs",
-	[FS_REQ_XATTR] = "xattr",
-	[FS_REQ_OTHER] = "other",
-};
-
-char *fs_stats_json(struct fs *fs, size_t *len)
-{
-	struct hint_report hr;
-	struct cache_stats cs;
-	struct pf_stats ps;
-	uint64_t files, bytes, rejected, lists, gets;
-	uint64_t st_objects, st_bytes, st_failed;
-	const struct tree_skips *sk = tree_skips(fs->tree);
-	char *out = NULL;
-	FILE *f;
-
-	pf_get_stats(atomic_load(&fs->pf), &ps);
-	cache_get_stats(fs->cache, &cs);
-	s3_client_counts(fs->s3, &lists, &gets);
-	tree_totals(fs->tree, &files, &bytes);
-	pthread_mutex_lock(&fs->hint_mu);
-	hr = fs->last_hint;
-	rejected = fs->hints_rejected;
-	pthread_mutex_unlock(&fs->hint_mu);
-
-	f = open_memstream(&out, len);
-	if (!f)
-		return NULL;
-#define U(x) ((unsigned long long)(x))
-	fprintf(f, "{\n  \"version\": \"%s\",\n  \"source\": ", HINTFS_VERSION);
-	json_str(f, fs->source);
-	fprintf(f, ",\n  \"data_path\": ");
-	json_str(f, fs_data_path(fs));
-	fprintf(f, ",\n  \"fuse\": {");
-	for (int k = 0; k < FS_REQ_N; k++)
-		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", fuse_req_names[k],
-			U(atomic_load_explicit(&fs->fuse_req[k],
-					       memory_order_relaxed)));
-	fprintf(f, "}");
-	fprintf(f, ",\n  \"listing\": {\"files\": %llu, \"bytes\": %llu, "
-		"\"skipped_keys\": %llu, \"hidden_files\": %llu, "
-		"\"from_cache\": %s, \"ms\": %llu, \"mounted_at\": %lld, "
-		"\"saved_at\": %lld},\n",
-		U(files), U(bytes), U(sk->bad_path + sk->reserved),
-		U(sk->shadowed), fs->listed_from_cache ? "true" : "false",
-		U(fs->list_ms), (long long)fs->mount_time,
-		(long long)atomic_load(&fs->listing_saved_at));
-	fprintf(f, "  \"cache\": {\"dir\": ");
-	json_str(f, fs->cache_dir);
-	fprintf(f, ", \"objects\": %llu, \"bytes\": %llu, \"capacity\": %llu, "
-		"\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, "
-		"\"corrupt\": %llu, \"write_errors\": %llu, "
-		"\"read_errors\": %llu},\n",
-		U(cs.objects), U(cs.bytes), U(cs.capacity), U(cs.hits),
-		U(cs.misses), U(cs.evictions), U(cs.corrupt), U(cs.write_errors),
-		U(cs.read_errors));
-	fprintf(f, "  \"reads\": {\"total\": %llu, \"cache_hits\": %llu, "
-		"\"prefetch_joins\": %llu, \"demand_fetches\": %llu, "
-		"\"read_through\": %llu, \"failed\": %llu, "
-		"\"zero_copy\": %llu},\n",
-		U(ps.reads), U(ps.cache_hits), U(ps.prefetch_joins),
-		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads),
-		U(ps.reads_zero_copy));
-	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
-		U(ps.stalls), (double)ps.stall_ns / 1e9);
-	fs_store_stats(fs, &st_objects, &st_bytes, &st_failed);
-	fprintf(f, "  \"store_ahead\": {\"objects\": %llu, \"bytes\": %llu, "
-		"\"refused\": %llu},\n",
-		U(st_objects), U(st_bytes), U(st_failed));
-	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
-		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
-		"\"in_flight\": %u, \"in_flight_limit\": %u, "
-		"\"in_flight_peak\": %u, "
-		"\"not_cached\": %llu, \"fetch_mem\": %llu, "
-		"\"fetch_mem_peak\": %llu, \"fetch_mem_limit\": %llu, "
-		"\"connects\": %llu},\n",
-		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
-		ps.inflight, ps.inflight_limit, ps.inflight_peak,
-		U(ps.cache_put_fail),
-		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit),
-		U(s3_client_connects(fs->s3)));
-	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
-		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "
-		"\"commit_batches\": %llu, \"commit_objects\": %llu, "
-		"\"lost_wakeups\": %llu},\n",
-		(double)ps.engine_busy_ns / 1e9,
-		(double)ps.engine_busy_max_ns / 1e6,
-		(double)ps.commit_ns / 1e9, U(ps.commit_batches),
-		U(ps.commit_objects), U(ps.lost_wakeups));
-	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
-		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
-		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),
-		U(ps.err_stale), U(ps.err_other));
-	fprintf(f, "  \"hint\": {\"position\": %llu, \"length\": %llu, "
-		"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
-		"\"rejected\": %llu, \"refused_queue_full\": %llu, "
-		"\"last\": {\"entries\": %llu, "
-		"\"unknown\": %llu, \"too_long\": %llu, \"bad_utf8\": %llu, "
-		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld, "
-		"\"stream\": ",
-		U(ps.hint_pos), U(ps.hint_len), (long long)ps.hint_epoch,
-		ps.hints_queued, U(ps.hints_total), U(rejected),
-		U(ps.hints_refused), U(hr.entries),
-		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
-		U(hr.outside), (long long)hr.epoch);
-	json_str(f, hr.stream);
-	fprintf(f, "},\n    \"streams\": [");
-	for (uint32_t i = 0; i < ps.n_streams; i++) {
-		const struct pf_stream_stats *s = &ps.streams[i];
-
-		fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
-		json_str(f, s->name);
-		fprintf(f, ", \"position\": %llu, \"length\": %llu, "
-			"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
-			"\"stalls\": %llu, \"stall_seconds\": %.6f, "
-			"\"pace\": %llu, \"owner\": %ld, "
-			"\"idle_seconds\": %.3f}",
-			U(s->pos), U(s->len), (long long)s->epoch, s->queued,
-			U(s->hints), U(s->stalls), (double)s->stall_ns / 1e9,
-			U(s->pace), (long)s->owner, (double)s->idle_ns / 1e9);
-	}
-	fprintf(f, "],\n    \"reclaimed\": {\"exited\": %llu, \"idle\": %llu, "
-		"\"recent\": [", U(ps.reclaimed_exited), U(ps.reclaimed_idle));
-	for (uint32_t i = 0; i < ps.n_reclaimed; i++) {
-		const struct pf_reclaimed *r = &ps.reclaimed[i];
-
-		fprintf(f, "%s{\"name\": ", i ? ", " : "");
-		json_str(f, r->name);
-		fprintf(f, ", \"owner\": %ld, \"why\": \"%s\", "
-			"\"unread\": %llu}", (long)r->owner,
-			r->exited ? "exited" : "idle", U(r->unread));
-	}
-	fprintf(f, "]}},\n");
-	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
-		"\"failed\": %llu, \"refused\": %llu},\n", U(ps.warm_queued),
-		U(ps.warm_done), U(ps.warm_failed), U(ps.warm_refused));
-	if (ps.tier) {
-		uint64_t tl, tg;
-
-		s3_client_counts(fs->tier_s3, &tl, &tg);
-		fprintf(f, "  \"tier\": {\"gets\": %llu, \"hits\": %llu, "
-			"\"misses\": %llu, \"mismatches\": %llu, "
-			"\"unbound\": %llu, \"fallbacks\": %llu, "
-			"\"hedged\": %llu, \"hedge_denied\": %llu, "
-			"\"hedge_budget_pct\": %g, \"bypassed\": %llu, "
-			"\"reader_stalls\": %llu, \"breaker_opens\": %llu, "
-			"\"breaker_open\": %s, \"puts\": %llu, "
-			"\"put_errors\": %llu, \"put_dropped\": %llu, "
-			"\"put_pending\": %llu, \"requests\": {\"get\": %llu, "
-			"\"put\": %llu, \"connects\": %llu}},\n",
-			U(ps.tier_st.gets), U(ps.tier_st.hits),
-			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
-			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks),
-			U(ps.tier_st.hedged), U(ps.tier_st.hedge_denied),
-			ps.tier_st.hedge_budget_pct,
-			U(ps.tier_st.bypassed), U(ps.tier_st.reader_stalls),
-			U(ps.tier_st.breaker_opens),
-			ps.tier_st.breaker_open ? "true" : "false",
-			U(ps.tier_st.puts), U(ps.tier_st.put_errors),
-			U(ps.tier_st.put_dropped), U(ps.tier_st.put_pending),
-			U(tg), U(s3_client_puts(fs->tier_s3)),
-			U(s3_client_connects(fs->tier_s3)));
-	}
-	fs_creds_json(f, s3_client_creds(fs->s3));
-	fprintf(f, "}\n");
-#undef U
-	if (fclose(f)) {
-		free(out);
-		return NULL;
-	}
-	return out;
 }

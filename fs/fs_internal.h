@@ -1,6 +1,6 @@
 /**
  * fs/fs_internal.h - the struct fs shared by the files of the fs core
- * (private to fs: fs.c, ctl.c, listing.c).
+ * (private to fs: fs.c, ctl.c, watch.c, stats_json.c, listing.c).
  */
 #ifndef HINTFS_FS_FS_INTERNAL_H
 #define HINTFS_FS_FS_INTERNAL_H
@@ -106,6 +106,21 @@ long fs_files_under(const struct fs *fs, const char *path, size_t len,
 
 /** Renders the stats JSON into a malloc'd string; its length in *@len. */
 char *fs_stats_json(struct fs *fs, size_t *len);
+
+/* verify checks every cached blob: a node of it checks at its first READ,
+ * not at the LOOKUP that a stat() or `ls -l` makes too. Until then its
+ * size is this bound (NOTE(fuse): the short READ then sets the size the
+ * kernel shows, fuse_short_read()); the keys listed stop before it. */
+#define CTL_VERIFY_SIZE (64u << 10)
+#define CTL_VERIFY_KEYS_MAX (CTL_VERIFY_SIZE - 1024)
+
+/** Checks every cached blob now and renders the verdict as JSON into a
+ *  malloc'd string (NULL: no memory); its length in *@len. Drops what is
+ *  corrupt. Any thread (stats_json.c). */
+char *fs_verify_json(struct fs *fs, size_t *len);
+
+/* A hint for 100 million samples at ~40 bytes a line; more is a mistake. */
+#define CTL_HINT_MAX (256u << 20)
 
 /* Readers followed from their reads (follow.c). */
 struct fs_follow;

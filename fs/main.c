@@ -255,7 +255,10 @@ static bool fuse_said_error;
  * sometimes in several calls per line. Gather the pieces up to the newline
  * and send whole lines through our log: one format, one line each.
  */
-static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
+/* The format attribute: @fmt is libfuse's printf format (clang's
+ * -Wformat-nonliteral asks where it comes from). */
+__attribute__((format(printf, 2, 0))) static void
+fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	static __thread char line[1024];
 	static __thread size_t len;

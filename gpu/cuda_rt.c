@@ -2,7 +2,7 @@
  * gpu/cuda_rt.c - finds and loads libcudart at run time.
  *
  * Owns: the process-wide table of CUDA runtime functions and the mapping of
- * CUDA errors to errno (the one place that does it, STYLE.md).
+ * CUDA errors to errno (the one place that does it, doc/STYLE.md).
  *
  * Invariant: `rt_table.dl` is set, under rt_lock, only after every symbol
  * was found; from then on the table is never written or unloaded, so

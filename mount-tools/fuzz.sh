@@ -15,7 +15,8 @@
 #                 and the grown corpus through the libFuzzer binaries
 #
 # Needs clang and libclang-rt-14-dev: mount-tools/install-deps.sh --fuzz.
-# Builds in build-fuzz/ (CC=clang, -Dfuzz=true). Seeds: tests/fuzz/corpus/
+# Builds in build-fuzz/ (CC=clang, -Dfuzz=true, --werror: clang's warnings
+# fail it as gcc's fail mount-tools/test.sh). Seeds: tests/fuzz/corpus/
 # and tests/data, or $HINTFS_TESTDATA (read-only); new inputs go
 # to build-fuzz/corpus/.
 #
@@ -77,7 +78,7 @@ if [ ! -d "$testdata/s3xml" ] || [ ! -d "$testdata/sigv4" ]; then
 fi
 builddir=build-fuzz
 if [ ! -f "$builddir/build.ninja" ]; then
-	CC=clang meson setup "$builddir" -Dfuzz=true -Dgpu=disabled \
+	CC=clang meson setup "$builddir" -Dfuzz=true -Dgpu=disabled --werror \
 		-Dtestdata="$testdata" >/dev/null
 fi
 # Quiet when it builds; the whole output when it does not.

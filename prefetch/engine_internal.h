@@ -1,10 +1,16 @@
 /*
  * prefetch/engine_internal.h - what the engine's files share (private to
- * prefetch/engine.c and prefetch/writer.c): the fetch table's types and
- * struct pf.
+ * prefetch/engine*.c and prefetch/writer.c): the tuning constants, the
+ * fetch table's types, struct pf and the functions the files call across.
  *
- *   engine.c  the network thread, fetches and parts, the read path
- *   writer.c  the cache writer thread: completed fetches into the cache
+ *   engine.c        the design (top comment), hints, lifecycle
+ *   engine_sched.c  part queues and the scheduler (what starts next)
+ *   engine_fetch.c  the fetch table, fetch_mem, how a fetch ends
+ *   engine_net.c    the network thread: arming parts, attempts' ends
+ *   engine_hedge.c  tier GETs and the hedge to the origin
+ *   engine_read.c   the read path (pf_read, pf_read_ref)
+ *   engine_stats.c  pf_get_stats()
+ *   writer.c        the cache writer thread: completed fetches into the cache
  *
  * Every field of struct pf is under pf->mu unless its comment says
  * otherwise; see engine.c's top comment for the invariants.
@@ -23,6 +29,59 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* 64 GETs in flight: 2,000 objects/s at ~30 ms each (Little's law), with
+ * room. The S3 per-prefix limit of ~5,500 GET/s is far above it. */
+#define PF_INFLIGHT_DEFAULT 64
+#define PF_INFLIGHT_MIN 4
+/* 4,096 hinted objects ahead: two seconds of a fast reader at 2,000
+ * objects/s, so the window never runs dry between two wake-ups. */
+#define PF_WINDOW_DEFAULT 4096
+/*
+ * Pacing (order_streams_set_pace()): within the window, a stream's
+ * prefetch runs as far past its readers' front as they read in the last
+ * second, and at least 256 entries. A GPU-bound job that reads 256 files
+ * a second then has a second of them fetched ahead, not its whole epoch
+ * at once: on 2 cores shared with the S3 server (1.2-1.5 ms of its CPU per
+ * GET), fetching a 2,000-file epoch in its first two seconds delayed the
+ * first batch's decoding by 1.2-1.8 s. 256 covers the first batches a
+ * DataLoader asks for before any file is open (4 workers x 64) and, at
+ * 20-50 ms per GET, readers of up to 5,000 files/s while the pace is
+ * measured.
+ */
+#define PF_PACE_DEFAULT_MS 1000
+#define PF_PACE_MIN 256
+/* 8 MiB parts: few enough requests for a large object, and each part
+ * still long enough to amortize a round trip. */
+#define PF_PART_DEFAULT (8ull << 20)
+/* Objects up to 256 MiB are fetched whole (in parallel parts); larger
+ * ones are not what a training sample is, and are streamed. */
+#define PF_OBJECT_MEM_DEFAULT (256ull << 20)
+/* 512 MiB of fetch buffers: 4,096 objects of ~110 KB (the window) with
+ * room, or 64 parts of 8 MiB (one per GET in flight). */
+#define PF_FETCH_MEM_DEFAULT (512ull << 20)
+/* A streamed object reads one part ahead of its reader, and keeps the
+ * part before the reader's for the kernel's out-of-order reads: three
+ * parts (24 MiB) per open stream at most. */
+#define PF_STREAM_AHEAD 1
+/* A reader gives up after twice the budget plus 5 s: its part may queue
+ * behind others for up to a budget before its own starts. */
+#define PF_WAIT_SLACK_MS 5000
+/* Hints queued behind the current one, per stream: an epoch's hint is
+ * written once per epoch, so 16 is room for a trainer far ahead of its
+ * reads; each holds about 9 bytes per entry. */
+#define PF_HINTS_QUEUED_MAX 16
+/* Warm-list entries pending: every object four times over (a few "warm
+ * ." in a row), at least 64 Ki; 4 bytes each. */
+#define PF_WARM_PER_OBJECT 4
+#define PF_WARM_MIN 65536
+/* Queued parts looked at per start for one that may start (a stream part
+ * may wait for memory while the parts behind it could go). */
+#define PF_SCAN_MAX 64
+#define PF_TIER_TIMEOUT_MS 2000
+/* A tier GET's one attempt ends after 2 s: an 8 MiB part from a near tier
+ * (>= 100 MB/s) takes 80 ms, so 2 s is a tier in trouble; the origin then
+ * has the whole retry budget. */
 
 /* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
  * (one commit per object cost more than a 110 KB object's write). */
@@ -204,6 +263,52 @@ void pf_note_failure(struct pf *pf, uint32_t id, int err);
  * running.
  */
 void pf_fetch_leave(struct pf *pf, struct pf_fetch *f);
+
+/* Shared between the engine's files; each is documented at its definition.
+ * All of them take mu held, but engine_main() and fetch_whole() (see there). */
+
+/* engine_sched.c: the part queues and the scheduler */
+void queue_push(struct pf_queue *q, struct pf_part *p, bool front);
+void queue_remove(struct pf_part *p);
+bool fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o);
+bool schedule_prefetch(struct pf *pf);
+void part_take(struct pf *pf, struct pf_part *p, uint64_t now);
+struct pf_part *take_parts(struct pf *pf);
+
+/* engine_fetch.c: the fetch table, its memory, how a fetch ends */
+void fetch_free(struct pf_fetch *f);
+void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n);
+void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n);
+struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
+			      const struct pf_object *o, bool demand,
+			      bool stream);
+void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
+void stream_release(struct pf *pf, struct pf_part *p);
+void stream_reclaim(struct pf *pf, uint64_t need);
+void cut_limit(struct pf *pf);
+void count_error(struct pf *pf, enum s3_err_kind kind);
+void whole_complete(struct pf *pf, struct pf_fetch *f);
+void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
+		enum s3_err_kind kind, int attempts,
+		const struct s3_status *st);
+const struct retry_policy *pf_retry(const struct pf *pf);
+
+/* engine_hedge.c: the running tier GETs and the hedge */
+void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now);
+void tier_run_remove(struct pf *pf, struct pf_part *p);
+void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		     enum tier_verdict v, enum tier_cut cut,
+		     const struct s3_status *st);
+bool tier_hedge(struct pf *pf, int *timeout_ms);
+
+/* engine_net.c: the network thread */
+void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		bool retryable, const struct s3_status *st);
+void arm_parts(struct pf *pf, struct pf_part *list);
+void *engine_main(void *arg);
+
+/* engine_read.c: the read path */
+void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b);
 
 /* The cache writer thread's body (writer.c); @arg is the struct pf. */
 void *pf_writer_main(void *arg);

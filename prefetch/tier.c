@@ -53,7 +53,7 @@
 #define TIER_BREAK_NS 1000000000ull
 #define TIER_BREAK_MAX_NS 30000000000ull
 /* A probe that never reports (its fetch dropped) frees the half-open state
- * after 3 s: past the 2 s a tier attempt may take (engine.c). */
+ * after 3 s: past the 2 s a tier attempt may take (engine_net.c). */
 #define TIER_PROBE_NS 3000000000ull
 /* Hung: GETs have run for 500 ms (or 8 times the usual answer time, if
  * longer) and none answered since the oldest started. A near tier answers

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 
 #include "common/log.h"
+#include "common/test_hook.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -111,13 +112,14 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
  * wait.
  */
 /*
- * The test hook: with HINTFS_FAULT_COMMIT_DELAY_MS=N in the environment,
- * the writer waits N ms before each batch, as a slow disk would; the
- * fetches' memory comes back that much later, off the network thread.
+ * The test hook (common/test_hook.h: a test build's only): with
+ * HINTFS_FAULT_COMMIT_DELAY_MS=N in the environment, the writer waits N ms
+ * before each batch, as a slow disk would; the fetches' memory comes back
+ * that much later, off the network thread.
  */
 static long commit_delay_ms(void)
 {
-	const char *v = getenv("HINTFS_FAULT_COMMIT_DELAY_MS");
+	const char *v = test_hook_env("HINTFS_FAULT_COMMIT_DELAY_MS");
 	long ms = v ? strtol(v, NULL, 10) : 0;
 
 	if (ms <= 0 || ms > 60000)

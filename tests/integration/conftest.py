@@ -24,10 +24,14 @@ Other knobs: HINTFS_TEST_KEEP=1 keeps the RGW directory (logs) of the
 session; HINTFS_TEST_WATCHDOG_S (default 300) is how long a mount may live
 before its daemon is presumed hung and killed.
 
-The suite is skipped only when /dev/fuse is absent. A missing daemon binary
-is an error: CI must not pass without testing anything.
+The suite is skipped only when /dev/fuse is absent (and mount-tools/test.sh
+fails a run that passed nothing); a test that sets a test hook
+(HINTFS_FAULT_*) is skipped on a build without them (-Dtest_hooks=false, as
+shipped). A missing daemon binary is an error: CI must not pass without
+testing anything.
 """
 
+import json
 import os
 import re
 import signal
@@ -357,6 +361,33 @@ class Mount:
         return out
 
 
+# The test hooks (common/test_hook.h): read only by a build configured with
+# -Dtest_hooks=true, as mount-tools/test.sh's are.
+TEST_HOOK_RE = re.compile(r"HINTFS_FAULT_|HINTFS_HINT_POLL_MS$")
+
+
+def _test_hooks_built():
+    """Whether the build under test reads the test hooks: meson's record of
+    its options; True when there is none (the hook then shows it works)."""
+    info = workload.build_dir() / "meson-info" / "intro-buildoptions.json"
+    try:
+        opts = json.loads(info.read_text())
+    except (OSError, ValueError):
+        return True
+    return any(o.get("name") == "test_hooks" and o.get("value") is True
+               for o in opts)
+
+
+def _require_test_hooks(extra):
+    """Skips the test, saying why, when it sets a test hook the build under
+    test ignores (a build as shipped, without -Dtest_hooks=true)."""
+    hooks = sorted(k for k in (extra or {}) if TEST_HOOK_RE.match(k))
+    if hooks and not _test_hooks_built():
+        pytest.skip(f"{', '.join(hooks)}: the build under test has no test "
+                    f"hooks (meson configure {workload.build_dir()} "
+                    "-Dtest_hooks=true, as mount-tools/test.sh does)")
+
+
 def _daemon_env(rgw, extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update({
@@ -429,6 +460,7 @@ class Mounter:
             f"endpoint={endpoint or self.rgw.endpoint}"]
         opts += ["path_style"] + list(options)
         argv = [str(self.bin), url, str(mountpoint), "-f", "-o", ",".join(opts)]
+        _require_test_hooks(env)
         denv = _daemon_env(self.rgw, env)
         denv.setdefault("XDG_CACHE_HOME", str(self.tmp / f"cache{n}"))
         self.secrets.add(denv.get("AWS_SECRET_ACCESS_KEY", ""))

@@ -11,7 +11,7 @@ import os
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import (BatchSampler, ConcatDataset, DataLoader,  # noqa: E402
+from torch.utils.data import (ConcatDataset, DataLoader,  # noqa: E402
                               Dataset, RandomSampler, Subset, TensorDataset)
 from torch.utils.data.distributed import DistributedSampler  # noqa: E402
 

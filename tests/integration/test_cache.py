@@ -12,7 +12,7 @@ import pytest
 
 from dataset import upload
 from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
-                      listings, object_gets)
+                      listings)
 
 import hintfs
 from hintfs.torch import write_hint

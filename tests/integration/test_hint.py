@@ -99,7 +99,7 @@ def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):
               options=("max_inflight=2", "window=10"))
     write_hint(m.path, first, epoch=1)
     write_hint(m.path, second, epoch=2)
-    gets = wait_gets(proxy, bucket, 10)
+    wait_gets(proxy, bucket, 10)
     time.sleep(0.5)
     assert {r.key for r in object_gets(proxy, bucket)} <= set(first[:12])
     assert stats(m)["hint"]["queued"] == 1
@@ -113,7 +113,7 @@ def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):
             assert time.monotonic() < deadline, f"{k} never prefetched"
             time.sleep(0.02)
         assert Path(m / k).read_bytes() == objects[k]
-    gets = wait_gets(proxy, bucket, 40)
+    wait_gets(proxy, bucket, 40)
     assert stats(m)["hint"]["epoch"] == 2
     for k in second:
         assert Path(m / k).read_bytes() == objects[k]

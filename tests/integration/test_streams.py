@@ -15,7 +15,7 @@ import pytest
 
 from dataset import sha256, upload
 import workload
-from workload import drop_page_cache, gets_settled, object_gets, wait_gets
+from workload import drop_page_cache, gets_settled, wait_gets
 
 import hintfs
 from hintfs.torch import write_hint

@@ -25,7 +25,7 @@ import pytest
 import conftest
 from dataset import upload
 from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
-                      listings, object_gets)
+                      listings)
 
 REPO = Path(__file__).resolve().parents[2]
 import hintfs

@@ -12,6 +12,7 @@
  * Exit 0 pass, 1 fail.
  */
 #include "prefetch/s3/s3_xml.h"
+#include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,53 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int n_passed, n_failed;
-static const char *group_name;
-static int group_checks, group_failures;
-
-static void group_begin(const char *name)
-{
-	group_name = name;
-	group_checks = 0;
-	group_failures = 0;
-}
-
-static void group_end(void)
-{
-	if (group_failures) {
-		printf("FAIL %s (%d of %d checks failed)\n", group_name,
-		       group_failures, group_checks);
-		n_failed++;
-	} else {
-		printf("ok   %s (%d checks)\n", group_name, group_checks);
-		n_passed++;
-	}
-}
-
-/* Counts one check; on failure prints where and why, before the group's
- * summary line. */
-static bool check_at(bool ok, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static bool check_at(bool ok, int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	group_checks++;
-	if (ok)
-		return true;
-	group_failures++;
-	printf("  line %d: ", line);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	return false;
-}
-
-#define CHECK(cond) check_at((cond), __LINE__, "%s", #cond)
-#define CHECKF(cond, ...) check_at((cond), __LINE__, __VA_ARGS__)
 
 /* ---- test data ---- */
 
@@ -282,7 +236,7 @@ static void test_adobe_v2(void)
 	size_t len;
 	char *body;
 
-	group_begin("adobe-s3mock/ListBucketResultV2 (comment before root, "
+	check_group("adobe-s3mock/ListBucketResultV2 (comment before root, "
 		    "Owner/Checksum* skipped)");
 	body = load("adobe-s3mock/ListBucketResultV2Test_testSerialization.xml",
 		    &len);
@@ -293,7 +247,7 @@ static void test_adobe_v2(void)
 		s3_list_page_fini(&p);
 	}
 	free(body);
-	group_end();
+	check_group_end();
 }
 
 static void test_adobe_v1(void)
@@ -301,13 +255,13 @@ static void test_adobe_v1(void)
 	size_t len;
 	char *body;
 
-	group_begin("adobe-s3mock/ListBucketResult (v1) rejected");
+	check_group("adobe-s3mock/ListBucketResult (v1) rejected");
 	body = load("adobe-s3mock/ListBucketResultTest_testSerialization.xml",
 		    &len);
 	if (body)
 		expect_reject(body, len, "v1");
 	free(body);
-	group_end();
+	check_group_end();
 }
 
 static void test_list_sample(const char *rel, const struct want *w, size_t n,
@@ -317,14 +271,14 @@ static void test_list_sample(const char *rel, const struct want *w, size_t n,
 	size_t len;
 	char *body;
 
-	group_begin(rel);
+	check_group(rel);
 	body = load(rel, &len);
 	if (body && !parse_ok(body, len, &p)) {
 		check_page(&p, w, n, truncated, token);
 		s3_list_page_fini(&p);
 	}
 	free(body);
-	group_end();
+	check_group_end();
 }
 
 /* <CommonPrefixes> of a delimiter listing: decoded like keys when the page
@@ -346,7 +300,7 @@ static void test_common_prefixes(void)
 		     "</ListBucketResult>";
 	struct s3_list_page p;
 
-	group_begin("list: <CommonPrefixes>");
+	check_group("list: <CommonPrefixes>");
 	if (!parse_ok(url, strlen(url), &p)) {
 		CHECK(p.n_prefixes == 2 && p.n_entries == 1);
 		if (p.n_prefixes == 2) {
@@ -370,7 +324,7 @@ static void test_common_prefixes(void)
 				   "<Prefix><x/></Prefix></CommonPrefixes>"
 				   "</ListBucketResult>",
 			  "unexpected element");
-	group_end();
+	check_group_end();
 }
 
 static void test_constructed_lists(void)
@@ -504,9 +458,9 @@ static void test_constructed_errors(void)
 
 	snprintf(dir, sizeof(dir), "%s/constructed/errors", s3xml_dir);
 	n = scandir(dir, &ents, only_xml, name_cmp);
-	group_begin("constructed/errors/ (folder)");
+	check_group("constructed/errors/ (folder)");
 	CHECKF(n >= 10, "%d error samples in %s", n, dir);
-	group_end();
+	check_group_end();
 	for (int i = 0; i < n; i++) {
 		char message[256], *dot, *end;
 		size_t len;
@@ -516,7 +470,7 @@ static void test_constructed_errors(void)
 		snprintf(name, sizeof(name), "%s", ents[i]->d_name);
 		snprintf(rel, sizeof(rel), "constructed/errors/%s", name);
 		free(ents[i]);
-		group_begin(rel);
+		check_group(rel);
 		/* Code.STATUS.xml */
 		dot = strchr(name, '.');
 		status = dot ? strtol(dot + 1, &end, 10) : 0;
@@ -533,7 +487,7 @@ static void test_constructed_errors(void)
 			expect_reject(body, len, "<Error>");
 		}
 		free(body);
-		group_end();
+		check_group_end();
 	}
 	free(ents);
 }
@@ -543,7 +497,7 @@ static void test_other_errors(void)
 	size_t len;
 	char *body;
 
-	group_begin("adobe-s3mock/ErrorResponse");
+	check_group("adobe-s3mock/ErrorResponse");
 	body = load("adobe-s3mock/ErrorResponseTest_testSerialization.xml",
 		    &len);
 	if (body) {
@@ -551,18 +505,18 @@ static void test_other_errors(void)
 		expect_reject(body, len, "root");
 	}
 	free(body);
-	group_end();
+	check_group_end();
 
-	group_begin("smithy S3OperationNoErrorWrappingResponse (no Message)");
+	check_group("smithy S3OperationNoErrorWrappingResponse (no Message)");
 	body = load("smithy-s3-protocol-tests/"
 		    "S3OperationNoErrorWrappingResponse.status400.xml",
 		    &len);
 	if (body)
 		check_error_doc(body, len, "NoSuchBucket", "");
 	free(body);
-	group_end();
+	check_group_end();
 
-	group_begin("smithy GetBucketLocationUnwrappedOutput (not an error, "
+	check_group("smithy GetBucketLocationUnwrappedOutput (not an error, "
 		    "not a list)");
 	body = load("smithy-s3-protocol-tests/"
 		    "GetBucketLocationUnwrappedOutput.status200.xml",
@@ -572,7 +526,7 @@ static void test_other_errors(void)
 		expect_reject(body, len, "LocationConstraint");
 	}
 	free(body);
-	group_end();
+	check_group_end();
 }
 
 /* Joins the strings of the "body" array of an aws-c-s3 mock fixture with
@@ -660,9 +614,9 @@ static void test_mock_server_dir(const char *sub)
 		 sub);
 	n = scandir(dir, &ents, only_json, name_cmp);
 	snprintf(rel, sizeof(rel), "aws-c-s3-mock-server/%s/ (folder)", sub);
-	group_begin(rel);
+	check_group(rel);
 	CHECKF(n > 0, "no fixtures in %s", dir);
-	group_end();
+	check_group_end();
 	for (int i = 0; i < n; i++) {
 		char code[64], message[256];
 		size_t len, body_len;
@@ -670,7 +624,7 @@ static void test_mock_server_dir(const char *sub)
 
 		snprintf(rel, sizeof(rel), "aws-c-s3-mock-server/%s/%s", sub,
 			 ents[i]->d_name);
-		group_begin(rel);
+		check_group(rel);
 		json = load(rel,
 			    &len);
 		body = json ? json_body(json, &body_len) : NULL;
@@ -697,7 +651,7 @@ static void test_mock_server_dir(const char *sub)
 		free(body);
 		free(json);
 		free(ents[i]);
-		group_end();
+		check_group_end();
 	}
 	free(ents);
 }
@@ -708,7 +662,7 @@ static void test_long_error_cut(void)
 	size_t len, body_len;
 	char *json, *body;
 
-	group_begin("get_object_long_error: <Message> cut to 255 bytes");
+	check_group("get_object_long_error: <Message> cut to 255 bytes");
 	json = load("aws-c-s3-mock-server/GetObject/get_object_long_error.json",
 		    &len);
 	body = json ? json_body(json, &body_len) : NULL;
@@ -720,14 +674,14 @@ static void test_long_error_cut(void)
 	}
 	free(body);
 	free(json);
-	group_end();
+	check_group_end();
 }
 
 /* ---- hostile and odd list bodies ---- */
 
 static void test_not_a_list(void)
 {
-	group_begin("list: empty body, HTML, text, wrong root");
+	check_group("list: empty body, HTML, text, wrong root");
 	expect_reject(NULL, 0, "not well-formed");
 	expect_reject("", 0, "not well-formed");
 	expect_reject_str("   \n", "not well-formed");
@@ -748,7 +702,7 @@ static void test_not_a_list(void)
 	expect_reject_str("<ListBucketResult><Name>\xff</Name>"
 			  "</ListBucketResult>",
 			  "not well-formed");
-	group_end();
+	check_group_end();
 }
 
 static void test_truncated(void)
@@ -757,7 +711,7 @@ static void test_truncated(void)
 	char *doc, *inner;
 	size_t end;
 
-	group_begin("list: every truncation of a page is rejected");
+	check_group("list: every truncation of a page is rejected");
 	if (asprintf(&inner,
 		     "<Contents><Key>%s</Key><LastModified>" MTIME
 		     "</LastModified><ETag>" ETAG_X "</ETag><Size>7</Size>"
@@ -792,12 +746,12 @@ static void test_truncated(void)
 		}
 	}
 	free(doc);
-	group_end();
+	check_group_end();
 }
 
 static void test_size_values(void)
 {
-	group_begin("list: <Size> negative, overflowing, not a number");
+	check_group("list: <Size> negative, overflowing, not a number");
 	expect_entry_reject("k", "-1", true,
 			    "<Size> of key 'k' is not a number");
 	expect_entry_reject("k", "+1", true, "not a number");
@@ -816,12 +770,12 @@ static void test_size_values(void)
 	expect_entry("k", "0", true, "k", 1, 0);
 	expect_entry("k", "007", true, "k", 1, 7);
 	expect_entry("k", "\n  42\n", true, "k", 1, 42);
-	group_end();
+	check_group_end();
 }
 
 static void test_key_escapes(void)
 {
-	group_begin("list: %-escapes, NUL, Ceph RGW encoding");
+	check_group("list: %-escapes, NUL, Ceph RGW encoding");
 	expect_entry_reject("bad%G1", "1", true, "bad %-escape");
 	expect_entry_reject("bad%4", "1", true, "bad %-escape");
 	expect_entry_reject("bad%", "1", true, "bad %-escape");
@@ -876,7 +830,7 @@ static void test_key_escapes(void)
 	expect_entry_reject("", "1", true, "empty <Key>");
 	/* A key is bytes: leading and trailing spaces are kept. */
 	expect_entry(" k ", "1", false, " k ", 3, 1);
-	group_end();
+	check_group_end();
 }
 
 static void test_huge(void)
@@ -885,7 +839,7 @@ static void test_huge(void)
 	char *key = malloc(big + 1), *doc, *inner;
 	struct s3_list_page p;
 
-	group_begin("list: huge elements");
+	check_group("list: huge elements");
 	memset(key, 'a', big);
 	key[big] = '\0';
 	expect_entry_reject(key, "1", true, "<Key> text longer than");
@@ -918,7 +872,7 @@ static void test_huge(void)
 	free(doc);
 	free(inner);
 	free(key);
-	group_end();
+	check_group_end();
 }
 
 /* Entity tricks, all refused at the DOCTYPE. */
@@ -953,7 +907,7 @@ static const char *const dtd_bodies[] = {
 
 static void test_entities(void)
 {
-	group_begin("list and error: DOCTYPE and entity declarations refused");
+	check_group("list and error: DOCTYPE and entity declarations refused");
 	for (size_t i = 0; i < sizeof(dtd_bodies) / sizeof(*dtd_bodies);
 	     i++) {
 		expect_reject_str(dtd_bodies[i], "DOCTYPE");
@@ -962,7 +916,7 @@ static void test_entities(void)
 	}
 	/* Without a DTD, an entity reference is simply undefined. */
 	expect_entry_reject("&lol9;", "1", false, "not well-formed");
-	group_end();
+	check_group_end();
 }
 
 static void test_missing_fields(void)
@@ -1018,7 +972,7 @@ static void test_missing_fields(void)
 		"v1",
 	};
 
-	group_begin("list: <Contents> missing or bad fields");
+	check_group("list: <Contents> missing or bad fields");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		char *doc = list_doc(cases[i].inner, true);
 
@@ -1027,7 +981,7 @@ static void test_missing_fields(void)
 	}
 	for (size_t i = 0; i < sizeof(roots) / sizeof(*roots); i++)
 		expect_reject_str(roots[i], root_reasons[i]);
-	group_end();
+	check_group_end();
 }
 
 static void test_nesting(void)
@@ -1038,7 +992,7 @@ static void test_nesting(void)
 	size_t n = 0;
 	struct s3_list_page p;
 
-	group_begin("list and error: deep nesting");
+	check_group("list and error: deep nesting");
 	n += (size_t)sprintf(doc + n, "<ListBucketResult>");
 	for (size_t i = 0; i < levels; i++)
 		n += (size_t)sprintf(doc + n, "<a>");
@@ -1060,7 +1014,7 @@ static void test_nesting(void)
 		s3_list_page_fini(&p);
 	}
 	free(doc);
-	group_end();
+	check_group_end();
 }
 
 static void test_paths(void)
@@ -1082,13 +1036,13 @@ static void test_paths(void)
 	char *doc = list_doc(inner, true);
 	struct s3_list_page p;
 
-	group_begin("list: elements only at their S3 path");
+	check_group("list: elements only at their S3 path");
 	if (!parse_ok(doc, strlen(doc), &p)) {
 		check_page(&p, w, 1, false, NULL);
 		s3_list_page_fini(&p);
 	}
 	free(doc);
-	group_end();
+	check_group_end();
 }
 
 static void test_lenient(void)
@@ -1112,7 +1066,7 @@ static void test_lenient(void)
 	};
 	static const struct want w[] = { { "k", 1, 1705312800, ETAG } };
 
-	group_begin("list: namespace prefixes, comments, BOM, raw token");
+	check_group("list: namespace prefixes, comments, BOM, raw token");
 	for (size_t i = 0; i < sizeof(docs) / sizeof(*docs); i++) {
 		struct s3_list_page p;
 
@@ -1121,7 +1075,7 @@ static void test_lenient(void)
 			s3_list_page_fini(&p);
 		}
 	}
-	group_end();
+	check_group_end();
 }
 
 static void test_many_entries(void)
@@ -1130,7 +1084,7 @@ static void test_many_entries(void)
 	char *doc = malloc(cap);
 	struct s3_list_page p;
 
-	group_begin("list: 2,500 entries keep their order");
+	check_group("list: 2,500 entries keep their order");
 	len += (size_t)snprintf(doc + len, cap - len, "<ListBucketResult " NS
 				">");
 	for (size_t i = 0; i < n; i++)
@@ -1160,7 +1114,7 @@ static void test_many_entries(void)
 		s3_list_page_fini(&p);
 	}
 	free(doc);
-	group_end();
+	check_group_end();
 }
 
 static void test_err_buffer(void)
@@ -1170,7 +1124,7 @@ static void test_err_buffer(void)
 	struct s3_list_page p, zero;
 	char err[8];
 
-	group_begin("list: small or missing reason buffer, page_fini");
+	check_group("list: small or missing reason buffer, page_fini");
 	memset(err, 'x', sizeof(err));
 	CHECK(s3_list_parse(bad, strlen(bad), &p, err, sizeof(err)) ==
 	      -EPROTO);
@@ -1186,7 +1140,7 @@ static void test_err_buffer(void)
 	s3_list_page_fini(&zero);
 	s3_list_page_fini(NULL);
 	CHECK(page_is_empty(&zero));
-	group_end();
+	check_group_end();
 }
 
 /* ---- hostile and odd error bodies ---- */
@@ -1196,7 +1150,7 @@ static void test_error_edge(void)
 	char body[1024], want[256];
 	struct s3_error_doc d;
 
-	group_begin("error: empty, HTML, truncated, wrapped, cut, controls");
+	check_group("error: empty, HTML, truncated, wrapped, cut, controls");
 	check_error_doc(NULL, 0, NULL, NULL);
 	check_error_doc("", 0, NULL, NULL);
 	check_error_doc("<html><body><h1>502 Bad Gateway</h1></body></html>",
@@ -1239,7 +1193,7 @@ static void test_error_edge(void)
 	memset(&d, 'x', sizeof(d));
 	CHECK(s3_error_parse("<Error></Error>", 15, &d) == 0);
 	CHECK(!d.code[0] && !d.message[0]);
-	group_end();
+	check_group_end();
 }
 
 /* ---- s3_parse_time and s3_form_decode ---- */
@@ -1278,7 +1232,7 @@ static void test_parse_time(void)
 	int64_t t;
 	int mismatches = 0;
 
-	group_begin("s3_parse_time");
+	check_group("s3_parse_time");
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
 		t = 42;
 		CHECKF(s3_parse_time(good[i].s, &t) == 0 && t == good[i].t,
@@ -1306,7 +1260,7 @@ static void test_parse_time(void)
 		}
 	}
 	CHECK(mismatches == 0);
-	group_end();
+	check_group_end();
 }
 
 static void test_form_decode(void)
@@ -1333,7 +1287,7 @@ static void test_form_decode(void)
 	size_t n;
 	char *s;
 
-	group_begin("s3_form_decode");
+	check_group("s3_form_decode");
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
 		n = 99;
 		s = s3_form_decode(good[i].in, strlen(good[i].in), &n);
@@ -1361,7 +1315,7 @@ static void test_form_decode(void)
 	s = s3_form_decode("x+y", 3, NULL);
 	CHECK(s && !strcmp(s, "x y"));
 	free(s);
-	group_end();
+	check_group_end();
 }
 
 int main(void)
@@ -1408,6 +1362,5 @@ int main(void)
 	test_parse_time();
 	test_form_decode();
 
-	printf("%d passed, %d failed\n", n_passed, n_failed);
-	return n_failed ? 1 : 0;
+	return check_done();
 }

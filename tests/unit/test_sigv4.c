@@ -17,6 +17,7 @@
  * Exit 0 all passed, 1 something failed (missing vectors included).
  */
 #include "prefetch/s3/sigv4.h"
+#include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,55 +39,11 @@
 #define CLASSIC_SK   "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #define CLASSIC_DATE "20150830T123600Z"
 
-static int n_pass, n_fail, n_skip;
 static bool verbose;
 
 /* ------------------------------------------------------------------ */
-/* Reporting                                                           */
-
-static void report(const char *verdict, const char *name, const char *fmt,
-		   va_list ap)
-{
-	printf("%s %s", verdict, name);
-	if (fmt) {
-		printf(": ");
-		vprintf(fmt, ap);
-	}
-	printf("\n");
-}
-
-__attribute__((format(printf, 2, 3))) static void pass(const char *name,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	report("PASS", name, fmt, ap);
-	va_end(ap);
-	n_pass++;
-}
-
-__attribute__((format(printf, 2, 3))) static void skip(const char *name,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	report("SKIP", name, fmt, ap);
-	va_end(ap);
-	n_skip++;
-}
-
-__attribute__((format(printf, 2, 3))) static void fail(const char *name,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	report("FAIL", name, fmt, ap);
-	va_end(ap);
-	n_fail++;
-}
+/* Reporting: each case's verdict is one line of check.h's check_pass(), */
+/* check_fail() or check_skip().                                       */
 
 /* Up to 32 bytes of @s, escaped, for a one-line diff hint. */
 static void excerpt(const char *s, char *out, size_t size)
@@ -683,7 +640,7 @@ static void sign_and_check(const char *name, const struct sigv4_creds *cr,
 	int rc = sigv4_sign(cr, rq, &res);
 
 	if (rc) {
-		fail(name, "%s: sigv4_sign() returned %d (%s)", mode, rc,
+		check_fail(name, "%s: sigv4_sign() returned %d (%s)", mode, rc,
 		     strerror(-rc));
 		return;
 	}
@@ -723,11 +680,11 @@ static void sign_and_check(const char *name, const struct sigv4_creds *cr,
 		sigv4_result_fini(&kres);
 	}
 	if (v.bad)
-		fail(name, "%s: %s", mode, v.msg);
+		check_fail(name, "%s: %s", mode, v.msg);
 	else if (note)
-		pass(name, "%s; %s", mode, note);
+		check_pass(name, "%s; %s", mode, note);
 	else
-		pass(name, "%s", mode);
+		check_pass(name, "%s", mode);
 	sigv4_result_fini(&res);
 }
 
@@ -755,7 +712,7 @@ static void run_presigned(const char *name, const struct hreq *sr,
 	if (!h)
 		abort();
 	if (!signed_names || !url_sig) {
-		fail(name, "query auth: signed URL lacks X-Amz-SignedHeaders "
+		check_fail(name, "query auth: signed URL lacks X-Amz-SignedHeaders "
 			   "or X-Amz-Signature");
 		goto out;
 	}
@@ -814,12 +771,12 @@ static void run_classic_case(const char *root, const char *rel)
 	char hash[65], *path;
 
 	if (!text || !ex.creq || !ex.sts || !ex.authz) {
-		fail(name, "missing .req/.creq/.sts/.authz");
+		check_fail(name, "missing .req/.creq/.sts/.authz");
 	} else if (!hreq_parse(text, FOLD_AS_VALUES, &r)) {
-		fail(name, "cannot parse %s.req", base);
+		check_fail(name, "cannot parse %s.req", base);
 	} else {
 		if (needs_normalizing(r.path)) {
-			skip(name,
+			check_skip(name,
 			     "generic rules normalize \"%s\"; S3 signs "
 			     "paths as they are",
 			     r.path);
@@ -907,7 +864,7 @@ static void run_c_auth_case(const char *root, const char *case_name)
 	const char *ts;
 
 	if (!j_load(ctx_path, &ctx)) {
-		fail(name, "cannot read context.json");
+		check_fail(name, "cannot read context.json");
 		goto out_files;
 	}
 	cred = j_get(&ctx, "credentials");
@@ -920,23 +877,23 @@ static void run_c_auth_case(const char *root, const char *case_name)
 	    !j_str(cred, "access_key_id") ||
 	    !j_str(cred, "secret_access_key") || !j_str(&ctx, "region") ||
 	    !j_str(&ctx, "service")) {
-		fail(name, "incomplete case folder or context.json");
+		check_fail(name, "incomplete case folder or context.json");
 		goto out;
 	}
 	if (!hreq_parse(req_text, FOLD_AS_SPACE, &r) ||
 	    !hreq_parse(hsr_text, FOLD_AS_SPACE, &hs) ||
 	    !hreq_parse(qsr_text, FOLD_AS_SPACE, &qs)) {
-		fail(name, "cannot parse a request file");
+		check_fail(name, "cannot parse a request file");
 		goto out;
 	}
 	if (asprintf(&qname, "%s (presigned)", name) < 0)
 		abort();
 	if (j_true(&ctx, "normalize") && needs_normalizing(r.path)) {
-		skip(name,
+		check_skip(name,
 		     "\"normalize\": true rewrites \"%s\"; S3 signs "
 		     "paths as they are",
 		     r.path);
-		skip(qname, "same path normalization");
+		check_skip(qname, "same path normalization");
 		goto out;
 	}
 
@@ -972,7 +929,7 @@ static void run_c_auth_case(const char *root, const char *case_name)
 		rq.n_headers = r.n + 1 + j_true(&ctx, "sign_body");
 		hx.authz = hreq_get(&hs, "Authorization");
 		if (!hx.authz)
-			fail(name, "header-signed-request.txt has no "
+			check_fail(name, "header-signed-request.txt has no "
 				   "Authorization");
 		else
 			sign_and_check(name, &cr, &rq, &hx, "header auth");
@@ -1035,16 +992,16 @@ static void run_s3_doc_case(const char *root, const char *c,
 
 	if (!req_text || !ex.creq || !ex.sts || !ex.sig ||
 	    !(ex.authz || sreq_text)) {
-		fail(name, "incomplete case folder");
+		check_fail(name, "incomplete case folder");
 	} else if (ex.authz) {
 		if (!hreq_parse(req_text, FOLD_AS_VALUES, &r)) {
-			fail(name, "cannot parse %s.req", c);
+			check_fail(name, "cannot parse %s.req", c);
 			goto out;
 		}
 		sha256_hex(r.body, r.body_len, hash);
 		sent = hreq_get(&r, "x-amz-content-sha256");
 		if (sent && strcmp(sent, hash)) {
-			fail(name,
+			check_fail(name,
 			     "x-amz-content-sha256 is not SHA-256 of "
 			     "the body in %s.req",
 			     c);
@@ -1061,7 +1018,7 @@ static void run_s3_doc_case(const char *root, const char *c,
 		hreq_free(&r);
 	} else {
 		if (!hreq_parse(sreq_text, FOLD_AS_VALUES, &r)) {
-			fail(name, "cannot parse %s.sreq", c);
+			check_fail(name, "cannot parse %s.sreq", c);
 			goto out;
 		}
 		/* NOTE(s3): a presigned URL signs UNSIGNED-PAYLOAD. */
@@ -1099,12 +1056,12 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 
 	if (!raw || !q || q->t != J_ARR || !j_str(c, "method") ||
 	    !j_str(c, "host") || !j_str(c, "payload")) {
-		fail(name, "context.json entry incomplete");
+		check_fail(name, "context.json entry incomplete");
 		return false;
 	}
 	enc = encode_path(raw);
 	if (strcmp(enc, r->path)) {
-		fail(name,
+		check_fail(name,
 		     "sigv4_uri_encode(raw_path) is \"%s\", botocore "
 		     "sent \"%s\"",
 		     enc, r->path);
@@ -1130,7 +1087,7 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 	/* A presigned URL's query is the signer's own; only its absence of
 	 * other parameters is checked (the pair list is empty). */
 	if (ok && (presigned ? q->n != 0 : strcmp(query, r->query) != 0)) {
-		fail(name,
+		check_fail(name,
 		     "encoded query pairs \"%s\" differ from the sent "
 		     "query \"%s\"",
 		     query, r->query);
@@ -1140,7 +1097,7 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 	if (ok &&
 	    (strcmp(j_str(c, "method"), r->method) || !hreq_get(r, "Host") ||
 	     strcmp(hreq_get(r, "Host"), j_str(c, "host")))) {
-		fail(name, "method or Host differ from context.json");
+		check_fail(name, "method or Host differ from context.json");
 		ok = false;
 	}
 	extra = j_get(c, "extra_headers");
@@ -1148,7 +1105,7 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 		const char *v = hreq_get(r, extra->keys[i]);
 
 		if (!v || !extra->kids[i].s || strcmp(v, extra->kids[i].s)) {
-			fail(name, "extra header %s not in the request",
+			check_fail(name, "extra header %s not in the request",
 			     extra->keys[i]);
 			ok = false;
 		}
@@ -1186,13 +1143,13 @@ static void run_botocore_case(const char *root, const char *c,
 	struct hreq r;
 
 	if (!cc) {
-		fail(name, "folder has no entry in context.json");
+		check_fail(name, "folder has no entry in context.json");
 	} else if (!req_text || !ex.creq || !ex.sts || !ex.sig ||
 		   (presigned && !sreq_text)) {
-		fail(name, "incomplete case folder");
+		check_fail(name, "incomplete case folder");
 	} else if (!hreq_parse(presigned ? sreq_text : req_text, FOLD_AS_VALUES,
 			       &r)) {
-		fail(name, "cannot parse the request file");
+		check_fail(name, "cannot parse the request file");
 	} else {
 		bool empty = !strcmp(
 		    j_str(cc, "payload") ? j_str(cc, "payload") : "", "empty");
@@ -1249,14 +1206,14 @@ static void run_s3_suite(const char *root, const char *suite, bool botocore)
 	char **kids;
 
 	if (!j_load(ctx_path, &ctx)) {
-		fail(suite, "cannot read context.json");
+		check_fail(suite, "cannot read context.json");
 		free(ctx_path);
 		free(dir);
 		return;
 	}
 	kids = subdirs(dir, &n);
 	if (!n)
-		fail(suite, "no case folders");
+		check_fail(suite, "no case folders");
 	for (size_t i = 0; i < n; i++) {
 		if (botocore)
 			run_botocore_case(dir, kids[i], &ctx);
@@ -1270,7 +1227,7 @@ static void run_s3_suite(const char *root, const char *suite, bool botocore)
 		for (size_t k = 0; k < n; k++)
 			found |= !strcmp(kids[k], cases->keys[i]);
 		if (!found)
-			fail(suite, "context.json case %s has no folder",
+			check_fail(suite, "context.json case %s has no folder",
 			     cases->keys[i]);
 	}
 	free_list(kids, n);
@@ -1284,7 +1241,8 @@ static void run_s3_suite(const char *root, const char *suite, bool botocore)
 
 struct unit {
 	const char *name;
-	int bad;
+	int checks;      /* expectations checked */
+	int bad;         /* of which failed */
 	char first[200];
 };
 
@@ -1293,6 +1251,7 @@ expect_true(struct unit *u, bool ok, const char *fmt, ...)
 {
 	va_list ap;
 
+	u->checks++;
 	if (ok)
 		return;
 	if (!u->bad++) {
@@ -1304,11 +1263,13 @@ expect_true(struct unit *u, bool ok, const char *fmt, ...)
 
 static void unit_done(struct unit *u)
 {
-	if (u->bad)
-		fail(u->name, "%s%s", u->first,
+	if (!u->checks)
+		check_fail(u->name, "no check was made");
+	else if (u->bad)
+		check_fail(u->name, "%s%s", u->first,
 		     u->bad > 1 ? " (and more)" : "");
 	else
-		pass(u->name, NULL);
+		check_pass(u->name, NULL);
 }
 
 static void expect_enc(struct unit *u, const char *in, size_t len,
@@ -1721,23 +1682,21 @@ int main(void)
 	if (!is_dir(root)) {
 		/* The vectors are part of the source tree: a signer checked
 		 * only by its own unit cases must not pass. */
-		fail("vectors", "%s not found (they are in tests/data; "
+		check_fail("vectors", "%s not found (they are in tests/data; "
 		     "$HINTFS_TESTDATA names another folder)", root);
-		printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail,
-		       n_skip);
 		free(root);
-		return 1;
+		return check_done();
 	}
 
 	run_s3_suite(root, "s3-doc-examples", false);
 	run_s3_suite(root, "s3-botocore-generated", true);
 	{
 		char *dir = path_of(root, "aws-sig-v4-test-suite", NULL);
-		int before = n_pass + n_fail + n_skip;
+		int before = check_passed + check_failed + check_skipped;
 
 		run_classic_tree(dir, NULL);
-		if (n_pass + n_fail + n_skip == before)
-			fail("aws-sig-v4-test-suite", "no cases found");
+		if (check_passed + check_failed + check_skipped == before)
+			check_fail("aws-sig-v4-test-suite", "no cases found");
 		free(dir);
 	}
 	{
@@ -1745,7 +1704,7 @@ int main(void)
 
 		kids = subdirs(dir, &n);
 		if (!n)
-			fail("aws-c-auth-v4", "no cases found");
+			check_fail("aws-c-auth-v4", "no cases found");
 		for (size_t i = 0; i < n; i++)
 			run_c_auth_case(dir, kids[i]);
 		free_list(kids, n);
@@ -1753,6 +1712,5 @@ int main(void)
 	}
 	free(root);
 	sigv4_key_fini(&vector_key);
-	printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
-	return n_fail ? 1 : 0;
+	return check_done();
 }

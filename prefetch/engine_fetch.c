@@ -1,0 +1,317 @@
+/*
+ * prefetch/engine_fetch.c - the fetch table: creating fetches, the memory
+ * of their buffers (fetch_mem), streams' release of parts behind their
+ * readers, the in-flight limit's cut on SlowDown, and how a fetch ends
+ * (complete, failed).
+ *
+ * Invariant: pf->mem is the sum of what live fetches reserved (a whole
+ * fetch its object's size, a stream each started part), and a buffer is
+ * freed only with no reader pinning it and no transfer writing into it.
+ * mu held throughout (engine.c's top comment).
+ */
+#include "prefetch/prefetch.h"
+#include "prefetch/engine_internal.h"
+#include "prefetch/order.h"
+#include "prefetch/s3/s3_xfer.h"
+#include "cache/cache.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/retry.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- fetches -------------------------------------------------------------- */
+
+static void part_release_buf(struct pf_part *p)
+{
+	s3_xfer_destroy(p->x);
+	p->x = NULL;
+	free(p->buf);
+	p->buf = NULL;
+}
+
+void fetch_free(struct pf_fetch *f)
+{
+	for (uint32_t i = 0; i < f->n_parts; i++)
+		part_release_buf(&f->parts[i]);
+	free(f->parts);
+	free(f->key);
+	free(f->etag);
+	free(f);
+}
+
+/* Drops a reference; frees the fetch with the last one. mu held. */
+static void fetch_put(struct pf *pf, struct pf_fetch *f)
+{
+	(void)pf;
+	if (--f->refs == 0)
+		fetch_free(f);
+}
+
+void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
+{
+	pf->mem += n;
+	f->mem += n;
+	if (pf->mem > pf->mem_peak)
+		pf->mem_peak = pf->mem;
+}
+
+/*
+ * Gives @n bytes of @f's memory back. mu held; any thread. Whoever waits
+ * for room hears of it: a reader (cv), and the network thread, whose
+ * prefetch may have stopped at the bound with nothing in flight to wake
+ * it (the cache writer gives a committed fetch's memory back off that
+ * thread: without the wake-up the next prefetch waited out a whole poll).
+ */
+void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
+{
+	if (!n)
+		return;
+	pf->mem -= n;
+	f->mem -= n;
+	pf->room_gen++;
+	pthread_cond_broadcast(&pf->cv);
+	netloop_wake(&pf->net);
+}
+
+/* See engine_internal.h. */
+void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
+{
+	if (f->stream) {
+		*(f->sprev ? &f->sprev->snext : &pf->streams) = f->snext;
+		if (f->snext)
+			f->snext->sprev = f->sprev;
+	}
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		queue_remove(p);
+		if (p->state == PART_QUEUED || p->state == PART_DELAYED)
+			p->state = PART_IDLE;
+	}
+	pf->by_id[f->id] = NULL;
+	f->in_table = false;
+	mem_sub(pf, f, f->mem);
+	fetch_put(pf, f);
+}
+
+/*
+ * Creates the fetch of @o (id @id), in the table with one reference for
+ * it. A whole fetch reserves the object's memory and queues every part; a
+ * stream queues nothing (readers ask for parts). mu held.
+ */
+struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
+			      const struct pf_object *o, bool demand,
+			      bool stream)
+{
+	uint64_t part = pf->cfg.part_size;
+	struct pf_fetch *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->id = id;
+	f->size = o->size;
+	f->n_parts = (uint32_t)((o->size + part - 1) / part);
+	f->key = malloc(o->key_len + 1);
+	f->etag = strdup(o->etag);
+	f->parts = calloc(f->n_parts ? f->n_parts : 1, sizeof(*f->parts));
+	if (!f->key || !f->etag || !f->parts) {
+		fetch_free(f);
+		return NULL;
+	}
+	memcpy(f->key, o->key, o->key_len);
+	f->key[o->key_len] = '\0';
+	f->key_len = o->key_len;
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		p->f = f;
+		p->off = (uint64_t)i * part;
+		p->len = (size_t)(o->size - p->off < part ? o->size - p->off : part);
+	}
+	f->stream = stream;
+	f->demand = demand;
+	f->refs = 1;
+	f->in_table = true;
+	pf->by_id[id] = f;
+	if (stream) {
+		f->snext = pf->streams;
+		if (f->snext)
+			f->snext->sprev = f;
+		pf->streams = f;
+		return f;
+	}
+	mem_add(pf, f, o->size);
+	/* Whether it reads the tier is asked again when its GET starts
+	 * (part_take(): the breaker may open or close meanwhile). */
+	f->tier = pf->tier && f->n_parts == 1 &&
+		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
+	if (demand)
+		f->wait_ns = mono_ns();
+	/* Readers move the parts they need to the front (fetch_ask); the
+	 * rest keep the object's order, behind other readers' parts. */
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		f->parts[i].state = PART_QUEUED;
+		queue_push(demand ? &pf->demand : &pf->ahead, &f->parts[i],
+			   false);
+	}
+	return f;
+}
+
+/*
+ * Drops a stream nobody uses any more (no reader, no transfer), or one
+ * that failed, once idle. mu held.
+ */
+void stream_maybe_drop(struct pf *pf, struct pf_fetch *f)
+{
+	if (!f->stream || !f->in_table || f->refs > 1 || f->running)
+		return;
+	if (pf->open_count[f->id] && !f->err)
+		return;
+	pf_fetch_leave(pf, f);
+}
+
+/* Frees the buffer of done part @p of a stream. mu held; not pinned. */
+void stream_release(struct pf *pf, struct pf_part *p)
+{
+	mem_sub(pf, p->f, p->len);
+	part_release_buf(p);
+	p->state = PART_IDLE;
+	p->attempts = 0;
+}
+
+/*
+ * Releases unpinned done parts of streams until @need bytes more fit in
+ * fetch_mem: first those behind their readers, then any. mu held.
+ */
+void stream_reclaim(struct pf *pf, uint64_t need)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct pf_fetch *f = pf->streams; f; f = f->snext) {
+			for (uint32_t i = 0; i < f->n_parts; i++) {
+				struct pf_part *p = &f->parts[i];
+
+				if (pf->mem + need <= pf->cfg.fetch_mem)
+					return;
+				if (p->state == PART_DONE && !p->pins &&
+				    (pass || i < f->pos))
+					stream_release(pf, p);
+			}
+		}
+	}
+}
+
+/* ---- the engine thread ---------------------------------------------------- */
+
+void cut_limit(struct pf *pf)
+{
+	uint64_t now = mono_ns();
+
+	/* One cut per 100 ms: a burst of 503s is one signal, not many. */
+	if (now - pf->last_cut_ns < 100000000u)
+		return;
+	pf->last_cut_ns = now;
+	pf->limit /= 2;
+	if (pf->limit < PF_INFLIGHT_MIN)
+		pf->limit = PF_INFLIGHT_MIN;
+}
+
+void count_error(struct pf *pf, enum s3_err_kind kind)
+{
+	switch (kind) {
+	case S3_ERR_SLOWDOWN:
+		pf->st.err_slowdown++;
+		break;
+	case S3_ERR_SERVER:
+		pf->st.err_server++;
+		break;
+	case S3_ERR_STALE:
+		pf->st.err_stale++;
+		break;
+	case S3_ERR_NETWORK:
+		pf->st.err_network++;
+		break;
+	default:
+		pf->st.err_other++;
+		break;
+	}
+}
+
+/* See engine_internal.h. */
+void pf_note_failure(struct pf *pf, uint32_t id, int err)
+{
+	struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
+
+	*fl = (struct pf_failure){ id, err, mono_ns() + PF_FAIL_HOLD_NS };
+}
+
+/* Queues the fetch of a whole object for the commit. mu held. */
+void whole_complete(struct pf *pf, struct pf_fetch *f)
+{
+	if (pf->n_done == pf->cap_done) {
+		size_t cap = pf->cap_done ? pf->cap_done * 2 : 64;
+		struct pf_fetch **nd = realloc(pf->done, cap * sizeof(*nd));
+
+		if (nd) {
+			pf->done = nd;
+			pf->cap_done = cap;
+		}
+	}
+	if (pf->n_done < pf->cap_done) {
+		pf->done[pf->n_done++] = f;
+		pthread_cond_signal(&pf->wcv);
+	} else {
+		/* No room to remember it: leave it uncached (and unwritten to
+		 * the tier). */
+		if (f->tier_put)
+			tier_put_forget(pf->tier);
+		pf->st.warm_failed += f->warm_refs;
+		pf_fetch_leave(pf, f);
+	}
+}
+
+/*
+ * Fetch @f failed for good with @err: parts not yet running will not run.
+ * The first failure is logged (once per fetch). mu held.
+ */
+void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
+		enum s3_err_kind kind, int attempts,
+		const struct s3_status *st)
+{
+	char why[512];
+
+	if (!f->err) {
+		f->err = err;
+		f->kind = kind;
+		s3_status_describe(st, err, why, sizeof(why));
+		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
+			  attempts, why);
+		if (f->demand && f->stream)
+			pf_note_failure(pf, f->id, err);
+	}
+	for (uint32_t i = 0; i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		if (p->state == PART_QUEUED || p->state == PART_DELAYED ||
+		    (f->stream && p->state == PART_IDLE)) {
+			queue_remove(p);
+			p->state = PART_FAILED;
+			f->parts_failed++;
+		}
+	}
+}
+
+/* The mount's one retry budget (common/retry.h). */
+const struct retry_policy *pf_retry(const struct pf *pf)
+{
+	return s3_client_retry(pf->cfg.s3);
+}

@@ -1,0 +1,172 @@
+/*
+ * prefetch/engine_hedge.c - the engine's side of the shared cache tier
+ * (tier.h): the list of running tier GETs, what a tier attempt's end
+ * makes of its part, and the hedge that sends a waited-on tier GET to the
+ * origin.
+ *
+ * Invariant: a part is on pf->tier_run exactly while its tier GET runs;
+ * a tier GET costs a reader time, never a read (any end but a hit turns
+ * the part into an origin GET with a fresh budget). Engine thread, mu held.
+ */
+#include "prefetch/prefetch.h"
+#include "prefetch/engine_internal.h"
+#include "prefetch/order.h"
+#include "prefetch/s3/s3_xfer.h"
+#include "cache/cache.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/retry.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- the tier --------------------------------------------------------------- */
+
+void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
+{
+	p->on_tier = true;
+	p->start_ns = now;
+	p->tnext = NULL;
+	p->tprev = pf->tier_run_tail;
+	*(p->tprev ? &p->tprev->tnext : &pf->tier_run) = p;
+	pf->tier_run_tail = p;
+}
+
+void tier_run_remove(struct pf *pf, struct pf_part *p)
+{
+	if (!p->on_tier)
+		return;
+	*(p->tprev ? &p->tprev->tnext : &pf->tier_run) = p->tnext;
+	*(p->tnext ? &p->tnext->tprev : &pf->tier_run_tail) = p->tprev;
+	p->on_tier = false;
+	p->tprev = p->tnext = NULL;
+}
+
+/*
+ * The tier attempt of @p (running, its handle out of the multi handle)
+ * ended with @v: a hit completes the part as an origin GET would; anything
+ * else makes it an origin GET, first in its queue, with a fresh budget.
+ * mu held.
+ */
+void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		     enum tier_verdict v, enum tier_cut cut,
+		     const struct s3_status *st)
+{
+	struct pf_fetch *f = p->f;
+
+	tier_run_remove(pf, p);
+	tier_note_verdict(pf->tier, v, cut, f->demand);
+	if (v != TIER_ERROR)
+		tier_note_answer_ns(pf->tier, mono_ns() - p->start_ns);
+	if (v == TIER_HIT) {
+		part_ended(pf, p, got, false, st);
+		return;
+	}
+	pf->running--;
+	f->running--;
+	f->tier = false;
+	/* After a miss or a mismatch the tier needs the object. After a
+	 * hedge, a timeout or an error it most likely holds it (it was slow
+	 * or failing, not empty): a PUT would only load a tier already too
+	 * slow for its readers. */
+	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH;
+	if (f->tier_put)
+		tier_put_expect(pf->tier);
+	/* The origin's GET is another request: new handle, If-Match. */
+	s3_xfer_destroy(p->x);
+	p->x = NULL;
+	p->attempts = 0;
+	p->state = PART_QUEUED;
+	queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
+}
+
+/* Cuts tier GET @p (running, armed) short: it goes to the origin. Engine
+ * thread, mu held. */
+static void tier_cut_part(struct pf *pf, struct pf_part *p,
+			  enum tier_cut cut)
+{
+	struct s3_status st;
+	bool retryable;
+
+	curl_multi_remove_handle(pf->multi, s3_xfer_easy(p->x));
+	s3_xfer_finish(p->x, CURLE_ABORTED_BY_CALLBACK, &st, &retryable);
+	tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, cut, &st);
+}
+
+/*
+ * Sends to the origin the tier GETs that should not wait on the tier any
+ * longer: all of them when the tier is hung or its breaker open (the
+ * hint's prefetches included, so that they keep their lead), and those a
+ * reader has waited on past the hedge, within the hedge budget. Engine
+ * thread (it owns the multi handle), mu held. Returns whether it cut any,
+ * and lowers *@timeout_ms to the next check due.
+ */
+bool tier_hedge(struct pf *pf, int *timeout_ms)
+{
+	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
+	uint64_t now = mono_ns(), due = UINT64_MAX;
+	struct pf_part *p, *next;
+	unsigned int running = 0;
+	bool any = false, all;
+
+	if (!pf->tier_run)
+		return false;
+	for (p = pf->tier_run; p; p = p->tnext)
+		running++;
+	/* tier_run is in start order: its head is the oldest GET. */
+	all = tier_open(pf->tier) ||
+	      tier_hung(pf->tier, pf->tier_run->start_ns, running,
+			pf->polled_ns, &due);
+	if (!all && due != UINT64_MAX) {
+		/* Past due and not judged hung: the last poll began before
+		 * due. Poll at once (it reads what the sockets hold), then
+		 * ask again. */
+		int ms = due > now ? (int)((due - now) / 1000000u) + 1 : 0;
+
+		if (ms < *timeout_ms)
+			*timeout_ms = ms;
+	}
+	for (p = pf->tier_run; p; p = next) {
+		struct pf_fetch *f = p->f;
+
+		next = p->tnext;
+		if (!p->x || !s3_xfer_easy(p->x))
+			continue; /* not armed yet: arm_parts() is on it */
+		if (all) {
+			tier_cut_part(pf, p, TIER_CUT_BREAKER);
+			any = true;
+			continue;
+		}
+		if (!hedge_ns || !f->demand || p->hedge_denied)
+			continue;
+		/* The reader's own wait: a prefetch that ran long before
+		 * it came has not kept it waiting. */
+		due = (f->wait_ns > p->start_ns ? f->wait_ns : p->start_ns) +
+		      hedge_ns;
+		if (now < due) {
+			int ms = (int)((due - now) / 1000000u) + 1;
+
+			if (ms < *timeout_ms)
+				*timeout_ms = ms;
+			continue;
+		}
+		/* NOTE: a race would keep both answers; for an object of one
+		 * part, the tier answering after the hedge is a tier in
+		 * trouble, and the origin's GET alone is the cheaper bet. */
+		if (!tier_hedge_take(pf->tier)) {
+			p->hedge_denied = true;
+			continue;
+		}
+		tier_cut_part(pf, p, TIER_CUT_HEDGE);
+		any = true;
+	}
+	return any;
+}

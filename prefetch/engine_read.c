@@ -1,0 +1,329 @@
+/*
+ * prefetch/engine_read.c - the read path: pf_read() and pf_read_ref() on
+ * a cache miss join or start a fetch, ask for the parts under the read
+ * (first in the demand queue), and wait for them with a deadline.
+ *
+ * Invariant: a reader pins the parts it copies from, so their buffers
+ * outlive its copy; it waits at most twice the retry budget plus
+ * PF_WAIT_SLACK_MS, and pf_cancel() ends every wait.
+ */
+#include "prefetch/prefetch.h"
+#include "prefetch/engine_internal.h"
+#include "prefetch/order.h"
+#include "prefetch/s3/s3_xfer.h"
+#include "cache/cache.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/retry.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- readers ---------------------------------------------------------------- */
+
+/* The parts [*first, *last] of @f covering [off, off + len); len > 0. */
+static void part_span(const struct pf *pf, uint64_t off, size_t len,
+		      uint32_t *first, uint32_t *last)
+{
+	*first = (uint32_t)(off / pf->cfg.part_size);
+	*last = (uint32_t)((off + len - 1) / pf->cfg.part_size);
+}
+
+/*
+ * A reader needs parts [a, b] of @f: pins them and puts those not yet
+ * running at the front of the demand queue, in order; a whole fetch's
+ * other parts follow behind other readers' parts, a stream gets its
+ * read-ahead and releases what lies behind. mu held.
+ */
+void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
+{
+	if (!f->demand)
+		f->wait_ns = mono_ns();
+	if (!f->demand && !f->stream) {
+		/* A reader waits for it now: its parts leave the prefetch
+		 * queue for the demand queue, in order. */
+		for (uint32_t i = 0; i < f->n_parts; i++) {
+			struct pf_part *p = &f->parts[i];
+
+			if (p->q == &pf->ahead) {
+				queue_remove(p);
+				queue_push(&pf->demand, p, false);
+			}
+		}
+	}
+	f->demand = true;
+	f->pos = a;
+	for (uint32_t i = b + 1; i-- > a;) {
+		struct pf_part *p = &f->parts[i];
+
+		p->pins++;
+		if (p->state == PART_QUEUED || p->state == PART_IDLE) {
+			queue_remove(p);
+			p->state = PART_QUEUED;
+			queue_push(&pf->demand, p, true);
+		}
+	}
+	if (!f->stream)
+		return;
+	for (uint32_t i = b + 1; i <= b + PF_STREAM_AHEAD && i < f->n_parts; i++) {
+		struct pf_part *p = &f->parts[i];
+
+		if (p->state == PART_IDLE) {
+			p->state = PART_QUEUED;
+			queue_push(&pf->ahead, p, false);
+		}
+	}
+	for (uint32_t i = 0; i + 1 < a; i++)
+		if (f->parts[i].state == PART_DONE && !f->parts[i].pins)
+			stream_release(pf, &f->parts[i]);
+}
+
+static void fetch_unpin(struct pf_fetch *f, uint32_t a, uint32_t b)
+{
+	for (uint32_t i = a; i <= b; i++)
+		f->parts[i].pins--;
+}
+
+/* Whether parts [a, b] of @f have arrived; *err gets a failure. */
+static bool parts_ready(const struct pf_fetch *f, uint32_t a, uint32_t b,
+			int *err)
+{
+	for (uint32_t i = a; i <= b; i++) {
+		if (f->parts[i].state == PART_FAILED) {
+			*err = f->err ? f->err : -EIO;
+			return false;
+		}
+		if (f->parts[i].state != PART_DONE)
+			return false;
+	}
+	return true;
+}
+
+/* Until @deadline_ns passes; false then. mu held. */
+static bool wait_until(struct pf *pf, uint64_t deadline_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000u),
+			       .tv_nsec = (long)(deadline_ns % 1000000000u) };
+
+	if (mono_ns() >= deadline_ns)
+		return false;
+	pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+	return true;
+}
+
+/* A reader is done with @f. mu held. */
+static void reader_put(struct pf *pf, struct pf_fetch *f)
+{
+	if (--f->refs == 0) {
+		fetch_free(f);
+		return;
+	}
+	stream_maybe_drop(pf, f);
+	/* Unpinned parts may make room for others waiting. */
+	if (pf->room_waiters)
+		pthread_cond_broadcast(&pf->cv);
+	if (pf->demand.head)
+		netloop_wake(&pf->net);
+}
+
+/*
+ * A reader stops waiting for memory. Prefetch leaves room to readers that
+ * wait (schedule_prefetch()): the last one to go wakes the network thread,
+ * which would otherwise not look again until its poll ran out. mu held.
+ */
+static void room_wait_end(struct pf *pf)
+{
+	if (!--pf->room_waiters) {
+		pf->room_gen++;
+		netloop_wake(&pf->net);
+	}
+}
+
+/* Gives up after the reader's deadline: one line. Unlocks mu. */
+static ssize_t read_timed_out(struct pf *pf, const struct pf_object *o,
+			      uint64_t off, uint64_t t0)
+{
+	pthread_mutex_unlock(&pf->mu);
+	rd_add(&pf->rd.failed_reads, 1);
+	log_error("read of '%.*s' at offset %llu: no data after %llu s",
+		  (int)o->key_len, o->key, (unsigned long long)off,
+		  (unsigned long long)((mono_ns() - t0) / 1000000000u));
+	return -ETIMEDOUT;
+}
+
+/* The read failed with @err. Unlocks mu. */
+static ssize_t read_failed(struct pf *pf, ssize_t err)
+{
+	pthread_mutex_unlock(&pf->mu);
+	rd_add(&pf->rd.failed_reads, 1);
+	return err;
+}
+
+ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
+{
+	struct pf_object o;
+	struct cache_obj co;
+	struct pf_fetch *f;
+	char key[4096];
+	uint64_t t0 = mono_ns(), deadline;
+	uint32_t a, b;
+	bool whole, waited = false;
+	int err = 0;
+	ssize_t n;
+
+	if (id >= pf->cfg.n_ids || pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
+		return -ENOENT;
+	if (off >= o.size)
+		return 0;
+	if (len > o.size - off)
+		len = (size_t)(o.size - off);
+	deadline = t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
+				      PF_WAIT_SLACK_MS);
+	whole = fetch_whole(pf, id, &o);
+	rd_add(&pf->rd.reads, 1);
+
+again:
+	for (int tries = 0;; tries++) {
+		/* The cache first, without the engine's lock. */
+		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag,
+				  o.size, &co)) {
+			n = cache_read(pf->cfg.cache, &co, buf, len, off);
+			if (n != -ENODATA) {
+				rd_add(n >= 0 ? &pf->rd.cache_hits
+					      : &pf->rd.failed_reads, 1);
+				return n;
+			}
+		}
+		pthread_mutex_lock(&pf->mu);
+		f = pf->by_id[id];
+		if (f || tries > 0 || !whole)
+			break;
+		/* No fetch: either none ran, or it committed since our miss
+		 * (fetches leave the table only after committing). Look again. */
+		pthread_mutex_unlock(&pf->mu);
+	}
+
+	/* mu held. */
+	if (pf->stop)
+		return read_failed(pf, -ECANCELED);
+	if (f) {
+		if (f->stream)
+			rd_add(&pf->rd.passthrough, 1);
+		else
+			pf->st.prefetch_joins++;
+	} else {
+		uint64_t now = mono_ns();
+
+		for (int i = 0; i < PF_FAILS; i++) {
+			if (pf->fails[i].id == id && pf->fails[i].until_ns > now)
+				return read_failed(pf, pf->fails[i].err);
+		}
+		if (whole && pf->mem + o.size > pf->cfg.fetch_mem)
+			stream_reclaim(pf, o.size);
+		if (whole && pf->mem + o.size > pf->cfg.fetch_mem) {
+			/* Demand waits for room rather than pass the bound:
+			 * fetches in the table finish and give theirs back.
+			 * Then look again from the cache: it may be there. */
+			pf->room_waiters++;
+			waited = true;
+			if (!wait_until(pf, deadline)) {
+				room_wait_end(pf);
+				return read_timed_out(pf, &o, off, t0);
+			}
+			room_wait_end(pf);
+			pthread_mutex_unlock(&pf->mu);
+			goto again;
+		}
+		f = fetch_create(pf, id, &o, true, !whole);
+		if (!f)
+			return read_failed(pf, -ENOMEM);
+		if (whole)
+			pf->st.demand_fetches++;
+		else
+			rd_add(&pf->rd.passthrough, 1);
+	}
+	f->refs++;
+	part_span(pf, off, len, &a, &b);
+	fetch_ask(pf, f, a, b);
+	if (!parts_ready(f, a, b, &err) && !err) {
+		waited = true;
+		netloop_wake(&pf->net);
+		while (!parts_ready(f, a, b, &err) && !err && !pf->stop)
+			if (!wait_until(pf, deadline))
+				break;
+	}
+	if (waited) {
+		uint64_t ns = mono_ns() - t0;
+
+		rd_add(&pf->rd.stalls, 1);
+		rd_add(&pf->rd.stall_ns, ns);
+		if (pf->opened_by[id]) {
+			struct order_stream *st =
+				&pf->hints.s[pf->opened_by[id] - 1];
+
+			st->stalls++;
+			st->stall_ns += ns;
+		}
+	}
+	if (!parts_ready(f, a, b, &err)) {
+		fetch_unpin(f, a, b);
+		reader_put(pf, f);
+		if (err || pf->stop)
+			return read_failed(pf, err ? err : -ECANCELED);
+		return read_timed_out(pf, &o, off, t0);
+	}
+	pthread_mutex_unlock(&pf->mu);
+
+	/* The parts we need are done, pinned and never written again: copy
+	 * freely. */
+	for (uint64_t at = off, end = off + len; at < end;) {
+		struct pf_part *p = &f->parts[at / pf->cfg.part_size];
+		size_t k = (size_t)(p->off + p->len - at < end - at
+					    ? p->off + p->len - at
+					    : end - at);
+
+		memcpy((char *)buf + (at - off), p->buf + (at - p->off), k);
+		at += k;
+	}
+
+	pthread_mutex_lock(&pf->mu);
+	fetch_unpin(f, a, b);
+	reader_put(pf, f);
+	pthread_mutex_unlock(&pf->mu);
+	return (ssize_t)len;
+}
+
+ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
+		    cache_ref_cb cb, void *arg)
+{
+	struct pf_object o;
+	char key[4096];
+	ssize_t n;
+
+	if (id >= pf->cfg.n_ids ||
+	    pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o) ||
+	    off >= o.size || o.size > pf->cfg.max_object_mem)
+		return -ENODATA;
+	if (len > o.size - off)
+		len = (size_t)(o.size - off);
+	n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag, o.size,
+			   len, off, cb, arg);
+	if (n == -ENODATA)
+		return n;
+	rd_add(&pf->rd.reads, 1);
+	if (n >= 0) {
+		rd_add(&pf->rd.cache_hits, 1);
+		rd_add(&pf->rd.zero_copy, 1);
+	} else {
+		rd_add(&pf->rd.failed_reads, 1);
+	}
+	return n;
+}

@@ -1,0 +1,354 @@
+/*
+ * prefetch/engine_sched.c - the engine's scheduler: which part starts next.
+ * Owns the part queues (demand, ahead, delayed), the choice of hinted and
+ * warm ids to prefetch within the window and fetch_mem, and the taking of
+ * queued parts up to the in-flight limit.
+ *
+ * Invariant: parts of fetches a reader waits on (demand) start before any
+ * prefetch; a prefetch never takes memory past fetch_mem, and at most
+ * pf->limit parts run. All of it under pf->mu (engine.c's top comment).
+ */
+#include "prefetch/prefetch.h"
+#include "prefetch/engine_internal.h"
+#include "prefetch/order.h"
+#include "prefetch/s3/s3_xfer.h"
+#include "cache/cache.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/retry.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
+{
+	p->q = q;
+	p->prev = p->next = NULL;
+	if (!q->head) {
+		q->head = q->tail = p;
+	} else if (front) {
+		p->next = q->head;
+		q->head->prev = p;
+		q->head = p;
+	} else {
+		p->prev = q->tail;
+		q->tail->next = p;
+		q->tail = p;
+	}
+}
+
+/* Takes @p out of the queue it is in (none: nothing to do). */
+void queue_remove(struct pf_part *p)
+{
+	struct pf_queue *q = p->q;
+
+	if (!q)
+		return;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		q->head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		q->tail = p->prev;
+	p->q = NULL;
+	p->prev = p->next = NULL;
+}
+
+/* ---- hints ---------------------------------------------------------------- */
+static bool is_nocache(const struct pf *pf, uint32_t id)
+{
+	return pf->nocache[id / 8] & (1u << (id % 8));
+}
+
+/*
+ * Whether object @o (id @id) is fetched whole and cached, rather than
+ * streamed. Without mu (asks the cache).
+ */
+bool fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o)
+{
+	bool nocache;
+
+	pthread_mutex_lock(&pf->mu);
+	nocache = is_nocache(pf, id);
+	pthread_mutex_unlock(&pf->mu);
+	return !nocache && o->size <= pf->cfg.max_object_mem &&
+	       cache_can_take(pf->cfg.cache, o->key_len, strlen(o->etag),
+			      o->size);
+}
+
+/* Whether the prefetcher passes over @id: its fetch is in flight. mu held. */
+static bool in_flight(void *arg, uint32_t id)
+{
+	const struct pf *pf = arg;
+
+	return pf->by_id[id] != NULL;
+}
+
+/*
+ * Picks up to @room hinted ids ahead of the readers that have no fetch in
+ * flight, advancing the hints' cursors. mu held.
+ */
+static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
+{
+	size_t got = order_streams_pick(&pf->hints, pf->cfg.window_objects,
+					mono_ns(), in_flight, pf,
+					c->ids + c->n, room - c->n);
+
+	for (size_t i = 0; i < got; i++)
+		c->warm[c->n + i] = false;
+	c->n += got;
+}
+
+/*
+ * Picks ids of the warm list (no window: the user asked for all of them).
+ * One already in flight is counted when that fetch ends. mu held.
+ */
+static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
+{
+	while (pf->warm_next < pf->warm_n && c->n < room) {
+		uint32_t id = pf->warm_ids[pf->warm_next++];
+		struct pf_fetch *f = pf->by_id[id];
+
+		if (f && !f->stream) {
+			f->warm_refs++;
+			continue;
+		}
+		c->warm[c->n] = true;
+		c->ids[c->n++] = id;
+	}
+	if (pf->warm_next == pf->warm_n) {
+		free(pf->warm_ids);
+		pf->warm_ids = NULL;
+		pf->warm_n = pf->warm_cap = pf->warm_next = 0;
+	}
+}
+
+/*
+ * Starts fetches for hinted, then warm-listed, objects that are neither
+ * cached nor in flight, while fetch memory lasts; a candidate that does
+ * not fit waits in pf->carry. Returns true when one waits so: only memory
+ * given back (mem_sub()) or a reader done waiting for it lets it go on.
+ * Called without mu: it looks objects up in the cache.
+ */
+bool schedule_prefetch(struct pf *pf)
+{
+	struct pf_candidates *c = &pf->carry;
+	char key[4096];
+
+	for (int round = 0; round < 64; round++) {
+		pthread_mutex_lock(&pf->mu);
+		if (c->first < c->n &&
+		    (pf->room_waiters || pf->mem >= pf->cfg.fetch_mem)) {
+			pthread_mutex_unlock(&pf->mu);
+			return true;
+		}
+		if (c->first == c->n) {
+			size_t room = pf->ahead.head || pf->room_waiters ||
+					      pf->mem >= pf->cfg.fetch_mem
+				      ? 0 : (size_t)pf->limit;
+
+			if (room > 64)
+				room = 64;
+			c->n = c->first = 0;
+			pick_hinted(pf, c, room);
+			pick_warm(pf, c, room);
+		}
+		pthread_mutex_unlock(&pf->mu);
+		if (c->first == c->n)
+			return false;
+
+		while (c->first < c->n) {
+			uint32_t id = c->ids[c->first];
+			bool warm = c->warm[c->first];
+			struct pf_object o;
+			struct pf_fetch *f;
+			int skip = 0; /* 1: nothing to fetch, 2: cannot be cached */
+
+			if (pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
+				skip = 2;
+			else if (o.size == 0 ||
+				 cache_contains(pf->cfg.cache, o.key, o.key_len, o.etag,
+						 o.size))
+				skip = 1;
+			else if (!fetch_whole(pf, id, &o))
+				skip = 2;
+			pthread_mutex_lock(&pf->mu);
+			if (!skip && !pf->by_id[id] &&
+			    (pf->room_waiters ||
+			     pf->mem + o.size > pf->cfg.fetch_mem)) {
+				/* Prefetch stops at the bound (and leaves room
+				 * to a reader waiting for it). */
+				pthread_mutex_unlock(&pf->mu);
+				return true;
+			}
+			c->first++;
+			if (skip && warm) {
+				if (skip == 1)
+					pf->st.warm_done++;
+				else
+					pf->st.warm_failed++;
+			} else if (!skip) {
+				f = pf->by_id[id];
+				if (!f && (f = fetch_create(pf, id, &o, false, false)))
+					pf->st.prefetched++;
+				if ((!f || f->stream) && warm)
+					pf->st.warm_failed++;
+				else if (f && warm)
+					f->warm_refs++;
+			}
+			pthread_mutex_unlock(&pf->mu);
+		}
+	}
+	return false;
+}
+
+int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
+{
+	uint64_t max = (uint64_t)pf->cfg.n_ids * PF_WARM_PER_OBJECT;
+	int rc = 0;
+
+	if (max < PF_WARM_MIN)
+		max = PF_WARM_MIN;
+	pthread_mutex_lock(&pf->mu);
+	if (pf->warm_n - pf->warm_next + n > max) {
+		pf->st.warm_refused += n;
+		rc = -EBUSY;
+		goto out;
+	}
+	/* Entries already looked at go: the list holds what is pending. */
+	if (pf->warm_next) {
+		pf->warm_n -= pf->warm_next;
+		memmove(pf->warm_ids, pf->warm_ids + pf->warm_next,
+			pf->warm_n * sizeof(*pf->warm_ids));
+		pf->warm_next = 0;
+	}
+	if (pf->warm_n + n > pf->warm_cap) {
+		size_t cap = pf->warm_cap ? pf->warm_cap : 1024;
+		uint32_t *nw;
+
+		while (cap < pf->warm_n + n)
+			cap *= 2;
+		nw = realloc(pf->warm_ids, cap * sizeof(*nw));
+		if (!nw) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		pf->warm_ids = nw;
+		pf->warm_cap = cap;
+	}
+	memcpy(pf->warm_ids + pf->warm_n, ids, n * sizeof(*ids));
+	pf->warm_n += n;
+	pf->st.warm_queued += n;
+out:
+	pthread_mutex_unlock(&pf->mu);
+	netloop_wake(&pf->net);
+	return rc;
+}
+
+/*
+ * Whether queued part @p may start now. A whole fetch's parts have their
+ * memory; a stream part needs room in fetch_mem, which a part a reader
+ * waits on may make by releasing other streams' parts. mu held.
+ */
+static bool part_may_start(struct pf *pf, struct pf_part *p, bool demand)
+{
+	if (!p->f->stream || p->buf)
+		return true;
+	if (pf->mem + p->len <= pf->cfg.fetch_mem)
+		return true;
+	if (!demand || !p->pins)
+		return false;
+	stream_reclaim(pf, p->len);
+	if (pf->mem + p->len <= pf->cfg.fetch_mem)
+		return true;
+	/* Every byte is held by fetches that will finish or by readers:
+	 * one part at a time may pass the bound, so that they do. */
+	if (pf->over)
+		return false;
+	p->over = true;
+	pf->over++;
+	return true;
+}
+
+/* The first part of @q that may start, looking at PF_SCAN_MAX at most. */
+static struct pf_part *queue_pick(struct pf *pf, struct pf_queue *q,
+				  bool demand)
+{
+	int n = 0;
+
+	for (struct pf_part *p = q->head; p && n < PF_SCAN_MAX; p = p->next, n++)
+		if (part_may_start(pf, p, demand))
+			return p;
+	return NULL;
+}
+
+/*
+ * Takes @p out of its queue for an attempt, counted as running from now,
+ * with its buffer (a stream's counted in fetch_mem). mu held.
+ */
+void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
+{
+	struct pf_fetch *f = p->f;
+
+	queue_remove(p);
+	if (!p->buf) {
+		p->buf = malloc(p->len);
+		if (p->buf && f->stream)
+			mem_add(pf, f, p->len);
+	}
+	if (!p->attempts++) {
+		p->first_ns = now;
+		if (f->tier && !tier_use(pf->tier))
+			f->tier = false; /* the breaker is open */
+	}
+	p->state = PART_RUNNING;
+	if (++pf->running > pf->st.inflight_peak)
+		pf->st.inflight_peak = pf->running;
+	f->running++;
+	pf->st.requests++;
+	if (f->tier) {
+		tier_note_get(pf->tier);
+		tier_run_add(pf, p, now);
+	}
+}
+
+/*
+ * Takes queued parts up to the limit, demand first, and returns them in
+ * order, chained by next, for arm_parts(). mu held.
+ */
+struct pf_part *take_parts(struct pf *pf)
+{
+	struct pf_part *list = NULL, **tail = &list, *p, *next;
+	uint64_t now = mono_ns();
+
+	/* Retries whose time has come go first: someone waited longest. */
+	for (p = pf->delayed.head; p; p = next) {
+		next = p->next;
+		if (p->due_ns <= now) {
+			queue_remove(p);
+			p->state = PART_QUEUED;
+			queue_push(p->f->demand ? &pf->demand : &pf->ahead, p, true);
+		}
+	}
+	while (pf->running < (uint32_t)pf->limit) {
+		p = queue_pick(pf, &pf->demand, true);
+		if (!p)
+			p = queue_pick(pf, &pf->ahead, false);
+		if (!p)
+			break;
+		part_take(pf, p, now);
+		*tail = p;
+		tail = &p->next;
+	}
+	return list;
+}
