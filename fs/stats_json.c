@@ -151,7 +151,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		"\"read_through\": %llu, \"failed\": %llu, "
 		"\"zero_copy\": %llu},\n",
 		U(ps.reads), U(ps.cache_hits), U(ps.prefetch_joins),
-		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads),
+		U(ps.demand_fetches), U(ps.read_through), U(ps.failed_reads),
 		U(ps.reads_zero_copy));
 	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
 		U(ps.stalls), (double)ps.stall_ns / 1e9);
@@ -168,7 +168,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 		"\"connects\": %llu},\n",
 		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
 		ps.inflight, ps.inflight_limit, ps.inflight_peak,
-		U(ps.cache_put_fail),
+		U(ps.not_cached),
 		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit),
 		U(s3_client_connects(fs->s3)));
 	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "

@@ -424,7 +424,7 @@ static void test_write_failure_reads_through(void)
 	CHECK(same(fs, "w/big", "ds/w/big", SIZE));
 	if (!TEST_HOOKS_BUILT) {
 		/* A build without test hooks (the shipped daemon's) ignores
-		 * the hook: the object is cached, nothing streamed. */
+		 * the hook: the object is cached, nothing read through. */
 		for (int i = 0;
 		     i < 1000 && fs_stat_of(fs, "cache", "objects") < 1; i++)
 			usleep(10000);
