@@ -22,14 +22,14 @@
 /* The keys of the daemon's stats, by the ids of fs/stats.def: K(reads_total)
  * is "reads.total", and a key that is not a row does not compile. */
 enum stat_id {
-#define HINTFS_STAT(id, path, type, prom, label, scale, help) STAT_##id,
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) STAT_##id,
 #include "fs/stats.def"
 #undef HINTFS_STAT
 	STAT_N
 };
 
 static const char *const stat_keys[STAT_N] = {
-#define HINTFS_STAT(id, path, type, prom, label, scale, help) [STAT_##id] = path,
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) [STAT_##id] = path,
 #include "fs/stats.def"
 #undef HINTFS_STAT
 };
@@ -289,7 +289,7 @@ static const struct metric {
 	double scale;       /* value x scale (ms -> s); 0: as written */
 	const char *help;   /* the first row of a name: the metric's */
 } metrics[] = {
-#define HINTFS_STAT(id, path, type, prom, label, scale, help)               \
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)               \
 	[STAT_##id] = { path, prom, type, label, scale, help },
 #include "fs/stats.def"
 #undef HINTFS_STAT

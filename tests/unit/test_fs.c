@@ -544,7 +544,7 @@ static void test_stop_commits_what_was_fetched(void)
 
 /* The dotted paths of fs/stats.def's rows. */
 static const char *const stat_rows[] = {
-#define HINTFS_STAT(id, path, type, prom, label, scale, help) path,
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) path,
 #include "fs/stats.def"
 #undef HINTFS_STAT
 };
@@ -637,7 +637,7 @@ static void test_stats_are_the_table(void)
 	}
 	/* The exposition's rule: a counter's metric ends in _total, and only a
 	 * counter's. */
-#define HINTFS_STAT(id, path, type, prom, label, scale, help)                \
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)                \
 	CHECK(((type) == STAT_COUNTER) ==                                     \
 	      (strlen(prom) > 6 && !strcmp(prom + strlen(prom) - 6, "_total")));
 	enum { STAT_GAUGE, STAT_COUNTER };
