@@ -4,7 +4,10 @@
  * mount(8) options dropped, and a clear error for each bad value.
  */
 #include "fs/options.h"
+#include "common/retry.h"
+#include "prefetch/engine_internal.h"
 #include "prefetch/prefetch.h"
+#include "prefetch/s3/s3_internal.h"
 #include "check.h"
 
 #include <stdio.h>
@@ -283,6 +286,15 @@ static void test_defaults(void)
 	CHECK(o.stall_timeout_s == 5 && o.list_workers == 16);
 	CHECK(o.process_timeout_s == 60 && o.tier_hedge_ms == 100);
 	CHECK(o.tier_put_mem == 256ull << 20);
+	/* The fallbacks of the layers below, for a caller that passes 0,
+	 * are the same numbers (their reasons are written by them). */
+	CHECK(o.window == PF_WINDOW_DEFAULT && o.pace_ms == PF_PACE_DEFAULT_MS);
+	CHECK(o.max_inflight == PF_INFLIGHT_DEFAULT);
+	CHECK(o.fetch_mem == PF_FETCH_MEM_DEFAULT);
+	CHECK(o.retries == RETRY_ATTEMPTS_DEFAULT);
+	CHECK(o.retry_time_s * 1000 == RETRY_TIME_DEFAULT_MS);
+	CHECK(o.stall_timeout_s == S3_STALL_DEFAULT_S);
+	CHECK(o.list_workers == S3_LIST_WORKERS_DEFAULT);
 	opts_fini(&o);
 	/* Given, the value replaces the default, whatever its field's width. */
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
