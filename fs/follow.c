@@ -3,7 +3,7 @@
  * sends no OPEN and no RELEASE (zero-message opens, the default data path).
  *
  * The engine's hint cursor moves on the opens it is told of, and an object
- * stays in the cache (and a stream of a large object stays in the fetch
+ * stays in the cache (and a read-through of a large object stays in the fetch
  * table) while a reader has it open (pf_note_open/pf_note_close). Without
  * OPEN, a reader shows itself only by its READs, and only for bytes not in
  * the kernel's page cache: so a READ at offset 0 stands for the open, and
@@ -27,7 +27,7 @@
 /* Readers part-way through a large file at once: 16 ranks x 8 DataLoader
  * workers x 2 shards each, with room. */
 #define FOLLOW_MAX 256
-/* A reader that read nothing of its file for 10 s has stopped (a stream
+/* A reader that read nothing of its file for 10 s has stopped (a read-through
  * refetches what it needs if it comes back). */
 #define FOLLOW_IDLE_NS (10ull * 1000000000ull)
 

@@ -570,7 +570,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		log_error("%s", err);
 	} else if (o.help) {
-		opts_usage(argv[0]);
+		opts_usage(stdout, argv[0]);
 	} else if (o.version) {
 		printf("hintfs %s (libfuse %s)\n", HINTFS_VERSION, fuse_pkgversion());
 	} else {

@@ -2,7 +2,8 @@
  * fs/options.c - parses and checks the daemon's command line.
  *
  * Owns the rules that turn argv + AWS_* variables + profile files into one
- * configuration: precedence (option over environment over profile over
+ * configuration: the option table (options.def: names, defaults, bounds,
+ * --help), precedence (option over environment over profile over
  * default; aws_config.c does the last three), the generic mount(8)
  * options that are accepted and ignored, and the checks that give a bad
  * value a clear one-line error before anything touches the network.
@@ -22,24 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* 64 FUSE threads: reads block on the network for a round trip each, so
- * 16 reader threads plus kernel readahead need this many to never queue. */
-#define OPTS_MAX_THREADS_DEFAULT 64
-#define OPTS_MAX_THREADS_LIMIT 1024
-/* The kernel's page cache filled ahead of opens (fs/store.c): 64 MiB is
- * ~600 files of ~100 KB, a third of a second at 2,000 files/s. Measured on
- * kernel 6.18: warm reads then never reach the daemon and a reader's rate
- * rose 1.2-3x, for the same daemon CPU per file (the copy into the page
- * cache moves from the reply to the push). */
-#define OPTS_STORE_AHEAD_DEFAULT (64ull << 20)
-/* A reader waits 100 ms on the shared cache tier before it reads the
- * origin: a near tier answers a 110 KB GET in a few ms and a 30 ms origin
- * in 35-60 ms, so past 100 ms the tier has lost; much less would send
- * GETs to the origin whenever the tier's node is briefly busy (the
- * issue's target is <= 1% origin GETs once the tier is warm). */
-#define OPTS_TIER_HEDGE_MS_DEFAULT 100
-#define OPTS_STORE_AHEAD_HELP "64M"
-
 enum {
 	KEY_FOREGROUND,
 	KEY_DEBUG,
@@ -47,43 +30,54 @@ enum {
 	KEY_VERSION,
 };
 
+/* What a row of options.def holds; see there. */
+enum opt_type {
+	OPT_STR,
+	OPT_FLAG,
+	OPT_NUM,
+	OPT_S,
+	OPT_MS,
+	OPT_SIZE,
+	OPT_SIZE_PCT,
+};
+
+struct opt_desc {
+	const char *name;
+	enum opt_type type;
+	size_t str_off;    /* char * as given (a flag: its int) */
+	size_t val_off;    /* the number, of val_size bytes */
+	size_t val_size;
+	const char *def;
+	unsigned long long lo, hi;
+	const char *arg;
+	const char *help;
+};
+
+#define OPT_FIELD_SIZE(f) sizeof(((struct hintfs_opts *)0)->f)
+
+static const struct opt_desc opt_table[] = {
+#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)             \
+	{ #name, type, offsetof(struct hintfs_opts, str),                     \
+	  offsetof(struct hintfs_opts, val), OPT_FIELD_SIZE(val), def, lo, hi, \
+	  arg, help },
+#include "fs/options.def"
+#undef HINTFS_OPT
+};
+
+#define OPT_TABLE_LEN (sizeof(opt_table) / sizeof(opt_table[0]))
+
 #define OPT(t, field, val) { t, offsetof(struct hintfs_opts, field), val }
 
 static const struct fuse_opt opt_spec[] = {
-	OPT("endpoint=%s", endpoint, 0),
-	OPT("region=%s", region, 0),
-	OPT("ca_file=%s", ca_file, 0),
-	OPT("max_threads=%s", max_threads_str, 0),
-	OPT("cache_dir=%s", cache_dir, 0),
-	OPT("cache_size=%s", cache_size_str, 0),
-	OPT("store_ahead=%s", store_ahead_str, 0),
-	OPT("hint=%s", hint_file, 0),
-	OPT("max_inflight=%s", max_inflight_str, 0),
-	OPT("window=%s", window_str, 0),
-	OPT("pace_ms=%s", pace_str, 0),
-	OPT("fetch_mem=%s", fetch_mem_str, 0),
-	OPT("profile=%s", profile, 0),
+	/* A flag's template is its name; the others take "=%s" (a string
+	 * that the table's checks turn into the number). */
+#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)             \
+	OPT((type) == OPT_FLAG ? #name : #name "=%s", str,                   \
+	    (type) == OPT_FLAG),
+#include "fs/options.def"
+#undef HINTFS_OPT
 	OPT("--profile %s", profile, 0),
 	OPT("--profile=%s", profile, 0),
-	OPT("credentials_file=%s", credentials_file, 0),
-	OPT("config_file=%s", config_file, 0),
-	OPT("relist", relist, 1),
-	OPT("open_per_file", open_per_file, 1),
-	OPT("retries=%s", retries_str, 0),
-	OPT("retry_time=%s", retry_time_str, 0),
-	OPT("stall_timeout=%s", stall_timeout_str, 0),
-	OPT("list_workers=%s", list_workers_str, 0),
-	OPT("credential_process_timeout=%s", process_timeout_str, 0),
-	OPT("path_style", path_style, 1),
-	OPT("no_sign", no_sign, 1),
-	OPT("insecure", insecure, 1),
-	OPT("shared_cache=%s", shared_cache, 0),
-	OPT("shared_cache_endpoint=%s", tier_endpoint, 0),
-	OPT("shared_cache_region=%s", tier_region, 0),
-	OPT("shared_cache_profile=%s", tier_profile, 0),
-	OPT("shared_cache_hedge_ms=%s", tier_hedge_str, 0),
-	OPT("shared_cache_key=%s", tier_key_file, 0),
-	OPT("shared_cache_put_mem=%s", tier_put_mem_str, 0),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -281,23 +275,6 @@ static bool parse_uint(const char *s, unsigned long long lo,
 	return true;
 }
 
-/*
- * -o NAME=MS: milliseconds from 0 (@zero says what 0 does) to 60000 in
- * *@ms. 0, or -EINVAL with the one-line error in @err.
- */
-static int parse_ms_opt(const char *name, const char *s, const char *zero,
-			unsigned int *ms, char *err, size_t err_len)
-{
-	unsigned long long v;
-
-	if (!parse_uint(s, 0, 60000, &v))
-		return fail_einval(err, err_len,
-				   "-o %s=%s: expected ms from 0 (%s) to 60000",
-				   name, s, zero);
-	*ms = (unsigned int)v;
-	return 0;
-}
-
 /* "200G", "512M", "1073741824", or "20%" (of the free space). */
 static bool parse_size(const char *s, uint64_t *bytes, unsigned int *pct)
 {
@@ -331,6 +308,117 @@ static bool parse_size(const char *s, uint64_t *bytes, unsigned int *pct)
 	*bytes = v * mult;
 	*pct = 0;
 	return true;
+}
+
+/* "16M" for 16 MiB: @bytes with the largest suffix that divides it. */
+static void format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char suffix[] = "KMGT";
+	int i = -1;
+
+	while (i < 3 && bytes && !(bytes & 1023)) {
+		bytes >>= 10;
+		i++;
+	}
+	if (i < 0)
+		snprintf(buf, len, "%llu", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%llu%c", (unsigned long long)bytes, suffix[i]);
+}
+
+/* A number field of the table is 4 or 8 bytes, as opt_set() stores. */
+#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)             \
+	_Static_assert((type) == OPT_STR || (type) == OPT_FLAG ||              \
+			       OPT_FIELD_SIZE(val) == 4 || OPT_FIELD_SIZE(val) == 8, \
+		       #name ": a number field of 4 or 8 bytes");
+#include "fs/options.def"
+#undef HINTFS_OPT
+
+/*
+ * Checks @s, the text of the number option @d (as given, or its default),
+ * and stores its value in @o. 0, or -EINVAL with the one-line error.
+ */
+static int opt_set(struct hintfs_opts *o, const struct opt_desc *d,
+		   const char *s, char *err, size_t err_len)
+{
+	unsigned long long v = 0;
+	uint64_t bytes = 0;
+	unsigned int pct = 0;
+	char *field = (char *)o + d->val_off;
+	char min[32];
+
+	switch (d->type) {
+	case OPT_NUM:
+	case OPT_S:
+	case OPT_MS:
+		if (!parse_uint(s, d->lo, d->hi, &v))
+			return fail_einval(err, err_len,
+					   "-o %s=%s: expected %s from %llu to "
+					   "%llu", d->name, s,
+					   d->type == OPT_NUM ? "a number"
+					   : d->type == OPT_S ? "seconds"
+							      : "ms",
+					   d->lo, d->hi);
+		break;
+	case OPT_SIZE:
+		if (!d->lo && !strcmp(s, "0"))
+			break;
+		if (!parse_size(s, &bytes, &pct) || pct || bytes < d->lo) {
+			format_size(d->lo, min, sizeof(min));
+			return fail_einval(err, err_len,
+					   "-o %s=%s: expected bytes with an "
+					   "optional K, M, G or T%s%s%s",
+					   d->name, s,
+					   d->lo ? "" : ", or 0 for off",
+					   d->lo > 1 ? ", at least " : "",
+					   d->lo > 1 ? min : "");
+		}
+		v = bytes;
+		break;
+	case OPT_SIZE_PCT:
+		if (!parse_size(s, &bytes, &pct))
+			return fail_einval(err, err_len,
+					   "-o %s=%s: expected bytes with an "
+					   "optional K, M, G or T, or a "
+					   "percentage of the free space such "
+					   "as 20%%", d->name, s);
+		v = bytes;
+		o->cache_size_pct = pct;
+		break;
+	default:
+		return 0;
+	}
+	if (d->val_size == sizeof(uint32_t)) {
+		uint32_t x = (uint32_t)v;
+
+		memcpy(field, &x, sizeof(x));
+	} else {
+		uint64_t x = v;
+
+		memcpy(field, &x, sizeof(x));
+	}
+	return 0;
+}
+
+/* Every number of the table, from the text given or else its default. */
+static int opts_apply_table(struct hintfs_opts *o, char *err, size_t err_len)
+{
+	for (size_t i = 0; i < OPT_TABLE_LEN; i++) {
+		const struct opt_desc *d = &opt_table[i];
+		const char *s = *(char **)((char *)o + d->str_off);
+		int rc;
+
+		if (d->type == OPT_STR || d->type == OPT_FLAG)
+			continue;
+		rc = opt_set(o, d, s ? s : d->def, err, err_len);
+		if (rc)
+			return rc;
+	}
+	/* pace_ms=0 is no pace, which the engine spells PF_PACE_OFF (its 0
+	 * is "the default"). */
+	if (!o->pace_ms)
+		o->pace_ms = PF_PACE_OFF;
+	return 0;
 }
 
 /* FNV-1a over the endpoint and prefix: one cache directory per dataset. */
@@ -394,23 +482,6 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 			  err, err_len);
 	if (rc)
 		return rc;
-	o->tier_hedge_ms = OPTS_TIER_HEDGE_MS_DEFAULT;
-	if (o->tier_hedge_str) {
-		rc = parse_ms_opt("shared_cache_hedge_ms", o->tier_hedge_str,
-				  "never", &o->tier_hedge_ms, err, err_len);
-		if (rc)
-			return rc;
-	}
-	if (o->tier_put_mem_str) {
-		unsigned int pct = 0;
-
-		if (!parse_size(o->tier_put_mem_str, &o->tier_put_mem, &pct) ||
-		    pct || !o->tier_put_mem)
-			return fail_einval(err, err_len,
-					   "-o shared_cache_put_mem=%s: expected "
-					   "bytes with an optional K, M, G or T",
-					   o->tier_put_mem_str);
-	}
 	if (o->tier_key_file) {
 		int fd = open(o->tier_key_file, O_RDONLY | O_CLOEXEC);
 
@@ -551,116 +622,11 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	if (endpoint_needs_path_style(o->endpoint))
 		o->path_style = true;
 
-	o->max_threads = OPTS_MAX_THREADS_DEFAULT;
-	if (o->max_threads_str) {
-		char *end;
-		unsigned long v = strtoul(o->max_threads_str, &end, 10);
-
-		if (!*o->max_threads_str || *end || v < 1 || v > OPTS_MAX_THREADS_LIMIT)
-			return fail_einval(err, err_len,
-					   "-o max_threads=%s: expected a "
-					   "number from 1 to 1024",
-					   o->max_threads_str);
-		o->max_threads = (unsigned int)v;
-	}
+	rc = opts_apply_table(o, err, err_len);
+	if (rc)
+		return rc;
 	if (o->ca_file && !*o->ca_file)
 		return fail_einval(err, err_len, "-o ca_file= needs a path");
-
-	if (o->max_inflight_str) {
-		unsigned long long v;
-
-		if (!parse_uint(o->max_inflight_str, 1, 4096, &v))
-			return fail_einval(err, err_len,
-					   "-o max_inflight=%s: expected a "
-					   "number from 1 to 4096",
-					   o->max_inflight_str);
-		o->max_inflight = (unsigned int)v;
-	}
-	if (o->window_str) {
-		unsigned long long v;
-
-		if (!parse_uint(o->window_str, 1, 1u << 24, &v))
-			return fail_einval(err, err_len,
-					   "-o window=%s: expected a number "
-					   "of objects from 1 to 16777216",
-					   o->window_str);
-		o->window = (uint32_t)v;
-	}
-	if (o->pace_str) {
-		unsigned int ms = 0;
-
-		if (parse_ms_opt("pace_ms", o->pace_str,
-				 "the whole window at once", &ms, err, err_len))
-			return -EINVAL;
-		o->pace_ms = ms ? ms : PF_PACE_OFF;
-	}
-	static const struct {
-		const char *name;
-		size_t str_off, val_off;
-		unsigned long long lo, hi;
-	} ints[] = {
-		{ "retries", offsetof(struct hintfs_opts, retries_str),
-		  offsetof(struct hintfs_opts, retries), 1, 1000 },
-		{ "retry_time", offsetof(struct hintfs_opts, retry_time_str),
-		  offsetof(struct hintfs_opts, retry_time_s), 1, 86400 },
-		{ "stall_timeout", offsetof(struct hintfs_opts, stall_timeout_str),
-		  offsetof(struct hintfs_opts, stall_timeout_s), 1, 3600 },
-		{ "list_workers", offsetof(struct hintfs_opts, list_workers_str),
-		  offsetof(struct hintfs_opts, list_workers), 1, 256 },
-		{ "credential_process_timeout",
-		  offsetof(struct hintfs_opts, process_timeout_str),
-		  offsetof(struct hintfs_opts, process_timeout_s), 1, 3600 },
-	};
-	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
-		const char *str = *(char **)((char *)o + ints[i].str_off);
-		unsigned long long v;
-
-		if (!str)
-			continue;
-		if (!parse_uint(str, ints[i].lo, ints[i].hi, &v))
-			return fail_einval(err, err_len,
-					   "-o %s=%s: expected a number from "
-					   "%llu to %llu",
-					   ints[i].name, str, ints[i].lo,
-					   ints[i].hi);
-		*(int *)((char *)o + ints[i].val_off) = (int)v;
-	}
-	if (o->fetch_mem_str) {
-		unsigned int pct = 0;
-
-		/* 16 MiB: two 8 MiB parts, one a reader waits on and one of
-		 * read-ahead. */
-		if (!parse_size(o->fetch_mem_str, &o->fetch_mem, &pct) || pct ||
-		    o->fetch_mem < (16ull << 20))
-			return fail_einval(err, err_len,
-					   "-o fetch_mem=%s: expected bytes "
-					   "with an optional K, M, G or T, at "
-					   "least 16M",
-					   o->fetch_mem_str);
-	}
-	o->cache_size_pct = 10;
-	if (o->cache_size_str &&
-	    !parse_size(o->cache_size_str, &o->cache_size, &o->cache_size_pct))
-		return fail_einval(
-		    err, err_len,
-		    "-o cache_size=%s: expected bytes with "
-		    "an optional K, M, G or T, or a percentage of the free "
-		    "space such as 20%%",
-		    o->cache_size_str);
-	o->store_ahead = OPTS_STORE_AHEAD_DEFAULT;
-	if (o->store_ahead_str) {
-		unsigned int pct = 0;
-
-		if (!strcmp(o->store_ahead_str, "0"))
-			o->store_ahead = 0;
-		else if (!parse_size(o->store_ahead_str, &o->store_ahead, &pct) ||
-			 pct)
-			return fail_einval(err, err_len,
-					   "-o store_ahead=%s: expected bytes "
-					   "with an optional K, M or G, or 0 "
-					   "for off",
-					   o->store_ahead_str);
-	}
 	if (o->cache_dir && !*o->cache_dir)
 		return fail_einval(err, err_len, "-o cache_dir= needs a path");
 	if (!o->cache_dir) {
@@ -702,43 +668,21 @@ int opts_parse(int argc, char **argv, struct hintfs_opts *o, char *err,
 
 void opts_fini(struct hintfs_opts *o)
 {
+	/* The text of every option but flags (resolve() may have replaced
+	 * a string: it is still the one in the field). */
+	for (size_t i = 0; i < OPT_TABLE_LEN; i++)
+		if (opt_table[i].type != OPT_FLAG)
+			free(*(char **)((char *)o + opt_table[i].str_off));
 	free(o->source);
 	free(o->mountpoint);
-	free(o->endpoint);
-	free(o->region);
-	free(o->ca_file);
-	free(o->max_threads_str);
-	free(o->cache_dir);
-	free(o->cache_size_str);
-	free(o->store_ahead_str);
-	free(o->hint_file);
-	free(o->max_inflight_str);
-	free(o->window_str);
-	free(o->pace_str);
-	free(o->fetch_mem_str);
-	free(o->profile);
-	free(o->credentials_file);
-	free(o->config_file);
 	aws_config_fini(&o->aws);
-	free(o->retries_str);
-	free(o->retry_time_str);
-	free(o->stall_timeout_str);
-	free(o->list_workers_str);
-	free(o->process_timeout_str);
 	for (size_t i = 0; i < o->n_creds_chain; i++)
 		creds_provider_destroy(o->creds_chain[i]);
 	for (size_t i = 0; i < o->n_tier_chain; i++)
 		creds_provider_destroy(o->tier_chain[i]);
-	free(o->shared_cache);
-	free(o->tier_endpoint);
-	free(o->tier_region);
-	free(o->tier_profile);
-	free(o->tier_hedge_str);
-	free(o->tier_key_file);
 	if (o->tier_key)
 		explicit_bzero(o->tier_key, o->tier_key_len);
 	free(o->tier_key);
-	free(o->tier_put_mem_str);
 	free(o->tier_bucket);
 	free(o->tier_prefix);
 	if (o->tier_aws_loaded)
@@ -748,94 +692,85 @@ void opts_fini(struct hintfs_opts *o)
 	fuse_opt_free_args(&o->fuse_args);
 }
 
-void opts_usage(const char *prog)
+/* The help column starts here; a longer "-o name=ARG" has a line alone. */
+#define USAGE_INDENT 25
+#define USAGE_WIDTH 79
+
+/* @text wrapped at spaces from column @col to USAGE_WIDTH, each further
+ * line indented to USAGE_INDENT. */
+static void usage_wrap(FILE *out, const char *text, int col)
 {
-	printf("usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
-	       "\n"
-	       "Mounts an S3 bucket (or a prefix of it) read-only.\n"
-	       "\n"
-	       "options:\n"
-	       "  -f                     stay in the foreground\n"
-	       "  -d, -o debug           debug log and FUSE request trace (implies -f)\n"
-	       "  -o endpoint=URL        S3 endpoint (default: $AWS_ENDPOINT_URL_S3,\n"
-	       "                         $AWS_ENDPOINT_URL, the profile's endpoint_url,\n"
-	       "                         or AWS's for the region)\n"
-	       "  -o region=REGION       signing region (default: $AWS_REGION,\n"
-	       "                         $AWS_DEFAULT_REGION, the profile's region,\n"
-	       "                         or us-east-1)\n"
-	       "  -o path_style          address the bucket as ENDPOINT/BUCKET (implied\n"
-	       "                         when the endpoint is an IP address or localhost)\n"
-	       "  -o no_sign             anonymous requests, for public buckets\n"
-	       "  -o insecure            do not verify the server's TLS certificate\n"
-	       "  -o ca_file=FILE        trust the CAs in FILE as well\n"
-	       "  -o max_threads=N       FUSE worker threads (default 64)\n"
-	       "  -o cache_dir=DIR       the local cache (default:\n"
-	       "                         $XDG_CACHE_HOME/hintfs/BUCKET-HASH or\n"
-	       "                         ~/.cache/hintfs/BUCKET-HASH)\n"
-	       "  -o cache_size=SIZE     bytes (K, M, G, T) or N%% of the free space\n"
-	       "                         (default 10%%)\n"
-	       "  -o hint=FILE           the read order, re-read when FILE is replaced\n"
-	       "  -o store_ahead=SIZE    bytes of the next hinted, cached files put in\n"
-	       "                         the kernel's page cache before they are\n"
-	       "                         opened (default " OPTS_STORE_AHEAD_HELP "; 0: off)\n"
-	       "  -o max_inflight=N      GETs in flight at once (default 64)\n"
-	       "  -o window=N            hinted objects fetched ahead (default 4096)\n"
-	       "  -o pace_ms=MS          within the window, fetch as far ahead of the\n"
-	       "                         readers as they read in MS (default 1000, at\n"
-	       "                         least 256 files; 0: the whole window at once)\n"
-	       "  -o fetch_mem=SIZE      memory for objects in flight (default 512M)\n"
-	       "  -o relist              list the bucket again instead of using the\n"
-	       "                         listing saved in the cache\n"
-	       "  -o open_per_file       the kernel asks the daemon at every open and\n"
-	       "                         close (the older data path; default: zero-\n"
-	       "                         message opens, a cached file costs nothing)\n"
-	       "  -o retries=N           attempts per request before EIO (default 10)\n"
-	       "  -o retry_time=S        seconds per request before EIO (default 60)\n"
-	       "  -o stall_timeout=S     retry a transfer that moves nothing for S\n"
-	       "                         seconds (default 5)\n"
-	       "  -o list_workers=N      list requests at once for a listing longer\n"
-	       "                         than a page (default 16; 1: page by page)\n"
-	       "  -o profile=NAME        AWS profile (also --profile NAME; default:\n"
-	       "                         $AWS_PROFILE, or default)\n"
-	       "  -o credentials_file=F  instead of $AWS_SHARED_CREDENTIALS_FILE or\n"
-	       "                         ~/.aws/credentials\n"
-	       "  -o config_file=F       instead of $AWS_CONFIG_FILE or ~/.aws/config\n"
-	       "  -o credential_process_timeout=S\n"
-	       "                         kill a profile's credential_process after S\n"
-	       "                         seconds (default 60)\n"
-	       "  -o shared_cache=s3://BUCKET[/PREFIX]\n"
-	       "                         a shared cache tier: read it on a local miss,\n"
-	       "                         write what the origin served to it\n"
-	       "  -o shared_cache_endpoint=URL, shared_cache_region=REGION,\n"
-	       "     shared_cache_profile=NAME\n"
-	       "                         the tier's (default: the profile's, else the\n"
-	       "                         origin's endpoint, region and credentials)\n"
-	       "  -o shared_cache_hedge_ms=MS\n"
-	       "                         a reader waits MS on the tier, then reads the\n"
-	       "                         origin (default 100; 0: never), within a\n"
-	       "                         budget of 0.5%% of tier GETs\n"
-	       "  -o shared_cache_key=FILE\n"
-	       "                         a key only the cluster holds: tier objects\n"
-	       "                         carry its HMAC, which proves objects whose\n"
-	       "                         ETag is not an MD5 (without it they skip\n"
-	       "                         the tier)\n"
-	       "  -o shared_cache_put_mem=BYTES\n"
-	       "                         objects queued for PUT to the tier at most,\n"
-	       "                         on top of fetch_mem (default 256M)\n"
-	       "  -o allow_other, ...    options of libfuse, passed on\n"
-	       "  -h, --help             this text\n"
-	       "  -V, --version          the version\n"
-	       "\n"
-	       "Credentials, region and endpoint are found as the AWS CLI finds\n"
-	       "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,\n"
-	       "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the profile\n"
-	       "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
-	       "An -o option beats both; a profile named with -o profile= beats\n"
-	       "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
-	       "\n"
-	       "Without -f the daemon detaches once the file system is mounted;\n"
-	       "a failed mount exits non-zero with one line on stderr. Works as\n"
-	       "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
-	       "/etc/fstab; see hintfs(1).\n",
-	       prog);
+	const char *p = text;
+
+	while (*p) {
+		size_t word = strcspn(p, " ");
+
+		if (col > USAGE_INDENT && col + 1 + (int)word > USAGE_WIDTH) {
+			fprintf(out, "\n%*s", USAGE_INDENT, "");
+			col = USAGE_INDENT;
+		} else if (col > USAGE_INDENT) {
+			fputc(' ', out);
+			col++;
+		}
+		fwrite(p, 1, word, out);
+		col += (int)word;
+		p += word;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', out);
+}
+
+/* One line of options.def: "-o name=ARG", its help and its default. */
+static void usage_opt(FILE *out, const struct opt_desc *d)
+{
+	char head[96], *text = NULL;
+	int col;
+
+	snprintf(head, sizeof(head), "  -o %s%s%s", d->name,
+		 d->type == OPT_FLAG ? "" : "=", d->arg);
+	col = fprintf(out, "%s", head);
+	if (col >= USAGE_INDENT) {
+		fprintf(out, "\n");
+		col = 0;
+	}
+	fprintf(out, "%*s", USAGE_INDENT - col, "");
+	if (!d->def ||
+	    asprintf(&text, d->type == OPT_STR ? "%s (default: %s)"
+					       : "%s (default %s)",
+		     d->help, d->def) < 0)
+		text = NULL;
+	usage_wrap(out, text ? text : d->help, USAGE_INDENT);
+	free(text);
+}
+
+void opts_usage(FILE *out, const char *prog)
+{
+	fprintf(out,
+		"usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
+		"\n"
+		"Mounts an S3 bucket (or a prefix of it) read-only.\n"
+		"\n"
+		"options:\n"
+		"  -f                     stay in the foreground\n"
+		"  -d, -o debug           debug log and FUSE request trace (implies -f)\n",
+		prog);
+	for (size_t i = 0; i < OPT_TABLE_LEN; i++)
+		usage_opt(out, &opt_table[i]);
+	fputs("  -o allow_other, ...    options of libfuse, passed on\n"
+	      "  -h, --help             this text\n"
+	      "  -V, --version          the version\n"
+	      "\n"
+	      "Credentials, region and endpoint are found as the AWS CLI finds\n"
+	      "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,\n"
+	      "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the profile\n"
+	      "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
+	      "An -o option beats both; a profile named with -o profile= beats\n"
+	      "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
+	      "\n"
+	      "Without -f the daemon detaches once the file system is mounted;\n"
+	      "a failed mount exits non-zero with one line on stderr. Works as\n"
+	      "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
+	      "/etc/fstab; see hintfs(1).\n",
+	      out);
 }

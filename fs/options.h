@@ -1,5 +1,7 @@
 /**
  * fs/options.h - the command line of the daemon (private to fs).
+ * Each -o option is a row of options.def (name, type, default, bounds,
+ * help), from which options.c makes the parser, the checks and --help.
  *
  *   hintfs s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o opt[,opt...]]
  *
@@ -18,6 +20,7 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct hintfs_opts {
 	/* From the command line; malloc'd. */
@@ -61,21 +64,23 @@ struct hintfs_opts {
 	 *  secret_key=...): refused by name, its value never echoed. */
 	char secret_opt[32];
 
-	/* Derived by opts_parse(). */
+	/* Derived by opts_parse(). A number is the option's value, else its
+	 * default from options.def: never 0 for "a default elsewhere". */
 	char *bucket;      /**< malloc'd */
 	char *prefix;      /**< malloc'd; "" or ends in '/' */
 	unsigned int max_threads; /**< FUSE worker threads */
-	unsigned int max_inflight; /**< 0: the engine's default */
-	uint32_t window;           /**< 0: the engine's default */
-	uint32_t pace_ms;          /**< pf_config.pace_ms: 0 the engine's
-					default, PF_PACE_OFF none */
-	uint64_t fetch_mem;        /**< 0: the engine's default */
-	int retries;               /**< attempts per request; 0: default */
-	int retry_time_s;          /**< 0: default */
-	int stall_timeout_s;       /**< 0: default */
-	int list_workers;          /**< 0: the S3 client's default */
-	uint64_t cache_size;       /**< bytes; 0: 10% of the free space,
-				        decided once the directory exists */
+	unsigned int max_inflight;
+	uint32_t window;           /**< objects */
+	uint32_t pace_ms;          /**< pf_config.pace_ms: PF_PACE_OFF for
+					pace_ms=0 */
+	uint64_t fetch_mem;        /**< bytes */
+	int retries;               /**< attempts per request */
+	int retry_time_s;
+	int stall_timeout_s;
+	int list_workers;
+	uint64_t cache_size;       /**< bytes; 0: cache_size_pct of the free
+				        space, decided once the directory
+				        exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */
 	uint64_t store_ahead;      /**< bytes pushed into the kernel's page
 				        cache ahead of opens; 0: off */
@@ -84,7 +89,7 @@ struct hintfs_opts {
 	 *  owned until creds_start() takes them; none with -o no_sign. */
 	struct creds_provider *creds_chain[CREDS_CHAIN_MAX];
 	size_t n_creds_chain;
-	int process_timeout_s;     /**< 0: the default (60 s) */
+	int process_timeout_s;
 
 	/* Static keys from the environment or the profile (aws_config.h),
 	 * for messages and tests; point into @aws, NULL with -o no_sign.
@@ -107,7 +112,7 @@ struct hintfs_opts {
 				        opts_fini()), or NULL */
 	size_t tier_key_len;
 	char *tier_put_mem_str;    /**< -o shared_cache_put_mem=BYTES */
-	uint64_t tier_put_mem;     /**< 0: the default */
+	uint64_t tier_put_mem;     /**< bytes */
 	char *tier_bucket;         /**< derived: malloc'd */
 	char *tier_prefix;         /**< derived: "" or ends in '/' */
 	unsigned int tier_hedge_ms;
@@ -132,7 +137,8 @@ int opts_parse(int argc, char **argv, struct hintfs_opts *o, char *err,
 /** Frees what opts_parse() allocated. */
 void opts_fini(struct hintfs_opts *o);
 
-/** Prints the usage text to stdout. */
-void opts_usage(const char *prog);
+/** Writes the usage text, its option lines made from options.def, to
+ *  @out. */
+void opts_usage(FILE *out, const char *prog);
 
 #endif /* HINTFS_FS_OPTIONS_H */

@@ -51,28 +51,6 @@ static void json_str(FILE *f, const char *s)
 	json_strn(f, s, strlen(s));
 }
 
-/* "credentials": the provider, the key's last four characters, the
- * expiry and the refreshes; never a secret. null with -o no_sign. */
-static void fs_creds_json(FILE *f, struct creds *c)
-{
-	struct creds_info ci;
-
-	if (!c) {
-		fprintf(f, "  \"credentials\": null\n");
-		return;
-	}
-	creds_get_info(c, &ci);
-	fprintf(f, "  \"credentials\": {\"provider\": ");
-	json_str(f, ci.provider);
-	fprintf(f, ", \"key_id_tail\": ");
-	json_str(f, ci.key_tail);
-	fprintf(f, ", \"expires\": %lld, \"refreshes\": %llu, "
-		"\"refresh_failures\": %llu, \"last_refresh\": %lld}\n",
-		(long long)ci.expires, (unsigned long long)ci.refreshes,
-		(unsigned long long)ci.refresh_failures,
-		(long long)ci.last_refresh);
-}
-
 /* The keys of "fuse" in stats, in enum fs_req's order. */
 static const char *const fuse_req_names[FS_REQ_N] = {
 	[FS_REQ_LOOKUP] = "lookup",
@@ -95,30 +73,257 @@ static const char *const fuse_req_names[FS_REQ_N] = {
 	[FS_REQ_OTHER] = "other",
 };
 
+/* Everything the numbers of fs/stats.def are read from: one snapshot,
+ * taken before any is written. */
+struct stats_src {
+	struct fs *fs;
+	struct pf_stats ps;
+	struct cache_stats cs;
+	struct hint_report hr;
+	struct creds_info ci;
+	bool creds;              /* signed requests: "credentials" is not null */
+	const struct tree_skips *sk;
+	uint64_t files, bytes, rejected, lists, gets, connects;
+	uint64_t store_objects, store_bytes, store_refused;
+	uint64_t tier_gets, tier_puts, tier_connects;
+};
+
+/* How a row's number is written. */
+enum stat_fmt {
+	STAT_U,   /* a whole number */
+	STAT_I,   /* a whole number that may be negative (-1: none) */
+	STAT_F6,  /* seconds to the microsecond */
+	STAT_F3,  /* milliseconds to the microsecond */
+	STAT_G,   /* a ratio */
+};
+
+struct stat_num {
+	unsigned long long u;
+	long long i;
+	double d;
+};
+
+static const struct {
+	const char *path;
+	enum stat_fmt fmt;
+} stat_rows[] = {
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)     \
+	{ path, fmt },
+#include "fs/stats.def"
+#undef HINTFS_STAT
+};
+
+#define N_STAT_ROWS (sizeof(stat_rows) / sizeof(stat_rows[0]))
+
+/* Each row's value: its column "val" read from @s, converted only as its
+ * format says (a double never turns into an unsigned). */
+static void stat_values(struct stats_src *s, struct stat_num *v)
+{
+	size_t i = 0;
+
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)     \
+	v[i].u = (fmt) == STAT_U ? (unsigned long long)(val) : 0;          \
+	v[i].i = (fmt) == STAT_I ? (long long)(val) : 0;                   \
+	v[i].d = (fmt) >= STAT_F6 ? (double)(val) : 0;                     \
+	i++;
+#include "fs/stats.def"
+#undef HINTFS_STAT
+}
+
+/* Whether the row at @path is in this snapshot: the tier's with a tier,
+ * the credentials' with signed requests. */
+static bool stat_present(const struct stats_src *s, const char *path)
+{
+	if (!strncmp(path, "tier.", 5))
+		return s->ps.tier;
+	if (!strncmp(path, "credentials.", 12))
+		return s->creds;
+	return true;
+}
+
+/* What an object holds besides the table's numbers (strings, flags,
+ * arrays), written as its last members. */
+static void stats_extras(FILE *f, const struct stats_src *s,
+			 const char *path)
+{
+	const struct pf_stats *ps = &s->ps;
+
+	if (!strcmp(path, "listing")) {
+		fprintf(f, ", \"from_cache\": %s",
+			s->fs->listed_from_cache ? "true" : "false");
+	} else if (!strcmp(path, "cache")) {
+		fprintf(f, ", \"dir\": ");
+		json_str(f, s->fs->cache_dir);
+	} else if (!strcmp(path, "hint.last")) {
+		fprintf(f, ", \"stream\": ");
+		json_str(f, s->hr.stream);
+	} else if (!strcmp(path, "hint.reclaimed")) {
+		fprintf(f, ", \"recent\": [");
+		for (uint32_t i = 0; i < ps->n_reclaimed; i++) {
+			const struct pf_reclaimed *r = &ps->reclaimed[i];
+
+			fprintf(f, "%s{\"name\": ", i ? ", " : "");
+			json_str(f, r->name);
+			fprintf(f, ", \"owner\": %ld, \"why\": \"%s\", "
+				"\"unread\": %llu}", (long)r->owner,
+				r->exited ? "exited" : "idle",
+				(unsigned long long)r->unread);
+		}
+		fprintf(f, "]");
+	} else if (!strcmp(path, "hint")) {
+		fprintf(f, ",\n    \"streams\": [");
+		for (uint32_t i = 0; i < ps->n_streams; i++) {
+			const struct pf_stream_stats *st = &ps->streams[i];
+
+			fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
+			json_str(f, st->name);
+			fprintf(f, ", \"position\": %llu, \"length\": %llu, "
+				"\"epoch\": %lld, \"queued\": %u, "
+				"\"received\": %llu, \"stalls\": %llu, "
+				"\"stall_seconds\": %.6f, \"pace\": %llu, "
+				"\"owner\": %ld, \"idle_seconds\": %.3f}",
+				(unsigned long long)st->pos,
+				(unsigned long long)st->len,
+				(long long)st->epoch, st->queued,
+				(unsigned long long)st->hints,
+				(unsigned long long)st->stalls,
+				(double)st->stall_ns / 1e9,
+				(unsigned long long)st->pace, (long)st->owner,
+				(double)st->idle_ns / 1e9);
+		}
+		fprintf(f, "]");
+	} else if (!strcmp(path, "tier")) {
+		fprintf(f, ", \"breaker_open\": %s",
+			ps->tier_st.breaker_open ? "true" : "false");
+	} else if (!strcmp(path, "credentials")) {
+		fprintf(f, ", \"provider\": ");
+		json_str(f, s->ci.provider);
+		fprintf(f, ", \"key_id_tail\": ");
+		json_str(f, s->ci.key_tail);
+	}
+}
+
+/* The length of the object path that holds dotted @path ("hint.last" of
+ * "hint.last.epoch"), 0 for the top. */
+static size_t stat_parent_len(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+
+	return dot ? (size_t)(dot - path) : 0;
+}
+
+/*
+ * Writes the rows of fs/stats.def as nested objects, in the table's order:
+ * objects are opened and closed as the rows' paths go in and out of them
+ * (the rows of one object are adjacent), each closed after its extras.
+ */
+static void stats_rows_json(FILE *f, struct stats_src *s)
+{
+	struct stat_num v[N_STAT_ROWS];
+	char open[64] = "";      /* the object path written into now */
+	bool first[8] = { false }; /* per depth: no member yet */
+	int depth = 0;
+
+	stat_values(s, v);
+	for (size_t r = 0; r <= N_STAT_ROWS; r++) {
+		const char *path = r < N_STAT_ROWS ? stat_rows[r].path : "";
+		size_t plen = stat_parent_len(path);
+
+		if (r < N_STAT_ROWS && !stat_present(s, path))
+			continue;
+		/* Close what this row is not in. */
+		while (depth && !(strlen(open) <= plen &&
+				  !strncmp(open, path, strlen(open)) &&
+				  (path[strlen(open)] == '.' ||
+				   strlen(open) == plen))) {
+			char *dot = strrchr(open, '.');
+
+			stats_extras(f, s, open);
+			fputc('}', f);
+			if (dot)
+				*dot = '\0';
+			else
+				open[0] = '\0';
+			depth--;
+		}
+		if (r == N_STAT_ROWS)
+			break;
+		/* Open what it is in, one component at a time. */
+		while (strlen(open) < plen) {
+			size_t at = strlen(open) + (open[0] ? 1 : 0);
+			size_t end = at + strcspn(path + at, ".");
+
+			if (end > plen)
+				end = plen;
+			fprintf(f, "%s\"%.*s\": {",
+				!depth ? ",\n  " : first[depth] ? "" : ", ",
+				(int)(end - at), path + at);
+			first[depth] = false;
+			snprintf(open, sizeof(open), "%.*s", (int)end, path);
+			first[++depth] = true;
+		}
+		fprintf(f, "%s\"%s\": ", first[depth] ? "" : ", ",
+			path + (plen ? plen + 1 : 0));
+		first[depth] = false;
+		switch (stat_rows[r].fmt) {
+		case STAT_U:
+			fprintf(f, "%llu", v[r].u);
+			break;
+		case STAT_I:
+			fprintf(f, "%lld", v[r].i);
+			break;
+		case STAT_F6:
+			fprintf(f, "%.6f", v[r].d);
+			break;
+		case STAT_F3:
+			fprintf(f, "%.3f", v[r].d);
+			break;
+		case STAT_G:
+			fprintf(f, "%g", v[r].d);
+			break;
+		}
+	}
+}
+
 char *fs_stats_json(struct fs *fs, size_t *len)
 {
-	struct hint_report hr;
-	struct cache_stats cs;
-	struct pf_stats ps;
-	uint64_t files, bytes, rejected, lists, gets;
-	uint64_t st_objects, st_bytes, st_failed;
-	const struct tree_skips *sk = tree_skips(fs->tree);
+	struct stats_src *s = calloc(1, sizeof(*s));
+	struct creds *c = s3_client_creds(fs->s3);
 	char *out = NULL;
 	FILE *f;
 
-	pf_get_stats(atomic_load(&fs->pf), &ps);
-	cache_get_stats(fs->cache, &cs);
-	s3_client_counts(fs->s3, &lists, &gets);
-	tree_totals(fs->tree, &files, &bytes);
+	if (!s)
+		return NULL;
+	s->fs = fs;
+	s->sk = tree_skips(fs->tree);
+	pf_get_stats(atomic_load(&fs->pf), &s->ps);
+	cache_get_stats(fs->cache, &s->cs);
+	s3_client_counts(fs->s3, &s->lists, &s->gets);
+	s->connects = s3_client_connects(fs->s3);
+	tree_totals(fs->tree, &s->files, &s->bytes);
+	fs_store_stats(fs, &s->store_objects, &s->store_bytes,
+		       &s->store_refused);
 	pthread_mutex_lock(&fs->hint_mu);
-	hr = fs->last_hint;
-	rejected = fs->hints_rejected;
+	s->hr = fs->last_hint;
+	s->rejected = fs->hints_rejected;
 	pthread_mutex_unlock(&fs->hint_mu);
+	if (s->ps.tier) {
+		uint64_t lists;
+
+		s3_client_counts(fs->tier_s3, &lists, &s->tier_gets);
+		s->tier_puts = s3_client_puts(fs->tier_s3);
+		s->tier_connects = s3_client_connects(fs->tier_s3);
+	}
+	if (c) {
+		creds_get_info(c, &s->ci);
+		s->creds = true;
+	}
 
 	f = open_memstream(&out, len);
-	if (!f)
+	if (!f) {
+		free(s);
 		return NULL;
-#define U(x) ((unsigned long long)(x))
+	}
 	fprintf(f, "{\n  \"version\": \"%s\",\n  \"source\": ", HINTFS_VERSION);
 	json_str(f, fs->source);
 	fprintf(f, ",\n  \"data_path\": ");
@@ -126,136 +331,14 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	fprintf(f, ",\n  \"fuse\": {");
 	for (int k = 0; k < FS_REQ_N; k++)
 		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", fuse_req_names[k],
-			U(atomic_load_explicit(&fs->fuse_req[k],
-					       memory_order_relaxed)));
+			(unsigned long long)atomic_load_explicit(
+				&fs->fuse_req[k], memory_order_relaxed));
 	fprintf(f, "}");
-	fprintf(f, ",\n  \"listing\": {\"files\": %llu, \"bytes\": %llu, "
-		"\"skipped_keys\": %llu, \"hidden_files\": %llu, "
-		"\"from_cache\": %s, \"ms\": %llu, \"mounted_at\": %lld, "
-		"\"saved_at\": %lld},\n",
-		U(files), U(bytes), U(sk->bad_path + sk->reserved),
-		U(sk->shadowed), fs->listed_from_cache ? "true" : "false",
-		U(fs->list_ms), (long long)fs->mount_time,
-		(long long)atomic_load(&fs->listing_saved_at));
-	fprintf(f, "  \"cache\": {\"dir\": ");
-	json_str(f, fs->cache_dir);
-	fprintf(f, ", \"objects\": %llu, \"bytes\": %llu, \"capacity\": %llu, "
-		"\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, "
-		"\"corrupt\": %llu, \"write_errors\": %llu, "
-		"\"read_errors\": %llu},\n",
-		U(cs.objects), U(cs.bytes), U(cs.capacity), U(cs.hits),
-		U(cs.misses), U(cs.evictions), U(cs.corrupt), U(cs.write_errors),
-		U(cs.read_errors));
-	fprintf(f, "  \"reads\": {\"total\": %llu, \"cache_hits\": %llu, "
-		"\"prefetch_joins\": %llu, \"demand_fetches\": %llu, "
-		"\"read_through\": %llu, \"failed\": %llu, "
-		"\"zero_copy\": %llu},\n",
-		U(ps.reads), U(ps.cache_hits), U(ps.prefetch_joins),
-		U(ps.demand_fetches), U(ps.passthrough), U(ps.failed_reads),
-		U(ps.reads_zero_copy));
-	fprintf(f, "  \"stalls\": {\"count\": %llu, \"seconds\": %.6f},\n",
-		U(ps.stalls), (double)ps.stall_ns / 1e9);
-	fs_store_stats(fs, &st_objects, &st_bytes, &st_failed);
-	fprintf(f, "  \"store_ahead\": {\"objects\": %llu, \"bytes\": %llu, "
-		"\"refused\": %llu},\n",
-		U(st_objects), U(st_bytes), U(st_failed));
-	fprintf(f, "  \"requests\": {\"get\": %llu, \"list\": %llu, "
-		"\"bytes\": %llu, \"retries\": %llu, \"prefetched_objects\": %llu, "
-		"\"in_flight\": %u, \"in_flight_limit\": %u, "
-		"\"in_flight_peak\": %u, "
-		"\"not_cached\": %llu, \"fetch_mem\": %llu, "
-		"\"fetch_mem_peak\": %llu, \"fetch_mem_limit\": %llu, "
-		"\"connects\": %llu},\n",
-		U(gets), U(lists), U(ps.bytes), U(ps.retries), U(ps.prefetched),
-		ps.inflight, ps.inflight_limit, ps.inflight_peak,
-		U(ps.cache_put_fail),
-		U(ps.fetch_mem), U(ps.fetch_mem_peak), U(ps.fetch_mem_limit),
-		U(s3_client_connects(fs->s3)));
-	fprintf(f, "  \"engine\": {\"busy_seconds\": %.6f, "
-		"\"busy_max_ms\": %.3f, \"commit_seconds\": %.6f, "
-		"\"commit_batches\": %llu, \"commit_objects\": %llu, "
-		"\"lost_wakeups\": %llu},\n",
-		(double)ps.engine_busy_ns / 1e9,
-		(double)ps.engine_busy_max_ns / 1e6,
-		(double)ps.commit_ns / 1e9, U(ps.commit_batches),
-		U(ps.commit_objects), U(ps.lost_wakeups));
-	fprintf(f, "  \"errors\": {\"slowdown\": %llu, \"server\": %llu, "
-		"\"network\": %llu, \"stale\": %llu, \"other\": %llu},\n",
-		U(ps.err_slowdown), U(ps.err_server), U(ps.err_network),
-		U(ps.err_stale), U(ps.err_other));
-	fprintf(f, "  \"hint\": {\"position\": %llu, \"length\": %llu, "
-		"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
-		"\"rejected\": %llu, \"refused_queue_full\": %llu, "
-		"\"last\": {\"entries\": %llu, "
-		"\"unknown\": %llu, \"too_long\": %llu, \"bad_utf8\": %llu, "
-		"\"dotdot\": %llu, \"outside\": %llu, \"epoch\": %lld, "
-		"\"stream\": ",
-		U(ps.hint_pos), U(ps.hint_len), (long long)ps.hint_epoch,
-		ps.hints_queued, U(ps.hints_total), U(rejected),
-		U(ps.hints_refused), U(hr.entries),
-		U(hr.unknown), U(hr.too_long), U(hr.bad_utf8), U(hr.dotdot),
-		U(hr.outside), (long long)hr.epoch);
-	json_str(f, hr.stream);
-	fprintf(f, "},\n    \"streams\": [");
-	for (uint32_t i = 0; i < ps.n_streams; i++) {
-		const struct pf_stream_stats *s = &ps.streams[i];
-
-		fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
-		json_str(f, s->name);
-		fprintf(f, ", \"position\": %llu, \"length\": %llu, "
-			"\"epoch\": %lld, \"queued\": %u, \"received\": %llu, "
-			"\"stalls\": %llu, \"stall_seconds\": %.6f, "
-			"\"pace\": %llu, \"owner\": %ld, "
-			"\"idle_seconds\": %.3f}",
-			U(s->pos), U(s->len), (long long)s->epoch, s->queued,
-			U(s->hints), U(s->stalls), (double)s->stall_ns / 1e9,
-			U(s->pace), (long)s->owner, (double)s->idle_ns / 1e9);
-	}
-	fprintf(f, "],\n    \"reclaimed\": {\"exited\": %llu, \"idle\": %llu, "
-		"\"recent\": [", U(ps.reclaimed_exited), U(ps.reclaimed_idle));
-	for (uint32_t i = 0; i < ps.n_reclaimed; i++) {
-		const struct pf_reclaimed *r = &ps.reclaimed[i];
-
-		fprintf(f, "%s{\"name\": ", i ? ", " : "");
-		json_str(f, r->name);
-		fprintf(f, ", \"owner\": %ld, \"why\": \"%s\", "
-			"\"unread\": %llu}", (long)r->owner,
-			r->exited ? "exited" : "idle", U(r->unread));
-	}
-	fprintf(f, "]}},\n");
-	fprintf(f, "  \"warm\": {\"queued\": %llu, \"done\": %llu, "
-		"\"failed\": %llu, \"refused\": %llu},\n", U(ps.warm_queued),
-		U(ps.warm_done), U(ps.warm_failed), U(ps.warm_refused));
-	if (ps.tier) {
-		uint64_t tl, tg;
-
-		s3_client_counts(fs->tier_s3, &tl, &tg);
-		fprintf(f, "  \"tier\": {\"gets\": %llu, \"hits\": %llu, "
-			"\"misses\": %llu, \"mismatches\": %llu, "
-			"\"unbound\": %llu, \"fallbacks\": %llu, "
-			"\"hedged\": %llu, \"hedge_denied\": %llu, "
-			"\"hedge_budget_pct\": %g, \"bypassed\": %llu, "
-			"\"reader_stalls\": %llu, \"breaker_opens\": %llu, "
-			"\"breaker_open\": %s, \"puts\": %llu, "
-			"\"put_errors\": %llu, \"put_dropped\": %llu, "
-			"\"put_pending\": %llu, \"requests\": {\"get\": %llu, "
-			"\"put\": %llu, \"connects\": %llu}},\n",
-			U(ps.tier_st.gets), U(ps.tier_st.hits),
-			U(ps.tier_st.misses), U(ps.tier_st.mismatches),
-			U(ps.tier_st.unbound), U(ps.tier_st.fallbacks),
-			U(ps.tier_st.hedged), U(ps.tier_st.hedge_denied),
-			ps.tier_st.hedge_budget_pct,
-			U(ps.tier_st.bypassed), U(ps.tier_st.reader_stalls),
-			U(ps.tier_st.breaker_opens),
-			ps.tier_st.breaker_open ? "true" : "false",
-			U(ps.tier_st.puts), U(ps.tier_st.put_errors),
-			U(ps.tier_st.put_dropped), U(ps.tier_st.put_pending),
-			U(tg), U(s3_client_puts(fs->tier_s3)),
-			U(s3_client_connects(fs->tier_s3)));
-	}
-	fs_creds_json(f, s3_client_creds(fs->s3));
-	fprintf(f, "}\n");
-#undef U
+	stats_rows_json(f, s);
+	if (!s->creds)
+		fprintf(f, ",\n  \"credentials\": null");
+	fprintf(f, "\n}\n");
+	free(s);
 	if (fclose(f)) {
 		free(out);
 		return NULL;

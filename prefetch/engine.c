@@ -18,8 +18,8 @@
  *   thread does no disk work. Readers that miss the cache join it (never a second GET), or
  *   start one whose parts covering their read go first, and wait only for
  *   those parts.
- * - a *stream* (the cache cannot take the object: larger than the cache or
- *   than the fetch memory, an ETag the index cannot hold, a put that failed
+ * - a *read-through* (the cache cannot take the object: larger than the
+ *   cache or than the fetch memory, an ETag the index cannot hold, a put that failed
  *   for good) gets only the parts readers ask for, plus one part of
  *   read-ahead; parts behind the reader are released. It is never cached,
  *   and it leaves the table when the last reader closes the object.
@@ -34,10 +34,10 @@
  * Limits. At most max_inflight GETs run (fewer after SlowDown): parts of
  * fetches a reader waits on (demand) start first, prefetches take what is
  * left. The memory of fetch buffers is bounded by fetch_mem: a whole fetch
- * reserves its object's size when created, a stream each part when it
+ * reserves its object's size when created, a read-through each part when it
  * starts. Prefetch stops at the bound; a demand fetch waits for room
  * (fetches that complete give theirs back, streams' unpinned parts are
- * released on demand). A stream part a reader waits on may pass the bound
+ * released on demand). A read-through part a reader waits on may pass the bound
  * when every byte under it is pinned by readers, one such part at a time,
  * so readers never wait on each other in a circle.
  *
@@ -68,7 +68,7 @@
  * (tier_hedge_ns()) is cancelled and the origin read instead, within the
  * hedge budget (tier_hedge_take()); while the breaker is open, or the tier
  * hung (tier_hung()), every tier GET is cancelled, prefetches included, so
- * that the hint keeps its lead. Streams never use the tier. Hints drive
+ * that the hint keeps its lead. Read-throughs never use the tier. Hints drive
  * prefetches from the tier exactly as from the origin.
  *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
@@ -134,7 +134,7 @@ void pf_note_close(struct pf *pf, uint32_t id)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	if (pf->open_count[id] && !--pf->open_count[id] && pf->by_id[id])
-		stream_maybe_drop(pf, pf->by_id[id]);
+		read_through_maybe_drop(pf, pf->by_id[id]);
 	pthread_mutex_unlock(&pf->mu);
 }
 
@@ -275,7 +275,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->cfg.fetch_mem = 2 * pf->cfg.part_size;
 	if (!pf->cfg.max_object_mem)
 		pf->cfg.max_object_mem = PF_OBJECT_MEM_DEFAULT;
-	/* Two whole objects fit at once: a larger one is streamed. */
+	/* Two whole objects fit at once: a larger one is read through. */
 	if (pf->cfg.max_object_mem > pf->cfg.fetch_mem / 2)
 		pf->cfg.max_object_mem = pf->cfg.fetch_mem / 2;
 	pf->limit = pf->cfg.max_inflight;

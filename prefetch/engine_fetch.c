@@ -5,7 +5,7 @@
  * (complete, failed).
  *
  * Invariant: pf->mem is the sum of what live fetches reserved (a whole
- * fetch its object's size, a stream each started part), and a buffer is
+ * fetch its object's size, a read-through each started part), and a buffer is
  * freed only with no reader pinning it and no transfer writing into it.
  * mu held throughout (engine.c's top comment).
  */
@@ -85,10 +85,11 @@ void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 /* See engine_internal.h. */
 void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
 {
-	if (f->stream) {
-		*(f->sprev ? &f->sprev->snext : &pf->streams) = f->snext;
-		if (f->snext)
-			f->snext->sprev = f->sprev;
+	if (f->read_through) {
+		*(f->rt_prev ? &f->rt_prev->rt_next : &pf->read_throughs) =
+			f->rt_next;
+		if (f->rt_next)
+			f->rt_next->rt_prev = f->rt_prev;
 	}
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
@@ -106,11 +107,11 @@ void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
 /*
  * Creates the fetch of @o (id @id), in the table with one reference for
  * it. A whole fetch reserves the object's memory and queues every part; a
- * stream queues nothing (readers ask for parts). mu held.
+ * read-through queues nothing (readers ask for parts). mu held.
  */
 struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 			      const struct pf_object *o, bool demand,
-			      bool stream)
+			      bool read_through)
 {
 	uint64_t part = pf->cfg.part_size;
 	struct pf_fetch *f = calloc(1, sizeof(*f));
@@ -137,16 +138,16 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 		p->off = (uint64_t)i * part;
 		p->len = (size_t)(o->size - p->off < part ? o->size - p->off : part);
 	}
-	f->stream = stream;
+	f->read_through = read_through;
 	f->demand = demand;
 	f->refs = 1;
 	f->in_table = true;
 	pf->by_id[id] = f;
-	if (stream) {
-		f->snext = pf->streams;
-		if (f->snext)
-			f->snext->sprev = f;
-		pf->streams = f;
+	if (read_through) {
+		f->rt_next = pf->read_throughs;
+		if (f->rt_next)
+			f->rt_next->rt_prev = f;
+		pf->read_throughs = f;
 		return f;
 	}
 	mem_add(pf, f, o->size);
@@ -167,20 +168,20 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 }
 
 /*
- * Drops a stream nobody uses any more (no reader, no transfer), or one
+ * Drops a read-through nobody uses any more (no reader, no transfer), or one
  * that failed, once idle. mu held.
  */
-void stream_maybe_drop(struct pf *pf, struct pf_fetch *f)
+void read_through_maybe_drop(struct pf *pf, struct pf_fetch *f)
 {
-	if (!f->stream || !f->in_table || f->refs > 1 || f->running)
+	if (!f->read_through || !f->in_table || f->refs > 1 || f->running)
 		return;
 	if (pf->open_count[f->id] && !f->err)
 		return;
 	pf_fetch_leave(pf, f);
 }
 
-/* Frees the buffer of done part @p of a stream. mu held; not pinned. */
-void stream_release(struct pf *pf, struct pf_part *p)
+/* Frees the buffer of done part @p of a read-through. mu held; not pinned. */
+void read_through_release(struct pf *pf, struct pf_part *p)
 {
 	mem_sub(pf, p->f, p->len);
 	part_release_buf(p);
@@ -192,10 +193,11 @@ void stream_release(struct pf *pf, struct pf_part *p)
  * Releases unpinned done parts of streams until @need bytes more fit in
  * fetch_mem: first those behind their readers, then any. mu held.
  */
-void stream_reclaim(struct pf *pf, uint64_t need)
+void read_through_reclaim(struct pf *pf, uint64_t need)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		for (struct pf_fetch *f = pf->streams; f; f = f->snext) {
+		for (struct pf_fetch *f = pf->read_throughs; f;
+		     f = f->rt_next) {
 			for (uint32_t i = 0; i < f->n_parts; i++) {
 				struct pf_part *p = &f->parts[i];
 
@@ -203,7 +205,7 @@ void stream_reclaim(struct pf *pf, uint64_t need)
 					return;
 				if (p->state == PART_DONE && !p->pins &&
 				    (pass || i < f->pos))
-					stream_release(pf, p);
+					read_through_release(pf, p);
 			}
 		}
 	}
@@ -294,14 +296,14 @@ void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
 		s3_status_describe(st, err, why, sizeof(why));
 		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
 			  attempts, why);
-		if (f->demand && f->stream)
+		if (f->demand && f->read_through)
 			pf_note_failure(pf, f->id, err);
 	}
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
 
 		if (p->state == PART_QUEUED || p->state == PART_DELAYED ||
-		    (f->stream && p->state == PART_IDLE)) {
+		    (f->read_through && p->state == PART_IDLE)) {
 			queue_remove(p);
 			p->state = PART_FAILED;
 			f->parts_failed++;

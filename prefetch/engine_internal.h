@@ -57,14 +57,14 @@
  * still long enough to amortize a round trip. */
 #define PF_PART_DEFAULT (8ull << 20)
 /* Objects up to 256 MiB are fetched whole (in parallel parts); larger
- * ones are not what a training sample is, and are streamed. */
+ * ones are not what a training sample is, and are read through. */
 #define PF_OBJECT_MEM_DEFAULT (256ull << 20)
 /* 512 MiB of fetch buffers: 4,096 objects of ~110 KB (the window) with
  * room, or 64 parts of 8 MiB (one per GET in flight). */
 #define PF_FETCH_MEM_DEFAULT (512ull << 20)
-/* A streamed object reads one part ahead of its reader, and keeps the
+/* A read-through object reads one part ahead of its reader, and keeps the
  * part before the reader's for the kernel's out-of-order reads: three
- * parts (24 MiB) per open stream at most. */
+ * parts (24 MiB) per open read-through at most. */
 #define PF_STREAM_AHEAD 1
 /* A reader gives up after twice the budget plus 5 s: its part may queue
  * behind others for up to a budget before its own starts. */
@@ -77,7 +77,7 @@
  * ." in a row), at least 64 Ki; 4 bytes each. */
 #define PF_WARM_PER_OBJECT 4
 #define PF_WARM_MIN 65536
-/* Queued parts looked at per start for one that may start (a stream part
+/* Queued parts looked at per start for one that may start (a read-through part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
 /* A tier GET's one attempt ends after 2 s: an 8 MiB part from a near tier
@@ -143,7 +143,7 @@ struct pf_fetch {
 	uint64_t mem;           /* bytes of pf->mem this fetch holds */
 	int err;                /* first fatal error, 0 if none */
 	enum s3_err_kind kind;  /* ... and its kind */
-	bool stream;            /* not cached: parts as asked (see the top) */
+	bool read_through;      /* not cached: parts as asked (see the top) */
 	bool demand;            /* a reader waits: parts go first */
 	uint64_t wait_ns;       /* when a reader first waited on it (a tier
 				   hedge's clock), 0: none yet */
@@ -154,8 +154,8 @@ struct pf_fetch {
 				   from the origin, the writer PUTs it */
 	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
 	int refs;               /* readers holding it, + 1 for the table */
-	uint32_t pos;           /* stream: first part of the latest read */
-	struct pf_fetch *snext, *sprev; /* stream: in pf->streams */
+	uint32_t pos;           /* read-through: first part of latest read */
+	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs */
 };
 
 /* A fetch that failed for good, remembered for a moment (see pf_read). */
@@ -209,7 +209,7 @@ struct pf {
 				      writer commits what is done, then
 				      ends (pf_stop()) */
 	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
-	struct pf_fetch *streams;  /* the streams in by_id */
+	struct pf_fetch *read_throughs; /* the read-throughs in by_id */
 	struct pf_queue demand;    /* parts of fetches readers wait on */
 	struct pf_queue ahead;     /* parts of prefetches, read-ahead */
 	struct pf_queue delayed;   /* retries waiting for their due time */
@@ -235,7 +235,8 @@ struct pf {
 	size_t n_done, cap_done;
 	uint32_t *open_count;      /* n_ids: readers with the object open */
 	uint8_t *nocache;          /* n_ids bits: the cache refused it for
-				      good (write error, bad ETag): stream */
+				      good (write error, bad ETag): read
+				      through */
 	struct pf_failure fails[PF_FAILS];  /* recent definitive failures */
 	unsigned int fail_next;    /* the slot the next failure takes */
 	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
@@ -253,7 +254,7 @@ struct pf {
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
 	struct {
-		_Atomic uint64_t reads, cache_hits, passthrough, stalls,
+		_Atomic uint64_t reads, cache_hits, read_through, stalls,
 		    stall_ns, failed_reads, zero_copy;
 	} rd;
 };
@@ -298,10 +299,10 @@ void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n);
 void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n);
 struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 			      const struct pf_object *o, bool demand,
-			      bool stream);
-void stream_maybe_drop(struct pf *pf, struct pf_fetch *f);
-void stream_release(struct pf *pf, struct pf_part *p);
-void stream_reclaim(struct pf *pf, uint64_t need);
+			      bool read_through);
+void read_through_maybe_drop(struct pf *pf, struct pf_fetch *f);
+void read_through_release(struct pf *pf, struct pf_part *p);
+void read_through_reclaim(struct pf *pf, uint64_t need);
 void cut_limit(struct pf *pf);
 void count_error(struct pf *pf, enum s3_err_kind kind);
 void whole_complete(struct pf *pf, struct pf_fetch *f);

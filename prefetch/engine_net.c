@@ -76,8 +76,8 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			   p->attempts, st);
 	}
 	pthread_cond_broadcast(&pf->cv);
-	if (f->stream)
-		stream_maybe_drop(pf, f);
+	if (f->read_through)
+		read_through_maybe_drop(pf, f);
 	else if (f->parts_done + f->parts_failed == f->n_parts)
 		whole_complete(pf, f);
 }

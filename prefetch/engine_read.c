@@ -40,14 +40,14 @@ static void part_span(const struct pf *pf, uint64_t off, size_t len,
 /*
  * A reader needs parts [a, b] of @f: pins them and puts those not yet
  * running at the front of the demand queue, in order; a whole fetch's
- * other parts follow behind other readers' parts, a stream gets its
+ * other parts follow behind other readers' parts, a read-through gets its
  * read-ahead and releases what lies behind. mu held.
  */
 void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 {
 	if (!f->demand)
 		f->wait_ns = pf_now(pf);
-	if (!f->demand && !f->stream) {
+	if (!f->demand && !f->read_through) {
 		/* A reader waits for it now: its parts leave the prefetch
 		 * queue for the demand queue, in order. */
 		for (uint32_t i = 0; i < f->n_parts; i++) {
@@ -71,7 +71,7 @@ void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 			queue_push(&pf->demand, p, true);
 		}
 	}
-	if (!f->stream)
+	if (!f->read_through)
 		return;
 	for (uint32_t i = b + 1; i <= b + PF_STREAM_AHEAD && i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
@@ -83,7 +83,7 @@ void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 	}
 	for (uint32_t i = 0; i + 1 < a; i++)
 		if (f->parts[i].state == PART_DONE && !f->parts[i].pins)
-			stream_release(pf, &f->parts[i]);
+			read_through_release(pf, &f->parts[i]);
 }
 
 static void fetch_unpin(struct pf_fetch *f, uint32_t a, uint32_t b)
@@ -126,7 +126,7 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 		fetch_free(f);
 		return;
 	}
-	stream_maybe_drop(pf, f);
+	read_through_maybe_drop(pf, f);
 	/* Unpinned parts may make room for others waiting. */
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
@@ -215,8 +215,8 @@ again:
 	if (pf->stop)
 		return read_failed(pf, -ECANCELED);
 	if (f) {
-		if (f->stream)
-			rd_add(&pf->rd.passthrough, 1);
+		if (f->read_through)
+			rd_add(&pf->rd.read_through, 1);
 		else
 			pf->st.prefetch_joins++;
 	} else {
@@ -227,7 +227,7 @@ again:
 				return read_failed(pf, pf->fails[i].err);
 		}
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem)
-			stream_reclaim(pf, o.size);
+			read_through_reclaim(pf, o.size);
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem) {
 			/* Demand waits for room rather than pass the bound:
 			 * fetches in the table finish and give theirs back.
@@ -248,7 +248,7 @@ again:
 		if (whole)
 			pf->st.demand_fetches++;
 		else
-			rd_add(&pf->rd.passthrough, 1);
+			rd_add(&pf->rd.read_through, 1);
 	}
 	f->refs++;
 	part_span(pf, off, len, &a, &b);

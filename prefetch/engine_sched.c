@@ -72,7 +72,7 @@ static bool is_nocache(const struct pf *pf, uint32_t id)
 
 /*
  * Whether object @o (id @id) is fetched whole and cached, rather than
- * streamed. Without mu (asks the cache).
+ * read through. Without mu (asks the cache).
  */
 bool fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o)
 {
@@ -119,7 +119,7 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 		uint32_t id = pf->warm_ids[pf->warm_next++];
 		struct pf_fetch *f = pf->by_id[id];
 
-		if (f && !f->stream) {
+		if (f && !f->read_through) {
 			f->warm_refs++;
 			continue;
 		}
@@ -201,7 +201,7 @@ bool schedule_prefetch(struct pf *pf)
 				f = pf->by_id[id];
 				if (!f && (f = fetch_create(pf, id, &o, false, false)))
 					pf->st.prefetched++;
-				if ((!f || f->stream) && warm)
+				if ((!f || f->read_through) && warm)
 					pf->st.warm_failed++;
 				else if (f && warm)
 					f->warm_refs++;
@@ -257,18 +257,18 @@ out:
 
 /*
  * Whether queued part @p may start now. A whole fetch's parts have their
- * memory; a stream part needs room in fetch_mem, which a part a reader
+ * memory; a read-through part needs room in fetch_mem, which a part a reader
  * waits on may make by releasing other streams' parts. mu held.
  */
 static bool part_may_start(struct pf *pf, struct pf_part *p, bool demand)
 {
-	if (!p->f->stream || p->buf)
+	if (!p->f->read_through || p->buf)
 		return true;
 	if (pf->mem + p->len <= pf->cfg.fetch_mem)
 		return true;
 	if (!demand || !p->pins)
 		return false;
-	stream_reclaim(pf, p->len);
+	read_through_reclaim(pf, p->len);
 	if (pf->mem + p->len <= pf->cfg.fetch_mem)
 		return true;
 	/* Every byte is held by fetches that will finish or by readers:
@@ -294,7 +294,7 @@ static struct pf_part *queue_pick(struct pf *pf, struct pf_queue *q,
 
 /*
  * Takes @p out of its queue for an attempt, counted as running from now,
- * with its buffer (a stream's counted in fetch_mem). mu held.
+ * with its buffer (a read-through's counted in fetch_mem). mu held.
  */
 void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 {
@@ -303,7 +303,7 @@ void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 	queue_remove(p);
 	if (!p->buf) {
 		p->buf = malloc(p->len);
-		if (p->buf && f->stream)
+		if (p->buf && f->read_through)
 			mem_add(pf, f, p->len);
 	}
 	if (!p->attempts++) {

@@ -37,7 +37,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	st->fetch_mem_limit = pf->cfg.fetch_mem;
 	st->reads = atomic_load(&pf->rd.reads);
 	st->cache_hits = atomic_load(&pf->rd.cache_hits);
-	st->passthrough = atomic_load(&pf->rd.passthrough);
+	st->read_through = atomic_load(&pf->rd.read_through);
 	st->stalls = atomic_load(&pf->rd.stalls);
 	st->stall_ns = atomic_load(&pf->rd.stall_ns);
 	st->failed_reads = atomic_load(&pf->rd.failed_reads);

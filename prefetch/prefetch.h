@@ -78,7 +78,7 @@ struct pf_config {
 					  PF_PACE_OFF: the whole window */
 	uint64_t part_size;          /**< bytes per ranged GET of large
 					  objects; 0 = default (8 MiB) */
-	uint64_t max_object_mem;     /**< objects above this are streamed,
+	uint64_t max_object_mem;     /**< objects above this are read through,
 					  not fetched whole; 0 = default
 					  (256 MiB, at most fetch_mem / 2) */
 	uint64_t fetch_mem;          /**< bytes of fetch buffers at most
@@ -152,8 +152,8 @@ struct pf_stats {
 				       (pf_read_ref), not copied */
 	uint64_t prefetch_joins; /**< reads that joined a prefetch in flight */
 	uint64_t demand_fetches; /**< reads that had to start a GET */
-	uint64_t passthrough;    /**< reads of objects the cache cannot take,
-				      served by ranged GETs (streams) */
+	uint64_t read_through;   /**< reads of objects the cache cannot take,
+				      served by ranged GETs, never cached */
 	uint64_t stalls;         /**< reads that waited on the network */
 	uint64_t stall_ns;       /**< total time they waited */
 	uint64_t requests;       /**< GETs sent, retries included */
@@ -167,7 +167,7 @@ struct pf_stats {
 	uint64_t err_other;      /**< S3_ERR_DENIED, S3_ERR_OTHER and local
 				      failures to start a transfer */
 	uint64_t failed_reads;   /**< reads that returned an error */
-	uint64_t cache_put_fail; /**< fetched objects not admitted or not
+	uint64_t not_cached;     /**< fetched objects not admitted or not
 				      written to the cache */
 	uint32_t inflight;       /**< GETs in flight now */
 	uint32_t inflight_limit; /**< current limit (lowered on SlowDown) */

@@ -82,11 +82,11 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 			pf_note_failure(pf, f->id, f->err);
 		}
 		if (!f->err && !ok) {
-			pf->st.cache_put_fail++;
+			pf->st.not_cached++;
 			/* A write error or an entry the index refuses, not a
 			 * refusal by next use (-ENOSPC) or a lack of memory:
-			 * readers stream the object from now on rather than
-			 * fetch it whole again and again. */
+			 * readers read the object through from now on
+			 * rather than fetch it whole again and again. */
 			if (rc[i] == -EIO || rc[i] == -EINVAL)
 				pf->nocache[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
 		}

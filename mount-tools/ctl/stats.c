@@ -19,6 +19,23 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The keys of the daemon's stats, by the ids of fs/stats.def: K(reads_total)
+ * is "reads.total", and a key that is not a row does not compile. */
+enum stat_id {
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) STAT_##id,
+#include "fs/stats.def"
+#undef HINTFS_STAT
+	STAT_N
+};
+
+static const char *const stat_keys[STAT_N] = {
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) [STAT_##id] = path,
+#include "fs/stats.def"
+#undef HINTFS_STAT
+};
+
+#define K(id) (stat_keys[STAT_##id])
+
 static uint64_t u64(const struct json *st, const char *path)
 {
 	double d = json_num(st, path, 0);
@@ -76,14 +93,14 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 	printf("hintfs %s: %s on %s\n", ver ? ver : "?", src ? src : "?", m->path);
 
 	if (json_get(st, "listing")) {
-		double saved = json_num(st, "listing.saved_at", 0);
+		double saved = json_num(st, K(listing_saved_at), 0);
 
 		printf("  %-9s %s files, %s", "listing",
-		       N(0, u64(st, "listing.files")),
-		       B(1, json_num(st, "listing.bytes", 0)));
+		       N(0, u64(st, K(listing_files))),
+		       B(1, json_num(st, K(listing_bytes), 0)));
 		if (!is_true(st, "listing.from_cache"))
 			printf("; listed in %s",
-			       fmt_seconds(json_num(st, "listing.ms", 0) / 1000,
+			       fmt_seconds(json_num(st, K(listing_ms), 0) / 1000,
 					   x[0], sizeof(x[0])));
 		else if (saved > 0)
 			printf("; from the cache, listed %s ago",
@@ -91,94 +108,94 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		else
 			printf("; from the cache");
 		printf("; %s keys skipped, %s files hidden\n",
-		       N(0, u64(st, "listing.skipped_keys")),
-		       N(1, u64(st, "listing.hidden_files")));
+		       N(0, u64(st, K(listing_skipped_keys))),
+		       N(1, u64(st, K(listing_hidden_files))));
 	}
 	if (json_get(st, "cache")) {
-		double cap = json_num(st, "cache.capacity", 0);
-		double bytes = json_num(st, "cache.bytes", 0);
+		double cap = json_num(st, K(cache_capacity), 0);
+		double bytes = json_num(st, K(cache_bytes), 0);
 		const char *dir = json_str(st, "cache.dir");
 
 		printf("  %-9s %s objects, %s of %s (%.1f%%) in %s\n", "cache",
-		       N(0, u64(st, "cache.objects")), B(1, bytes), B(2, cap),
+		       N(0, u64(st, K(cache_objects))), B(1, bytes), B(2, cap),
 		       pct(bytes, cap), dir ? dir : "?");
 		printf("  %-9s %s hits, %s misses, %s evictions, %s corrupt, "
 		       "%s write errors, %s read errors\n", "",
-		       N(0, u64(st, "cache.hits")), N(1, u64(st, "cache.misses")),
-		       N(2, u64(st, "cache.evictions")),
-		       N(3, u64(st, "cache.corrupt")),
-		       N(4, u64(st, "cache.write_errors")),
-		       N(5, u64(st, "cache.read_errors")));
+		       N(0, u64(st, K(cache_hits))), N(1, u64(st, K(cache_misses))),
+		       N(2, u64(st, K(cache_evictions))),
+		       N(3, u64(st, K(cache_corrupt))),
+		       N(4, u64(st, K(cache_write_errors))),
+		       N(5, u64(st, K(cache_read_errors))));
 	}
 	if (json_get(st, "reads"))
 		printf("  %-9s %s, %.1f%% from the cache; %s joined a prefetch, "
 		       "%s fetched on demand, %s read through, %s failed\n",
-		       "reads", N(0, u64(st, "reads.total")),
-		       pct(json_num(st, "reads.cache_hits", 0),
-			   json_num(st, "reads.total", 0)),
-		       N(1, u64(st, "reads.prefetch_joins")),
-		       N(2, u64(st, "reads.demand_fetches")),
-		       N(3, u64(st, "reads.read_through")),
-		       N(4, u64(st, "reads.failed")));
+		       "reads", N(0, u64(st, K(reads_total))),
+		       pct(json_num(st, K(reads_cache_hits), 0),
+			   json_num(st, K(reads_total), 0)),
+		       N(1, u64(st, K(reads_prefetch_joins))),
+		       N(2, u64(st, K(reads_demand_fetches))),
+		       N(3, u64(st, K(reads_read_through))),
+		       N(4, u64(st, K(reads_failed))));
 	if (json_get(st, "stalls"))
 		printf("  %-9s %s reads waited on the network, %s in all\n",
-		       "stalls", N(0, u64(st, "stalls.count")),
-		       fmt_seconds(json_num(st, "stalls.seconds", 0), x[1],
+		       "stalls", N(0, u64(st, K(stalls_count))),
+		       fmt_seconds(json_num(st, K(stalls_seconds), 0), x[1],
 				   sizeof(x[1])));
 	if (json_get(st, "requests")) {
 		printf("  %-9s %s GET (%s), %s LIST, %s retries; %s objects "
 		       "prefetched, %s not cached\n", "requests",
-		       N(0, u64(st, "requests.get")),
-		       B(1, json_num(st, "requests.bytes", 0)),
-		       N(2, u64(st, "requests.list")),
-		       N(3, u64(st, "requests.retries")),
-		       N(4, u64(st, "requests.prefetched_objects")),
-		       N(5, u64(st, "requests.not_cached")));
+		       N(0, u64(st, K(requests_get))),
+		       B(1, json_num(st, K(requests_bytes), 0)),
+		       N(2, u64(st, K(requests_list))),
+		       N(3, u64(st, K(requests_retries))),
+		       N(4, u64(st, K(requests_prefetched_objects))),
+		       N(5, u64(st, K(requests_not_cached))));
 		printf("  %-9s %s in flight of at most %s", "",
-		       N(0, u64(st, "requests.in_flight")),
-		       N(1, u64(st, "requests.in_flight_limit")));
-		if (json_get(st, "requests.fetch_mem_limit"))
+		       N(0, u64(st, K(requests_in_flight))),
+		       N(1, u64(st, K(requests_in_flight_limit))));
+		if (json_get(st, K(requests_fetch_mem_limit)))
 			printf("; fetch memory %s of %s (peak %s)",
-			       B(2, json_num(st, "requests.fetch_mem", 0)),
-			       B(3, json_num(st, "requests.fetch_mem_limit", 0)),
-			       B(4, json_num(st, "requests.fetch_mem_peak", 0)));
+			       B(2, json_num(st, K(requests_fetch_mem), 0)),
+			       B(3, json_num(st, K(requests_fetch_mem_limit), 0)),
+			       B(4, json_num(st, K(requests_fetch_mem_peak), 0)));
 		printf("\n");
 	}
 	if (json_get(st, "tier")) {
 		printf("  %-9s %s GET: %s hits, %s misses, %s mismatches, "
 		       "%s fallbacks, %s hedged (%s over budget)\n", "tier",
-		       N(0, u64(st, "tier.gets")), N(1, u64(st, "tier.hits")),
-		       N(2, u64(st, "tier.misses")),
-		       N(3, u64(st, "tier.mismatches")),
-		       N(4, u64(st, "tier.fallbacks")),
-		       N(5, u64(st, "tier.hedged")),
-		       N(6, u64(st, "tier.hedge_denied")));
+		       N(0, u64(st, K(tier_gets))), N(1, u64(st, K(tier_hits))),
+		       N(2, u64(st, K(tier_misses))),
+		       N(3, u64(st, K(tier_mismatches))),
+		       N(4, u64(st, K(tier_fallbacks))),
+		       N(5, u64(st, K(tier_hedged))),
+		       N(6, u64(st, K(tier_hedge_denied))));
 		printf("  %-9s %s PUT, %s failed, %s dropped, %s pending; "
 		       "%s bypassed, breaker opened %s times\n", "",
-		       N(0, u64(st, "tier.puts")),
-		       N(1, u64(st, "tier.put_errors")),
-		       N(2, u64(st, "tier.put_dropped")),
-		       N(3, u64(st, "tier.put_pending")),
-		       N(4, u64(st, "tier.bypassed")),
-		       N(5, u64(st, "tier.breaker_opens")));
+		       N(0, u64(st, K(tier_puts))),
+		       N(1, u64(st, K(tier_put_errors))),
+		       N(2, u64(st, K(tier_put_dropped))),
+		       N(3, u64(st, K(tier_put_pending))),
+		       N(4, u64(st, K(tier_bypassed))),
+		       N(5, u64(st, K(tier_breaker_opens))));
 	}
 	if (json_get(st, "errors"))
 		printf("  %-9s %s slowdown, %s server, %s network, %s stale, "
 		       "%s other\n", "errors",
-		       N(0, u64(st, "errors.slowdown")),
-		       N(1, u64(st, "errors.server")),
-		       N(2, u64(st, "errors.network")),
-		       N(3, u64(st, "errors.stale")),
-		       N(4, u64(st, "errors.other")));
+		       N(0, u64(st, K(errors_slowdown))),
+		       N(1, u64(st, K(errors_server))),
+		       N(2, u64(st, K(errors_network))),
+		       N(3, u64(st, K(errors_stale))),
+		       N(4, u64(st, K(errors_other))));
 	if (json_get(st, "hint")) {
-		double len = json_num(st, "hint.length", 0);
-		double pos = json_num(st, "hint.position", 0);
-		double epoch = json_num(st, "hint.epoch", -1);
-		uint64_t refused = u64(st, "hint.last.unknown") +
-				   u64(st, "hint.last.too_long") +
+		double len = json_num(st, K(hint_length), 0);
+		double pos = json_num(st, K(hint_position), 0);
+		double epoch = json_num(st, K(hint_epoch), -1);
+		uint64_t refused = u64(st, K(hint_last_unknown)) +
+				   u64(st, K(hint_last_too_long)) +
 				   u64(st, "hint.last.bad_utf8") +
-				   u64(st, "hint.last.dotdot") +
-				   u64(st, "hint.last.outside");
+				   u64(st, K(hint_last_dotdot)) +
+				   u64(st, K(hint_last_outside));
 
 		printf("  %-9s ", "hint");
 		if (len > 0) {
@@ -192,8 +209,8 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			printf("none in progress");
 		}
 		printf("; %s queued; %s received, %s rejected\n",
-		       N(0, u64(st, "hint.queued")), N(1, u64(st, "hint.received")),
-		       N(2, u64(st, "hint.rejected")));
+		       N(0, u64(st, K(hint_queued))), N(1, u64(st, K(hint_received))),
+		       N(2, u64(st, K(hint_rejected))));
 		for (const struct json *s = json_get(st, "hint.streams")
 						    ? json_get(st, "hint.streams")->child
 						    : NULL;
@@ -220,14 +237,14 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 				printf("; pid %.0f", json_num(s, "owner", 0));
 			printf("; idle %.0f s\n", json_num(s, "idle_seconds", 0));
 		}
-		if (u64(st, "hint.reclaimed.exited") ||
-		    u64(st, "hint.reclaimed.idle")) {
+		if (u64(st, K(hint_reclaimed_exited)) ||
+		    u64(st, K(hint_reclaimed_idle))) {
 			const struct json *r = json_get(st, "hint.reclaimed.recent");
 
 			printf("  %-9s reclaimed: %s whose writer ended, %s idle "
 			       "10 minutes; latest:", "",
-			       N(0, u64(st, "hint.reclaimed.exited")),
-			       N(1, u64(st, "hint.reclaimed.idle")));
+			       N(0, u64(st, K(hint_reclaimed_exited))),
+			       N(1, u64(st, K(hint_reclaimed_idle))));
 			for (r = r ? r->child : NULL; r; r = r->next) {
 				const char *name = json_str(r, "name");
 				const char *why = json_str(r, "why");
@@ -241,17 +258,17 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			printf("  %-9s last: %s entries, %s lines refused (%s not "
 			       "in the listing, %s too long, %s not UTF-8, %s with "
 			       "'..', %s outside the mount)\n", "",
-			       N(0, u64(st, "hint.last.entries")), N(1, refused),
-			       N(2, u64(st, "hint.last.unknown")),
-			       N(3, u64(st, "hint.last.too_long")),
+			       N(0, u64(st, K(hint_last_entries))), N(1, refused),
+			       N(2, u64(st, K(hint_last_unknown))),
+			       N(3, u64(st, K(hint_last_too_long))),
 			       N(4, u64(st, "hint.last.bad_utf8")),
-			       N(5, u64(st, "hint.last.dotdot")),
-			       N(6, u64(st, "hint.last.outside")));
+			       N(5, u64(st, K(hint_last_dotdot))),
+			       N(6, u64(st, K(hint_last_outside))));
 	}
 	if (json_get(st, "warm"))
 		printf("  %-9s %s objects asked for, %s cached, %s failed\n", "warm",
-		       N(0, u64(st, "warm.queued")), N(1, u64(st, "warm.done")),
-		       N(2, u64(st, "warm.failed")));
+		       N(0, u64(st, K(warm_queued))), N(1, u64(st, K(warm_done))),
+		       N(2, u64(st, K(warm_failed))));
 	show_fuse(st);
 }
 
@@ -260,128 +277,22 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 
 /* ---- Prometheus ------------------------------------------------------------ */
 
-enum metric_type { GAUGE, COUNTER };
+enum metric_type { STAT_GAUGE, STAT_COUNTER };
 
-/* One stats key as one sample. Rows of one metric name are adjacent, so
- * that its HELP and TYPE lines are written once. */
+/* One stats key (a row of fs/stats.def) as one sample. Rows of one metric
+ * name are adjacent, so that its HELP and TYPE lines are written once. */
 static const struct metric {
 	const char *key;    /* dotted stats key */
 	const char *name;   /* metric name */
 	enum metric_type type;
 	const char *label;  /* extra label, e.g. kind="get", or NULL */
 	double scale;       /* value x scale (ms -> s); 0: as written */
-	const char *help;
+	const char *help;   /* the first row of a name: the metric's */
 } metrics[] = {
-	{ "listing.files", "hintfs_listing_files", GAUGE, NULL, 0,
-	  "Files in the listing the mount shows." },
-	{ "listing.bytes", "hintfs_listing_bytes", GAUGE, NULL, 0,
-	  "Bytes of the files in the listing." },
-	{ "listing.skipped_keys", "hintfs_listing_skipped_keys", GAUGE, NULL, 0,
-	  "Keys left out of the listing because they cannot be paths." },
-	{ "listing.hidden_files", "hintfs_listing_hidden_files", GAUGE, NULL, 0,
-	  "Files hidden by a directory of the same name." },
-	{ "listing.ms", "hintfs_listing_duration_seconds", GAUGE, NULL, 0.001,
-	  "Time the listing at mount took." },
-	{ "listing.mounted_at", "hintfs_mounted_timestamp_seconds", GAUGE, NULL, 0,
-	  "When the file system was mounted (Unix time)." },
-	{ "listing.saved_at", "hintfs_listing_saved_timestamp_seconds", GAUGE,
-	  NULL, 0, "When the saved listing was taken (Unix time)." },
-	{ "cache.objects", "hintfs_cache_objects", GAUGE, NULL, 0,
-	  "Objects in the local cache." },
-	{ "cache.bytes", "hintfs_cache_bytes", GAUGE, NULL, 0,
-	  "Bytes in the local cache." },
-	{ "cache.capacity", "hintfs_cache_capacity_bytes", GAUGE, NULL, 0,
-	  "Capacity of the local cache." },
-	{ "cache.hits", "hintfs_cache_hits_total", COUNTER, NULL, 0,
-	  "Lookups the local cache answered." },
-	{ "cache.misses", "hintfs_cache_misses_total", COUNTER, NULL, 0,
-	  "Lookups the local cache did not answer." },
-	{ "cache.evictions", "hintfs_cache_evictions_total", COUNTER, NULL, 0,
-	  "Objects evicted from the local cache." },
-	{ "cache.corrupt", "hintfs_cache_corrupt_total", COUNTER, NULL, 0,
-	  "Cached blobs found corrupt and dropped." },
-	{ "cache.write_errors", "hintfs_cache_write_errors_total", COUNTER, NULL,
-	  0, "Failed writes into the local cache." },
-	{ "cache.read_errors", "hintfs_cache_read_errors_total", COUNTER, NULL,
-	  0, "Failed reads of the local cache, served by the server." },
-	{ "reads.total", "hintfs_reads_total", COUNTER, NULL, 0,
-	  "Reads of dataset files." },
-	{ "reads.cache_hits", "hintfs_read_cache_hits_total", COUNTER, NULL, 0,
-	  "Reads served from the local cache." },
-	{ "reads.prefetch_joins", "hintfs_read_prefetch_joins_total", COUNTER,
-	  NULL, 0, "Reads that waited for a prefetch already in flight." },
-	{ "reads.demand_fetches", "hintfs_read_demand_fetches_total", COUNTER,
-	  NULL, 0, "Reads that started a fetch of their own." },
-	{ "reads.read_through", "hintfs_read_through_total", COUNTER, NULL, 0,
-	  "Reads served from the server without caching." },
-	{ "reads.failed", "hintfs_read_failures_total", COUNTER, NULL, 0,
-	  "Reads that returned an error." },
-	{ "stalls.count", "hintfs_stalls_total", COUNTER, NULL, 0,
-	  "Reads that had to wait on the network." },
-	{ "stalls.seconds", "hintfs_stall_seconds_total", COUNTER, NULL, 0,
-	  "Time reads spent waiting on the network." },
-	{ "requests.get", "hintfs_s3_requests_total", COUNTER, "kind=\"get\"", 0,
-	  "Requests sent to the S3 server." },
-	{ "requests.list", "hintfs_s3_requests_total", COUNTER, "kind=\"list\"",
-	  0, NULL },
-	{ "requests.bytes", "hintfs_s3_received_bytes_total", COUNTER, NULL, 0,
-	  "Object bytes received from the S3 server." },
-	{ "requests.retries", "hintfs_s3_retries_total", COUNTER, NULL, 0,
-	  "Requests retried." },
-	{ "requests.prefetched_objects", "hintfs_prefetched_objects_total",
-	  COUNTER, NULL, 0, "Objects fetched ahead of their read." },
-	{ "requests.in_flight", "hintfs_s3_requests_in_flight", GAUGE, NULL, 0,
-	  "Requests in flight now." },
-	{ "requests.in_flight_limit", "hintfs_s3_requests_in_flight_limit", GAUGE,
-	  NULL, 0, "Most requests allowed in flight at once." },
-	{ "requests.not_cached", "hintfs_objects_not_cached_total", COUNTER, NULL,
-	  0, "Fetched objects that could not be stored in the cache." },
-	{ "requests.fetch_mem", "hintfs_fetch_memory_bytes", GAUGE, NULL, 0,
-	  "Memory held by objects in flight now." },
-	{ "requests.fetch_mem_peak", "hintfs_fetch_memory_peak_bytes", GAUGE,
-	  NULL, 0, "The most memory held by objects in flight at once." },
-	{ "requests.fetch_mem_limit", "hintfs_fetch_memory_limit_bytes", GAUGE,
-	  NULL, 0, "The bound on memory held by objects in flight." },
-	{ "errors.slowdown", "hintfs_s3_errors_total", COUNTER,
-	  "kind=\"slowdown\"", 0, "Errors from the S3 server, by kind." },
-	{ "errors.server", "hintfs_s3_errors_total", COUNTER, "kind=\"server\"",
-	  0, NULL },
-	{ "errors.network", "hintfs_s3_errors_total", COUNTER, "kind=\"network\"",
-	  0, NULL },
-	{ "errors.stale", "hintfs_s3_errors_total", COUNTER, "kind=\"stale\"", 0,
-	  NULL },
-	{ "errors.other", "hintfs_s3_errors_total", COUNTER, "kind=\"other\"", 0,
-	  NULL },
-	{ "hint.position", "hintfs_hint_position", GAUGE, NULL, 0,
-	  "Entries of the hint in progress already read." },
-	{ "hint.length", "hintfs_hint_length", GAUGE, NULL, 0,
-	  "Entries in the hint in progress." },
-	{ "hint.epoch", "hintfs_hint_epoch", GAUGE, NULL, 0,
-	  "Epoch named by the hint in progress (-1: none)." },
-	{ "hint.queued", "hintfs_hints_queued", GAUGE, NULL, 0,
-	  "Hints queued behind the one in progress." },
-	{ "hint.received", "hintfs_hints_received_total", COUNTER, NULL, 0,
-	  "Hints received." },
-	{ "hint.rejected", "hintfs_hints_rejected_total", COUNTER, NULL, 0,
-	  "Hints rejected as a whole." },
-	{ "hint.last.entries", "hintfs_last_hint_entries", GAUGE, NULL, 0,
-	  "Entries taken from the last hint." },
-	{ "hint.last.unknown", "hintfs_last_hint_refused_lines", GAUGE,
-	  "reason=\"unknown\"", 0, "Lines of the last hint refused, by reason." },
-	{ "hint.last.too_long", "hintfs_last_hint_refused_lines", GAUGE,
-	  "reason=\"too_long\"", 0, NULL },
-	{ "hint.last.bad_utf8", "hintfs_last_hint_refused_lines", GAUGE,
-	  "reason=\"bad_utf8\"", 0, NULL },
-	{ "hint.last.dotdot", "hintfs_last_hint_refused_lines", GAUGE,
-	  "reason=\"dotdot\"", 0, NULL },
-	{ "hint.last.outside", "hintfs_last_hint_refused_lines", GAUGE,
-	  "reason=\"outside\"", 0, NULL },
-	{ "warm.queued", "hintfs_warm_objects_total", COUNTER, "state=\"queued\"",
-	  0, "Objects asked for by warm, and what became of them." },
-	{ "warm.done", "hintfs_warm_objects_total", COUNTER, "state=\"done\"", 0,
-	  NULL },
-	{ "warm.failed", "hintfs_warm_objects_total", COUNTER, "state=\"failed\"",
-	  0, NULL },
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)               \
+	[STAT_##id] = { path, prom, type, label, scale, help },
+#include "fs/stats.def"
+#undef HINTFS_STAT
 };
 
 /* A label value in the exposition format: \, " and newline escaped. */
@@ -432,15 +343,9 @@ static void show_prometheus(FILE *f, const struct ctl_mount *m,
 		if (!v || v->type != JSON_NUMBER)
 			continue;
 		if (!said || strcmp(said, mt->name)) {
-			const char *help = mt->help;
-
-			/* A later row of the same name has no help. */
-			for (size_t j = i; !help && j > 0; j--)
-				if (!strcmp(metrics[j - 1].name, mt->name))
-					help = metrics[j - 1].help;
 			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", mt->name,
-				help ? help : "", mt->name,
-				mt->type == COUNTER ? "counter" : "gauge");
+				mt->help, mt->name,
+				mt->type == STAT_COUNTER ? "counter" : "gauge");
 			said = mt->name;
 		}
 		fprintf(f, "%s{mount=", mt->name);
@@ -508,21 +413,21 @@ static void watch_line(char *out, size_t len, const struct json *st,
 		       const struct json *prev, double dt, int width)
 {
 	char bar[128], rate[32], a[32], b[32], c[32], d[32], e[32];
-	double hl = json_num(st, "hint.length", 0), hp = json_num(st, "hint.position", 0);
-	double epoch = json_num(st, "hint.epoch", -1);
-	double reads = json_num(st, "reads.total", 0);
-	double hits = json_num(st, "reads.cache_hits", 0);
-	double gets = json_num(st, "requests.get", 0);
-	double bytes = json_num(st, "requests.bytes", 0);
+	double hl = json_num(st, K(hint_length), 0), hp = json_num(st, K(hint_position), 0);
+	double epoch = json_num(st, K(hint_epoch), -1);
+	double reads = json_num(st, K(reads_total), 0);
+	double hits = json_num(st, K(reads_cache_hits), 0);
+	double gets = json_num(st, K(requests_get), 0);
+	double bytes = json_num(st, K(requests_bytes), 0);
 	double d_reads = reads, d_hits = hits, gps = 0, bps = 0;
 	int bar_w = width >= 100 ? 30 : width >= 80 ? 20 : 10;
 	char head[32];
 
 	if (prev && dt > 0) {
-		d_reads = reads - json_num(prev, "reads.total", 0);
-		d_hits = hits - json_num(prev, "reads.cache_hits", 0);
-		gps = (gets - json_num(prev, "requests.get", 0)) / dt;
-		bps = (bytes - json_num(prev, "requests.bytes", 0)) / dt;
+		d_reads = reads - json_num(prev, K(reads_total), 0);
+		d_hits = hits - json_num(prev, K(reads_cache_hits), 0);
+		gps = (gets - json_num(prev, K(requests_get), 0)) / dt;
+		bps = (bytes - json_num(prev, K(requests_bytes), 0)) / dt;
 		if (d_reads <= 0) { /* idle: show the mount's overall rate */
 			d_reads = reads;
 			d_hits = hits;
@@ -537,10 +442,10 @@ static void watch_line(char *out, size_t len, const struct json *st,
 		 fmt_bar(hl > 0 ? hp / hl : 0, bar_w, bar, sizeof(bar)),
 		 pct(hp, hl), fmt_count((uint64_t)hp, a, sizeof(a)),
 		 fmt_count((uint64_t)hl, b, sizeof(b)), pct(d_hits, d_reads),
-		 fmt_seconds(json_num(st, "stalls.seconds", 0), c, sizeof(c)),
+		 fmt_seconds(json_num(st, K(stalls_seconds), 0), c, sizeof(c)),
 		 fmt_count((uint64_t)(gps + 0.5), d, sizeof(d)),
 		 fmt_bytes(bps, rate, sizeof(rate)),
-		 fmt_count(u64(st, "requests.in_flight"), e, sizeof(e)));
+		 fmt_count(u64(st, K(requests_in_flight)), e, sizeof(e)));
 	if ((int)strlen(out) >= width)
 		out[width - 1] = '\0';
 }
@@ -725,9 +630,9 @@ static void print_creds(const struct json *st, double now)
 	}
 	prov = json_str(st, "credentials.provider");
 	tail = json_str(st, "credentials.key_id_tail");
-	exp = json_num(st, "credentials.expires", 0);
-	n = json_num(st, "credentials.refreshes", 0);
-	fails = json_num(st, "credentials.refresh_failures", 0);
+	exp = json_num(st, K(credentials_expires), 0);
+	n = json_num(st, K(credentials_refreshes), 0);
+	fails = json_num(st, K(credentials_refresh_failures), 0);
 	printf("%-14s %s, key ...%s", "credentials", prov ? prov : "?",
 	       tail ? tail : "?");
 	if (exp > 0) {
@@ -777,10 +682,10 @@ int cmd_info(int argc, char **argv)
 		ctl_mount_fini(&m);
 		return CTL_FAIL;
 	}
-	cap = json_num(st, "cache.capacity", 0);
-	bytes = json_num(st, "cache.bytes", 0);
-	saved = json_num(st, "listing.saved_at", 0);
-	mounted = json_num(st, "listing.mounted_at", 0);
+	cap = json_num(st, K(cache_capacity), 0);
+	bytes = json_num(st, K(cache_bytes), 0);
+	saved = json_num(st, K(listing_saved_at), 0);
+	mounted = json_num(st, K(listing_mounted_at), 0);
 
 	printf("%-14s %s\n", "mount", m.path);
 	s = json_str(st, "source");
@@ -794,10 +699,10 @@ int cmd_info(int argc, char **argv)
 	printf("%-14s %s\n", "cache dir", s ? s : "?");
 	printf("%-14s %s of %s (%.1f%%), %s objects\n", "cache size",
 	       fmt_bytes(bytes, a, sizeof(a)), fmt_bytes(cap, b, sizeof(b)),
-	       pct(bytes, cap), fmt_count(u64(st, "cache.objects"), c, sizeof(c)));
+	       pct(bytes, cap), fmt_count(u64(st, K(cache_objects)), c, sizeof(c)));
 	printf("%-14s %s files, %s\n", "listing",
-	       fmt_count(u64(st, "listing.files"), a, sizeof(a)),
-	       fmt_bytes(json_num(st, "listing.bytes", 0), b, sizeof(b)));
+	       fmt_count(u64(st, K(listing_files)), a, sizeof(a)),
+	       fmt_bytes(json_num(st, K(listing_bytes), 0), b, sizeof(b)));
 	if (saved > 0 || mounted > 0) {
 		const struct json *fc = json_get(st, "listing.from_cache");
 		double t = saved > 0 ? saved : mounted;

@@ -12,7 +12,7 @@ readers or the server do.
 - A 1-byte read of a 40 MiB object that does not fit the fetch memory
   fetches the part holding that byte, and a part of read-ahead at most:
   not the whole object.
-- An object the cache cannot take (larger than the cache) is streamed:
+- An object the cache cannot take (larger than the cache) is read through:
   one sequential read moves about its size from the server, not once per
   read call.
 - A server that trickles (1 byte every 0.5 s, never silent long enough

@@ -198,7 +198,7 @@ static void committed(struct env *e, uint64_t n)
 		fprintf(stderr, "committed %llu of %llu (put failures %llu)\n",
 			(unsigned long long)st.commit_objects,
 			(unsigned long long)n,
-			(unsigned long long)st.cache_put_fail);
+			(unsigned long long)st.not_cached);
 	CHECK(fake_source_settle(e->fs));
 }
 

@@ -7,6 +7,7 @@
 #include "fake_s3.h"
 #include "fs_stats.h"
 #include "fs/fs.h"
+#include "json.h"
 #include "check.h"
 #include "common/test_hook.h"
 
@@ -405,10 +406,10 @@ static void test_ctl_nodes(void)
 
 /*
  * An object whose blob write fails (a failing disk: the write test hook)
- * is not fetched whole again and again: from then on it is streamed, and
+ * is not fetched whole again and again: from then on it is read through, and
  * one sequential read moves about the object's size from the server.
  */
-static void test_write_failure_streams(void)
+static void test_write_failure_reads_through(void)
 {
 	enum { SIZE = 20 << 20 };
 	struct fs *fs;
@@ -423,7 +424,7 @@ static void test_write_failure_streams(void)
 	CHECK(same(fs, "w/big", "ds/w/big", SIZE));
 	if (!TEST_HOOKS_BUILT) {
 		/* A build without test hooks (the shipped daemon's) ignores
-		 * the hook: the object is cached, nothing streamed. */
+		 * the hook: the object is cached, nothing read through. */
 		for (int i = 0;
 		     i < 1000 && fs_stat_of(fs, "cache", "objects") < 1; i++)
 			usleep(10000);
@@ -437,7 +438,7 @@ static void test_write_failure_streams(void)
 	 * read once the failed fetch had left). */
 	CHECK(fake_s3_gets() <= 8);
 	/* Once the failed commit is counted the fetch has left: the next
-	 * read streams, about the object's size from the server. */
+	 * read goes through, about the object's size from the server. */
 	for (int i = 0; i < 1000 && fs_stat_of(fs, "requests", "not_cached") < 1;
 	     i++)
 		usleep(10000);
@@ -541,12 +542,118 @@ static void test_stop_commits_what_was_fetched(void)
 	fs_destroy(fs);
 }
 
+/* The dotted paths of fs/stats.def's rows. */
+static const char *const stat_rows[] = {
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) path,
+#include "fs/stats.def"
+#undef HINTFS_STAT
+};
+
+#define N_STAT_ROWS (sizeof(stat_rows) / sizeof(stat_rows[0]))
+
+static bool stat_is_row(const char *path)
+{
+	for (size_t i = 0; i < N_STAT_ROWS; i++)
+		if (!strcmp(stat_rows[i], path))
+			return true;
+	return false;
+}
+
+/* Counts the numbers under @v (at @path) that are not rows of the table,
+ * naming each; the per-kind FUSE requests and the arrays are not rows. */
+static int stat_numbers_not_rows(const struct json *v, const char *path)
+{
+	char sub[256];
+	int bad = 0;
+
+	if (v->type == JSON_NUMBER && !stat_is_row(path)) {
+		fprintf(stderr, "stats: %s is not a row of fs/stats.def\n", path);
+		return 1;
+	}
+	if (v->type != JSON_OBJECT || !strcmp(path, "fuse"))
+		return 0;
+	for (const struct json *c = v->child; c; c = c->next) {
+		snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "",
+			 c->key);
+		bad += stat_numbers_not_rows(c, sub);
+	}
+	return bad;
+}
+
+/*
+ * The stats file and fs/stats.def, from which hintfs-ctl makes its
+ * Prometheus metrics, hold the same numbers: every row is in the file
+ * (with a tier and credentials, whose sections exist only then), and every
+ * number in the file is a row.
+ */
+static void test_stats_are_the_table(void)
+{
+	struct fs_config cfg = {
+		.s3 = { .bucket = "b", .endpoint = "http://127.0.0.1:9",
+			.region = "us-east-1", .path_style = true,
+			.access_key = "AKID", .secret_key = "SECRET" },
+		.tier = { .bucket = "t", .endpoint = "http://127.0.0.1:9",
+			  .region = "us-east-1", .path_style = true,
+			  .access_key = "AKID", .secret_key = "SECRET" },
+		.tier_prefix = "",
+		.prefix = "ds/",
+		.mountpoint = "/mnt/ds",
+		.uid = 1000, .gid = 1000,
+		.cache_dir = cache_dir,
+		.cache_size = 64ull << 20,
+	};
+	static char text[65536];
+	struct fs_file *fh = NULL;
+	struct json *st = NULL;
+	struct fs *fs = NULL;
+	char err[512] = "";
+	bool direct;
+	ssize_t n = -1;
+
+	fake_s3_reset();
+	fake_s3_put("ds/a", "abc", 3);
+	CHECK(fs_create(&cfg, &fs, err, sizeof(err)) == 0);
+	if (!fs) {
+		fprintf(stderr, "fs_create: %s\n", err);
+		return;
+	}
+	if (!fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct)) {
+		n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1, 0);
+		fs_release(fs, FS_INO_CTL_STATS, fh);
+	}
+	CHECK(n > 0 && json_parse(text, (size_t)n, &st, err, sizeof(err)) == 0);
+	if (st) {
+		CHECK(json_get(st, "tier") && json_get(st, "credentials.provider"));
+		for (size_t i = 0; i < N_STAT_ROWS; i++) {
+			double v;
+
+			if (!json_has_num(st, stat_rows[i], &v)) {
+				fprintf(stderr, "stats: no number at %s\n",
+					stat_rows[i]);
+				CHECK(0);
+			}
+		}
+		CHECK(stat_numbers_not_rows(st, "") == 0);
+	}
+	/* The exposition's rule: a counter's metric ends in _total, and only a
+	 * counter's. */
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)                \
+	CHECK(((type) == STAT_COUNTER) ==                                     \
+	      (strlen(prom) > 6 && !strcmp(prom + strlen(prom) - 6, "_total")));
+	enum { STAT_GAUGE, STAT_COUNTER };
+#include "fs/stats.def"
+#undef HINTFS_STAT
+	json_free(st);
+	fs_destroy(fs);
+}
+
 int main(void)
 {
 	static void (*const tests[])(void) = {
 		test_namespace_and_reads, test_errors, test_hint,
 		test_queue_caps, test_stop_commits_what_was_fetched,
-		test_write_failure_streams, test_ctl_nodes,
+		test_write_failure_reads_through, test_ctl_nodes,
+		test_stats_are_the_table,
 	};
 	char cmd[128];
 

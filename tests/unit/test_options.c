@@ -4,7 +4,10 @@
  * mount(8) options dropped, and a clear error for each bad value.
  */
 #include "fs/options.h"
+#include "common/retry.h"
+#include "prefetch/engine_internal.h"
 #include "prefetch/prefetch.h"
+#include "prefetch/s3/s3_internal.h"
 #include "check.h"
 
 #include <stdio.h>
@@ -63,7 +66,7 @@ static void test_good(void)
 
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "fetch_mem=1G") == 0);
 	CHECK(o.fetch_mem == 1ull << 30);
-	CHECK(o.pace_ms == 0); /* the engine's default */
+	CHECK(o.pace_ms == 1000); /* options.def's default */
 	opts_fini(&o);
 
 	/* The pace: milliseconds, 0 for none (the whole window at once). */
@@ -91,7 +94,7 @@ static void test_good(void)
 	      !strcmp(o.tier_endpoint, "https://s3express.example"));
 	CHECK(!strcmp(o.tier_region, "eu-west-1") && !o.tier_path_style);
 	CHECK(o.tier_hedge_ms == 0 && !strcmp(o.region, "us-east-1"));
-	CHECK(o.tier_key == NULL && o.tier_put_mem == 0);
+	CHECK(o.tier_key == NULL && o.tier_put_mem == 256ull << 20);
 	opts_fini(&o);
 	/* The cluster key: the file's bytes, all of them; the PUT queue. */
 	char key_path[] = "/tmp/test_options_key.XXXXXX", opt[128];
@@ -126,7 +129,7 @@ static void test_good(void)
 	opts_fini(&o);
 
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
-	CHECK(!strcmp(o.prefix, "") && o.list_workers == 0);
+	CHECK(!strcmp(o.prefix, "") && o.list_workers == 16);
 	CHECK(o.store_ahead == 64u << 20);
 	CHECK(!o.foreground && !o.path_style && !o.no_sign && !o.insecure);
 	opts_fini(&o);
@@ -206,8 +209,16 @@ static void test_bad(void)
 		{ "s3://bkt", "/mnt", "-o", "list_workers=0",
 		  "-o list_workers=0: expected a number from 1 to 256" },
 		{ "s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257" },
+		{ "s3://bkt", "/mnt", "-o", "retry_time=0",
+		  "-o retry_time=0: expected seconds from 1 to 86400" },
+		{ "s3://bkt", "/mnt", "-o", "window=0",
+		  "-o window=0: expected a number from 1 to 16777216" },
+		{ "s3://bkt", "/mnt", "-o", "cache_size=0",
+		  "-o cache_size=0: expected bytes with an optional K, M, G or "
+		  "T, or a percentage" },
 		{ "s3://bkt", "/mnt", "-o", "store_ahead=10%",
-		  "-o store_ahead=10%: expected bytes" },
+		  "-o store_ahead=10%: expected bytes with an optional K, M, G "
+		  "or T, or 0 for off" },
 		{ "s3://bkt", "/mnt", "-o", "store_ahead=x", "store_ahead=x" },
 		{ "s3://bkt", "/mnt", "-o", "shared_cache=near",
 		  "not an S3 URL" },
@@ -255,9 +266,84 @@ static void test_bad(void)
 	opts_fini(&o);
 }
 
+/*
+ * Every number option holds its default from options.def when it is not
+ * given: the daemon passes them on, so these are the values a mount runs
+ * with (and what README.md, doc/ and the man pages say: test_docs.py).
+ */
+static void test_defaults(void)
+{
+	struct hintfs_opts o;
+	char err[256] = "";
+
+	clear_env();
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
+	CHECK(o.max_threads == 64 && o.max_inflight == 64);
+	CHECK(o.window == 4096 && o.pace_ms == 1000);
+	CHECK(o.fetch_mem == 512ull << 20 && o.store_ahead == 64ull << 20);
+	CHECK(o.cache_size == 0 && o.cache_size_pct == 10);
+	CHECK(o.retries == 10 && o.retry_time_s == 60);
+	CHECK(o.stall_timeout_s == 5 && o.list_workers == 16);
+	CHECK(o.process_timeout_s == 60 && o.tier_hedge_ms == 100);
+	CHECK(o.tier_put_mem == 256ull << 20);
+	/* The fallbacks of the layers below, for a caller that passes 0,
+	 * are the same numbers (their reasons are written by them). */
+	CHECK(o.window == PF_WINDOW_DEFAULT && o.pace_ms == PF_PACE_DEFAULT_MS);
+	CHECK(o.max_inflight == PF_INFLIGHT_DEFAULT);
+	CHECK(o.fetch_mem == PF_FETCH_MEM_DEFAULT);
+	CHECK(o.retries == RETRY_ATTEMPTS_DEFAULT);
+	CHECK(o.retry_time_s * 1000 == RETRY_TIME_DEFAULT_MS);
+	CHECK(o.stall_timeout_s == S3_STALL_DEFAULT_S);
+	CHECK(o.list_workers == S3_LIST_WORKERS_DEFAULT);
+	opts_fini(&o);
+	/* Given, the value replaces the default, whatever its field's width. */
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
+		    "window=7,fetch_mem=3G,cache_size=200G,retry_time=9") == 0);
+	CHECK(o.window == 7 && o.fetch_mem == 3ull << 30);
+	CHECK(o.cache_size == 200ull << 30 && o.cache_size_pct == 0);
+	CHECK(o.retry_time_s == 9 && o.max_inflight == 64);
+	opts_fini(&o);
+}
+
+/* --help: a line per option of the table, with its default. */
+static void test_usage(void)
+{
+	static const char *const lines[] = {
+		"  -o window=N            hinted objects fetched ahead (default 4096)\n",
+		"  -o fetch_mem=SIZE      memory for objects in flight (default 512M)\n",
+		"  -o no_sign             anonymous requests, for public buckets\n",
+		"  -o shared_cache_put_mem=SIZE\n",
+		"  -o credential_process_timeout=S\n",
+		"  -o profile=NAME        AWS profile, also --profile NAME (default:\n"
+		"                         $AWS_PROFILE, or default)\n",
+		"  -o allow_other, ...",
+	};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	opts_usage(f, "hintfs");
+	fclose(f);
+	CHECK(!strncmp(text, "usage: hintfs s3://", 19));
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		if (!strstr(text, lines[i])) {
+			fprintf(stderr, "--help lacks: %s\n", lines[i]);
+			CHECK(0);
+		}
+	/* Wrapped to 79 columns. */
+	for (char *l = text, *nl; (nl = strchr(l, '\n')); l = nl + 1)
+		CHECK(nl - l <= 79 || !strncmp(l, "usage:", 6));
+	free(text);
+}
+
 int main(void)
 {
 	test_good();
 	test_bad();
+	test_defaults();
+	test_usage();
 	return check_done();
 }
