@@ -33,25 +33,25 @@
 
 /* 32 entries: a 1 MiB chunk each keeps 32 MiB moving at once, more than
  * an NVMe drive needs to reach full speed; most calls use one. */
-#define BLOB_RING_DEPTH 32
+#define BLOB_RING_DEPTH	 32
 #define BLOB_CHUNK_BYTES (1u << 20)
-#define BLOB_NAME_LEN sizeof("seg-00000000.dat")
+#define BLOB_NAME_LEN	 sizeof("seg-00000000.dat")
 
 #define ALIGN_UP(x) (((x) + CACHE_ALIGN - 1) & ~(CACHE_ALIGN - 1))
 
 /* One thread's ring. */
 struct blob_ring {
-	struct io_uring ring;     /* used by its thread only */
-	struct blob_ring *next;   /* ring_list, under ring_lock */
+	struct io_uring ring;	  /* used by its thread only */
+	struct blob_ring *next;	  /* ring_list, under ring_lock */
 	struct blob_ring **pprev; /* the pointer to this one, for unlinking */
-	atomic_bool live;         /* set up and in ring_list */
-	bool failed;              /* setup failed: this thread uses pread */
+	atomic_bool live;	  /* set up and in ring_list */
+	bool failed;		  /* setup failed: this thread uses pread */
 };
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blob_ring *ring_list; /* every live ring */
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
-static pthread_key_t ring_key;      /* runs blob_ring_free at thread exit */
+static pthread_key_t ring_key; /* runs blob_ring_free at thread exit */
 static bool ring_key_ok;
 static __thread struct blob_ring *tls_ring;
 static atomic_bool ring_warned;
@@ -207,8 +207,8 @@ static int blob_io_ring(struct blob_ring *r, int fd, char *buf, size_t len,
 			op = spare[--n_spare];
 			op->pos = next;
 			op->len = len - next < BLOB_CHUNK_BYTES
-					  ? len - next
-					  : BLOB_CHUNK_BYTES;
+				      ? len - next
+				      : BLOB_CHUNK_BYTES;
 			next += op->len;
 			blob_queue(&r->ring, op, fd, buf, off, write);
 			queued++;
@@ -270,8 +270,7 @@ static int blob_io_ring(struct blob_ring *r, int fd, char *buf, size_t len,
 	return err;
 }
 
-static int blob_io_sync(int fd, char *buf, size_t len, uint64_t off,
-			bool write)
+static int blob_io_sync(int fd, char *buf, size_t len, uint64_t off, bool write)
 {
 	while (len) {
 		ssize_t n = write ? pwrite(fd, buf, len, (off_t)off)

@@ -39,9 +39,7 @@
 /* Keys in log lines are cut here. */
 #define CACHE_LOG_KEY 200
 
-
-static bool cache_valid_name(const char *key, size_t key_len,
-			     const char *etag)
+static bool cache_valid_name(const char *key, size_t key_len, const char *etag)
 {
 	return key && key_len && key_len <= CACHE_KEY_MAX &&
 	       (!etag || strlen(etag) <= CACHE_ETAG_MAX);
@@ -72,8 +70,7 @@ void cache_unlink_locked(struct cache *c, struct cache_ent *e,
  * refers to them), drops their segment references, which may unlink
  * empty segments, and frees them.
  */
-void cache_finish_drop(struct cache *c, struct cache_ent *victims,
-		       bool punch)
+void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch)
 {
 	struct blob_seg *dead = NULL, *s;
 	struct cache_ent *e, *next;
@@ -81,8 +78,8 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims,
 	/* A sealed, empty segment is about to be unlinked: no punching. */
 	pthread_mutex_lock(&c->lock);
 	for (e = victims; e; e = e->hnext)
-		e->punch = punch && e->seg &&
-			   !(e->seg->sealed && !e->seg->live_bytes);
+		e->punch =
+		    punch && e->seg && !(e->seg->sealed && !e->seg->live_bytes);
 	pthread_mutex_unlock(&c->lock);
 
 	pthread_rwlock_wrlock(&c->punch_lock);
@@ -169,9 +166,9 @@ static void cache_drop(struct cache *c, uint64_t id, const char *why,
 struct cache_pin {
 	uint64_t id;
 	uint64_t size, off, sum;
-	struct blob_seg *seg;       /* holds a reference; NULL when inline */
+	struct blob_seg *seg; /* holds a reference; NULL when inline */
 	bool verified;
-	size_t k_len;               /* the LMDB key, for inline data */
+	size_t k_len; /* the LMDB key, for inline data */
 	unsigned char k[IDX_KEY_MAX];
 };
 
@@ -241,10 +238,10 @@ static bool pin_put(struct cache *c, struct cache_pin *p, bool verified)
 /* A copy out of inline data, inside LMDB's read transaction. */
 struct inline_copy {
 	const struct cache_pin *p;
-	void *buf;    /* NULL: check only */
+	void *buf; /* NULL: check only */
 	size_t len;
 	uint64_t off;
-	bool check;   /* hash the whole value first */
+	bool check; /* hash the whole value first */
 };
 
 static int inline_copy_cb(void *arg, const void *data, size_t len)
@@ -297,7 +294,7 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 	int ret;
 
 	if (!p->seg) {
-		struct inline_copy ic = { p, buf, n, off, check };
+		struct inline_copy ic = {p, buf, n, off, check};
 
 		return idx_read_inline(c->ix, p->k, p->k_len, inline_copy_cb,
 				       &ic);
@@ -319,10 +316,11 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 
 /*
  * The test hooks (common/test_hook.h: a test build's only): with
- * HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the environment at open, every Nth cache_read() fails with ERRNO (EIO by
- * default) before touching the disk, as a bad sector or a full LMDB
- * reader table would; with HINTFS_FAULT_CACHE_WRITE=N[:ERRNO], every Nth
- * blob write of cache_put_write() fails so, as a failing disk would.
+ * HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the environment at open, every Nth
+ * cache_read() fails with ERRNO (EIO by default) before touching the disk, as a
+ * bad sector or a full LMDB reader table would; with
+ * HINTFS_FAULT_CACHE_WRITE=N[:ERRNO], every Nth blob write of cache_put_write()
+ * fails so, as a failing disk would.
  */
 int cache_fault_hit(struct cache_fault *f)
 {
@@ -333,8 +331,7 @@ int cache_fault_hit(struct cache_fault *f)
 	return -f->err;
 }
 
-void cache_fault_init(struct cache_fault *f, const char *name,
-		      const char *what)
+void cache_fault_init(struct cache_fault *f, const char *name, const char *what)
 {
 	const char *v = test_hook_env(name);
 	unsigned every = 0;
@@ -344,8 +341,8 @@ void cache_fault_init(struct cache_fault *f, const char *name,
 		return;
 	f->every = every;
 	f->err = e;
-	log_warn("cache: %s=%s: one %s in %u fails with %s (a test hook)",
-		 name, v, what, every, strerror(e));
+	log_warn("cache: %s=%s: one %s in %u fails with %s (a test hook)", name,
+		 v, what, every, strerror(e));
 }
 
 /*
@@ -457,16 +454,16 @@ struct inline_ref {
 	uint64_t off;
 	cache_ref_cb cb;
 	void *arg;
-	ssize_t ret;   /* cb's result; the transaction's is separate */
+	ssize_t ret; /* cb's result; the transaction's is separate */
 };
 
 static int inline_ref_cb(void *arg, const void *data, size_t len)
 {
 	struct inline_ref *ir = arg;
 	struct cache_ref ref = {
-		.mem = (const char *)data + ir->off,
-		.fd = -1,
-		.len = ir->len,
+	    .mem = (const char *)data + ir->off,
+	    .fd = -1,
+	    .len = ir->len,
 	};
 
 	/* Verified already (below), and the snapshot cannot change while
@@ -521,15 +518,15 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (!rc && !p.seg) {
-		struct inline_ref ir = { &p, n, off, cb, arg, 0 };
+		struct inline_ref ir = {&p, n, off, cb, arg, 0};
 
 		rc = idx_read_inline(c->ix, p.k, p.k_len, inline_ref_cb, &ir);
 		ret = ir.ret;
 	} else if (!rc) {
 		struct cache_ref ref = {
-			.fd = p.seg->fd,
-			.fd_off = p.off + off,
-			.len = n,
+		    .fd = p.seg->fd,
+		    .fd_off = p.off + off,
+		    .len = n,
 		};
 
 		ret = cb(arg, &ref);

@@ -59,19 +59,19 @@ typedef uint64_t (*cache_next_use_cb)(void *arg, uint32_t *id, const char *key,
 				      size_t key_len);
 
 struct cache_config {
-	const char *dir;        /**< created 0700 if missing; must be owned by
-				     the caller's uid (else -EPERM) */
-	uint64_t capacity;      /**< bytes of object data to keep, > 0 */
-	size_t inline_max;      /**< objects up to this size go inline in
-				     LMDB; 0 = the default (16 KiB) */
+	const char *dir;   /**< created 0700 if missing; must be owned by
+				the caller's uid (else -EPERM) */
+	uint64_t capacity; /**< bytes of object data to keep, > 0 */
+	size_t inline_max; /**< objects up to this size go inline in
+				LMDB; 0 = the default (16 KiB) */
 	cache_next_use_cb next_use; /**< may be NULL: LRU only (until
 					 cache_set_next_use()) */
 	void *next_use_arg;
-	const char *source;     /**< where the objects come from (endpoint
-				     and bucket, as shown to the user): a
-				     directory that recorded another one is
-				     refused (-EEXIST), one that recorded
-				     none takes this one; NULL: no check */
+	const char *source; /**< where the objects come from (endpoint
+				 and bucket, as shown to the user): a
+				 directory that recorded another one is
+				 refused (-EEXIST), one that recorded
+				 none takes this one; NULL: no check */
 };
 
 struct cache;
@@ -90,7 +90,7 @@ void cache_close(struct cache *c);
 /** A cached object found by cache_lookup(). Plain data; no release needed. */
 struct cache_obj {
 	uint64_t size;
-	uint64_t id;   /**< the entry's identity for cache_read() */
+	uint64_t id; /**< the entry's identity for cache_read() */
 };
 
 /**
@@ -145,9 +145,9 @@ void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg);
  */
 struct cache_ref {
 	const void *mem; /**< the bytes of a small object, in LMDB's map */
-	int fd;          /**< -1 with @mem; else the segment file holding */
+	int fd;		 /**< -1 with @mem; else the segment file holding */
 	uint64_t fd_off; /**<   the bytes at this offset */
-	size_t len;      /**< bytes of the range; 0 at or past the end */
+	size_t len;	 /**< bytes of the range; 0 at or past the end */
 };
 
 /**
@@ -240,16 +240,16 @@ int cache_meta_put(struct cache *c, const char *name, const void *blob,
 int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len);
 
 struct cache_stats {
-	uint64_t objects;       /**< committed objects */
-	uint64_t bytes;         /**< their bytes */
+	uint64_t objects; /**< committed objects */
+	uint64_t bytes;	  /**< their bytes */
 	uint64_t capacity;
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t evictions;
-	uint64_t corrupt;       /**< blobs dropped for a bad checksum */
-	uint64_t write_errors;  /**< puts that failed (disk full, I/O) */
-	uint64_t read_errors;   /**< reads that failed otherwise (I/O error,
-				     LMDB busy) and were left to the server */
+	uint64_t corrupt;      /**< blobs dropped for a bad checksum */
+	uint64_t write_errors; /**< puts that failed (disk full, I/O) */
+	uint64_t read_errors;  /**< reads that failed otherwise (I/O error,
+				    LMDB busy) and were left to the server */
 };
 
 /** A snapshot of the counters. */
@@ -261,7 +261,8 @@ void cache_get_stats(struct cache *c, struct cache_stats *out);
  * ones are dropped. Returns 0 or -errno.
  */
 int cache_verify(struct cache *c,
-		 void (*cb)(void *arg, const char *key, size_t key_len, bool ok),
+		 void (*cb)(void *arg, const char *key, size_t key_len,
+			    bool ok),
 		 void *arg);
 
 #endif /* HINTFS_CACHE_CACHE_H */

@@ -62,68 +62,68 @@ struct evict_cand;
 struct cache_ent {
 	struct cache_ent *hnext; /* hash chain; once removed, the list of
 				    entries being dropped */
-	struct blob_seg *seg;    /* its segment, or NULL when inline */
-	uint64_t id;             /* (sequence << 32) | slot: cache_obj.id */
-	uint64_t size;           /* object bytes */
-	uint64_t off;            /* extent start in seg (0 when inline) */
-	uint64_t sum;            /* xxh3-64 of the object */
-	uint64_t khash;          /* xxh3-64 of the key alone: every version
+	struct blob_seg *seg;	 /* its segment, or NULL when inline */
+	uint64_t id;		 /* (sequence << 32) | slot: cache_obj.id */
+	uint64_t size;		 /* object bytes */
+	uint64_t off;		 /* extent start in seg (0 when inline) */
+	uint64_t sum;		 /* xxh3-64 of the object */
+	uint64_t khash;		 /* xxh3-64 of the key alone: every version
 				    of a key shares a chain */
-	uint64_t tick;           /* last lookup, for LRU (under lock) */
-	_Atomic uint32_t oid;    /* the caller's object id, CACHE_NO_ID
+	uint64_t tick;		 /* last lookup, for LRU (under lock) */
+	_Atomic uint32_t oid;	 /* the caller's object id, CACHE_NO_ID
 				    until put or resolved this session */
-	uint16_t key_len;        /* bytes of key in name[] */
-	uint8_t etag_len;        /* bytes of etag in name[] */
-	bool verified;           /* checksum checked this session (lock) */
-	bool punch;              /* being dropped: punch its extent */
-	char name[];             /* key, '\0', etag, '\0' */
+	uint16_t key_len;	 /* bytes of key in name[] */
+	uint8_t etag_len;	 /* bytes of etag in name[] */
+	bool verified;		 /* checksum checked this session (lock) */
+	bool punch;		 /* being dropped: punch its extent */
+	char name[];		 /* key, '\0', etag, '\0' */
 };
 
 /* The entry table: lookup by key and ETag, and by id. Under c->lock. */
 struct tab {
 	struct cache_ent **buckets; /* chains by khash */
-	size_t n_buckets;           /* a power of two */
-	size_t n_ents;              /* entries in the table */
+	size_t n_buckets;	    /* a power of two */
+	size_t n_ents;		    /* entries in the table */
 	struct cache_ent **slots;   /* slot -> entry or NULL */
-	uint32_t n_slots;           /* slots ever used (high water) */
-	uint32_t cap_slots;         /* allocated slots and free_slots */
-	uint32_t *free_slots;       /* stack of NULL slots below n_slots */
-	uint32_t n_free;            /* entries on that stack */
-	uint32_t seq;               /* last id sequence handed out */
+	uint32_t n_slots;	    /* slots ever used (high water) */
+	uint32_t cap_slots;	    /* allocated slots and free_slots */
+	uint32_t *free_slots;	    /* stack of NULL slots below n_slots */
+	uint32_t n_free;	    /* entries on that stack */
+	uint32_t seq;		    /* last id sequence handed out */
 };
 
 /* A test hook: every Nth call fails with err (cache_fault_hit()). */
 struct cache_fault {
-	unsigned every;             /* 0: off */
-	int err;                    /* positive errno */
-	atomic_uint n;              /* calls so far */
+	unsigned every; /* 0: off */
+	int err;	/* positive errno */
+	atomic_uint n;	/* calls so far */
 };
 
 /* One segment file, seg-XXXXXXXX.dat (id in hex). */
 struct blob_seg {
 	struct blob_seg *next; /* c->segs (under lock); once removed, the
 				  list of segments to destroy */
-	uint32_t id;           /* names the file; never reused in a session */
-	int fd;                /* open while the struct lives */
-	uint64_t tail;         /* next free offset (active segment only;
+	uint32_t id;	       /* names the file; never reused in a session */
+	int fd;		       /* open while the struct lives */
+	uint64_t tail;	       /* next free offset (active segment only;
 				  under seg_lock) */
 	uint64_t file_bytes;   /* size found at open, to check extents */
 	uint64_t live_bytes;   /* committed extents plus reservations, i.e.
 				  bytes that must stay readable (lock) */
-	uint32_t refs;         /* readers and droppers using fd (lock) */
-	bool sealed;           /* never appended to again (lock) */
-	bool fresh;            /* created this session: fdatasync at close */
+	uint32_t refs;	       /* readers and droppers using fd (lock) */
+	bool sealed;	       /* never appended to again (lock) */
+	bool fresh;	       /* created this session: fdatasync at close */
 };
 
 struct cache {
-	char *dir;                  /* as configured, for messages */
-	int dir_fd;                 /* segments are opened relative to it */
-	int lock_fd;                /* holds the flock while open */
-	struct idx *ix;             /* the LMDB index */
-	uint64_t capacity_cfg;      /* as configured */
-	size_t inline_max;          /* objects up to this go inline */
+	char *dir;		    /* as configured, for messages */
+	int dir_fd;		    /* segments are opened relative to it */
+	int lock_fd;		    /* holds the flock while open */
+	struct idx *ix;		    /* the LMDB index */
+	uint64_t capacity_cfg;	    /* as configured */
+	size_t inline_max;	    /* objects up to this go inline */
 	cache_next_use_cb next_use; /* may be NULL: LRU only (lock) */
-	void *next_use_arg;         /* its argument (lock) */
+	void *next_use_arg;	    /* its argument (lock) */
 
 	/* The four locks, in the order they are taken (see the top). */
 	pthread_mutex_t evict_lock;
@@ -141,24 +141,24 @@ struct cache {
 
 	/* under evict_lock */
 	struct evict_cand *ev_cand; /* the current sample's entries */
-	uint64_t ev_rng;            /* where samples are drawn */
+	uint64_t ev_rng;	    /* where samples are drawn */
 
 	/* under seg_lock */
-	struct blob_seg *active;    /* segment taking small extents, or NULL */
-	uint32_t next_seg_id;       /* above every id on disk at open */
+	struct blob_seg *active; /* segment taking small extents, or NULL */
+	uint32_t next_seg_id;	 /* above every id on disk at open */
 
 	/* under lock */
-	struct tab tab;             /* the committed entries */
-	struct blob_seg *segs;      /* every open segment */
-	uint64_t used;              /* bytes of committed objects */
-	uint64_t reserved;          /* bytes of puts in progress */
-	uint64_t capacity;          /* effective: lowered when the disk fills */
-	uint64_t tick;              /* LRU clock */
-	bool disk_full;             /* ENOSPC seen; its warning logged */
-	bool io_warned;             /* other write error seen and logged */
+	struct tab tab;	       /* the committed entries */
+	struct blob_seg *segs; /* every open segment */
+	uint64_t used;	       /* bytes of committed objects */
+	uint64_t reserved;     /* bytes of puts in progress */
+	uint64_t capacity;     /* effective: lowered when the disk fills */
+	uint64_t tick;	       /* LRU clock */
+	bool disk_full;	       /* ENOSPC seen; its warning logged */
+	bool io_warned;	       /* other write error seen and logged */
 	uint64_t hits, misses, evictions, corrupt, write_errors; /* stats */
-	uint64_t read_errors;       /* reads failed other than by checksum */
-	atomic_uint n_puts;         /* puts begun and not yet finished */
+	uint64_t read_errors; /* reads failed other than by checksum */
+	atomic_uint n_puts;   /* puts begun and not yet finished */
 
 	/* Test hooks HINTFS_FAULT_CACHE_READ and _WRITE=N[:ERRNO]
 	 * (cache_read(), cache_put_write()). */
@@ -167,21 +167,21 @@ struct cache {
 
 /* An object being written (the cache_put of cache.h). */
 struct cache_put {
-	struct cache *c;       /* the cache it is written to */
-	struct blob_seg *seg;  /* NULL when inline */
-	uint64_t off;          /* extent start in seg */
-	uint64_t size;         /* object bytes (and the reservation) */
-	unsigned char *buf;    /* inline: the bytes until commit */
-	uint32_t oid;          /* the caller's object id, for the entry */
-	pthread_mutex_t lock;  /* guards the fields below */
-	void *hstate;          /* XXH3 state over bytes [0, written) */
-	uint64_t written;      /* bytes written: parts come in order, so
-				  the next starts here and written == size
-				  means complete */
-	int err;               /* first write error, sticky */
-	uint16_t key_len;      /* bytes of key in name[] */
-	uint8_t etag_len;      /* bytes of etag in name[] */
-	char name[];           /* key, '\0', etag, '\0' */
+	struct cache *c;      /* the cache it is written to */
+	struct blob_seg *seg; /* NULL when inline */
+	uint64_t off;	      /* extent start in seg */
+	uint64_t size;	      /* object bytes (and the reservation) */
+	unsigned char *buf;   /* inline: the bytes until commit */
+	uint32_t oid;	      /* the caller's object id, for the entry */
+	pthread_mutex_t lock; /* guards the fields below */
+	void *hstate;	      /* XXH3 state over bytes [0, written) */
+	uint64_t written;     /* bytes written: parts come in order, so
+				 the next starts here and written == size
+				 means complete */
+	int err;	      /* first write error, sticky */
+	uint16_t key_len;     /* bytes of key in name[] */
+	uint8_t etag_len;     /* bytes of etag in name[] */
+	char name[];	      /* key, '\0', etag, '\0' */
 };
 
 /* ---- table.c ---- */
@@ -190,8 +190,8 @@ void tab_fini(struct tab *t);
 struct cache_ent *cache_ent_new(const char *key, size_t key_len,
 				const char *etag, size_t etag_len);
 uint64_t tab_hash_key(const char *key, size_t key_len);
-struct cache_ent *tab_find(const struct tab *t, const char *key,
-			   size_t key_len, const char *etag, size_t etag_len);
+struct cache_ent *tab_find(const struct tab *t, const char *key, size_t key_len,
+			   const char *etag, size_t etag_len);
 /* tab_find() with the key's tab_hash_key() already at hand. */
 struct cache_ent *tab_find_hashed(const struct tab *t, uint64_t khash,
 				  const char *key, size_t key_len,
@@ -214,8 +214,7 @@ void cache_fault_init(struct cache_fault *f, const char *name,
 /* ---- cache.c: dropping entries ---- */
 void cache_unlink_locked(struct cache *c, struct cache_ent *e,
 			 struct cache_ent **victims);
-void cache_finish_drop(struct cache *c, struct cache_ent *victims,
-		       bool punch);
+void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch);
 void cache_note_write_error(struct cache *c, int err);
 
 /* ---- idx.c ---- */
@@ -226,12 +225,12 @@ struct idx_rec {
 	size_t key_len;
 	const char *etag;
 	size_t etag_len;
-	bool is_inline;   /* bytes in the inline db, not in a segment */
-	uint32_t seg;     /* segment id (0 when inline) */
-	uint64_t size;    /* object bytes */
-	uint64_t off;     /* extent start in the segment */
-	uint64_t sum;     /* xxh3-64 of the object */
-	uint64_t time_s;  /* insert time, unix seconds */
+	bool is_inline;	 /* bytes in the inline db, not in a segment */
+	uint32_t seg;	 /* segment id (0 when inline) */
+	uint64_t size;	 /* object bytes */
+	uint64_t off;	 /* extent start in the segment */
+	uint64_t sum;	 /* xxh3-64 of the object */
+	uint64_t time_s; /* insert time, unix seconds */
 };
 
 /* 0 keeps the record, 1 drops it (deleted from LMDB), < 0 stops. */

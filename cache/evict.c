@@ -50,11 +50,11 @@
 
 /* An entry as a sample saw it; the key copied under the lock. */
 struct evict_cand {
-	uint64_t id;        /* to find it again under the lock */
-	uint64_t tick;      /* LRU order among equal next uses */
+	uint64_t id;   /* to find it again under the lock */
+	uint64_t tick; /* LRU order among equal next uses */
 	uint64_t size;
-	uint64_t next_use;  /* asked outside the lock */
-	uint32_t oid;       /* the caller's id, or CACHE_NO_ID */
+	uint64_t next_use; /* asked outside the lock */
+	uint32_t oid;	   /* the caller's id, or CACHE_NO_ID */
 	uint16_t key_len;
 	char key[CACHE_KEY_MAX];
 };
@@ -106,8 +106,8 @@ static void evict_take(struct evict_cand *cand, const struct cache_ent *e)
  * *@whole says whether they are every entry of the cache. Returns how
  * many.
  */
-static size_t evict_sample(struct cache *c, const uint64_t *skip,
-			   size_t n_skip, bool *whole)
+static size_t evict_sample(struct cache *c, const uint64_t *skip, size_t n_skip,
+			   bool *whole)
 {
 	struct evict_cand *cand = c->ev_cand;
 	cache_next_use_cb nu;
@@ -124,10 +124,12 @@ static size_t evict_sample(struct cache *c, const uint64_t *skip,
 				evict_take(&cand[n++], e);
 		}
 	} else {
-		for (size_t probes = 0; n < CACHE_EVICT_SAMPLE &&
-		     probes < CACHE_EVICT_SAMPLE * CACHE_EVICT_PROBES; probes++) {
+		for (size_t probes = 0;
+		     n < CACHE_EVICT_SAMPLE &&
+		     probes < CACHE_EVICT_SAMPLE * CACHE_EVICT_PROBES;
+		     probes++) {
 			const struct cache_ent *e =
-				c->tab.slots[evict_rand(c) % c->tab.n_slots];
+			    c->tab.slots[evict_rand(c) % c->tab.n_slots];
 			bool dup = false;
 
 			if (!e || evict_chosen(skip, n_skip, e->id))
@@ -145,9 +147,9 @@ static size_t evict_sample(struct cache *c, const uint64_t *skip,
 	for (size_t i = 0; i < n; i++) {
 		uint32_t was = cand[i].oid;
 
-		cand[i].next_use = nu ? nu(nu_arg, &cand[i].oid, cand[i].key,
-					   cand[i].key_len)
-				      : CACHE_NEVER;
+		cand[i].next_use =
+		    nu ? nu(nu_arg, &cand[i].oid, cand[i].key, cand[i].key_len)
+		       : CACHE_NEVER;
 		if (cand[i].oid == was)
 			continue;
 		/* Resolved from its key: the next sample asks by id. */
@@ -234,7 +236,8 @@ static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 		n = evict_sample(c, ids, n_ids, &whole);
 		for (size_t i = 0; i < n; i++) {
 			if (cand[i].next_use < next_use)
-				continue; /* needed sooner: never for this one */
+				continue; /* needed sooner: never for this one
+					   */
 			if (!best || cand[i].next_use > best->next_use ||
 			    (cand[i].next_use == best->next_use &&
 			     cand[i].tick < best->tick))

@@ -65,18 +65,18 @@
  */
 #define IDX_MAX_READERS 2048
 #define IDX_REC_VERSION 1
-#define IDX_REC_BYTES 40
-#define IDX_F_INLINE 1u
-#define IDX_F_LONGKEY 2u
+#define IDX_REC_BYTES	40
+#define IDX_F_INLINE	1u
+#define IDX_F_LONGKEY	2u
 /* 0xff never starts a UTF-8 string: it marks a hashed (long) key. */
-#define IDX_LONG_MARK 0xff
+#define IDX_LONG_MARK	0xff
 #define IDX_LONG_PREFIX (1 + 16)
 
 struct idx {
-	MDB_env *env;    /* DIR/index.mdb */
+	MDB_env *env;	 /* DIR/index.mdb */
 	MDB_dbi objects; /* LMDB key -> record */
-	MDB_dbi inl;     /* LMDB key -> inline bytes */
-	MDB_dbi meta;    /* name -> blob */
+	MDB_dbi inl;	 /* LMDB key -> inline bytes */
+	MDB_dbi meta;	 /* name -> blob */
 };
 
 int idx_errno(int rc)
@@ -193,7 +193,7 @@ static bool idx_decode(const MDB_val *k, const MDB_val *v, struct idx_rec *r)
 	}
 	if (r->etag_len > CACHE_ETAG_MAX || r->key_len > CACHE_KEY_MAX ||
 	    idx_key_is_long(r->key_len, r->etag_len, r->key) !=
-		    !!(flags & IDX_F_LONGKEY))
+		!!(flags & IDX_F_LONGKEY))
 		return false;
 	r->is_inline = flags & IDX_F_INLINE;
 	r->seg = get_le32(vb + 4);
@@ -210,8 +210,8 @@ static size_t idx_encode(const struct idx_rec *r, bool long_key,
 {
 	memset(buf, 0, IDX_REC_BYTES);
 	buf[0] = IDX_REC_VERSION;
-	buf[1] = (r->is_inline ? IDX_F_INLINE : 0) |
-		 (long_key ? IDX_F_LONGKEY : 0);
+	buf[1] =
+	    (r->is_inline ? IDX_F_INLINE : 0) | (long_key ? IDX_F_LONGKEY : 0);
 	put_le32(buf + 4, r->seg);
 	put_le64(buf + 8, r->size);
 	put_le64(buf + 16, r->off);
@@ -253,7 +253,7 @@ static int idx_check_size(MDB_env *env)
 }
 
 /* The checking child's exit codes. */
-#define IDX_CHECK_OK 0
+#define IDX_CHECK_OK  0
 #define IDX_CHECK_BAD 3
 
 /* In the child: walks every entry of database @name, touching the first
@@ -316,7 +316,7 @@ int idx_check(const char *path, uint64_t map_bytes)
 		    mdb_env_set_mapsize(env, map_bytes) ||
 		    mdb_env_open(env, path,
 				 MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK |
-					 MDB_NOTLS,
+				     MDB_NOTLS,
 				 0600) ||
 		    idx_check_size(env) || stat(path, &st) < 0 ||
 		    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn))
@@ -387,7 +387,7 @@ int idx_open(const char *path, const char *shown, uint64_t map_bytes,
 	 */
 	rc = mdb_env_open(ix->env, path,
 			  MDB_NOSUBDIR | MDB_NOTLS | MDB_NOSYNC |
-				  MDB_NOMETASYNC | MDB_NORDAHEAD,
+			      MDB_NOMETASYNC | MDB_NORDAHEAD,
 			  0600);
 	if (!rc)
 		rc = idx_check_size(ix->env);
@@ -492,7 +492,7 @@ int idx_count(struct idx *ix, size_t *n)
 
 int idx_load(struct idx *ix, idx_load_cb cb, void *arg, size_t *dropped)
 {
-	struct idx_drops drops = { 0 };
+	struct idx_drops drops = {0};
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
@@ -574,16 +574,16 @@ int idx_apply_many(struct idx *ix, const struct idx_rec *puts,
 		return idx_errno(rc);
 	for (; dels && !rc; dels = dels->hnext) {
 		k.mv_data = kb;
-		k.mv_size = idx_key(dels->name, dels->key_len,
-				    dels->name + dels->key_len + 1,
-				    dels->etag_len, kb);
+		k.mv_size =
+		    idx_key(dels->name, dels->key_len,
+			    dels->name + dels->key_len + 1, dels->etag_len, kb);
 		rc = idx_del_key(ix, txn, &k);
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct idx_rec *put = &puts[i];
 		unsigned char rec[IDX_REC_BYTES + CACHE_KEY_MAX];
-		bool long_key = idx_key_is_long(put->key_len, put->etag_len,
-						put->key);
+		bool long_key =
+		    idx_key_is_long(put->key_len, put->etag_len, put->key);
 
 		k.mv_data = kb;
 		k.mv_size = idx_key(put->key, put->key_len, put->etag,
@@ -626,7 +626,7 @@ int idx_read_inline(struct idx *ix, const unsigned char *kb, size_t k_len,
 		    idx_inline_cb cb, void *arg)
 {
 	MDB_txn *txn;
-	MDB_val k = { .mv_size = k_len, .mv_data = (void *)kb }, v;
+	MDB_val k = {.mv_size = k_len, .mv_data = (void *)kb}, v;
 	int rc, ret;
 
 	rc = mdb_txn_begin(ix->env, NULL, MDB_RDONLY, &txn);
@@ -668,8 +668,7 @@ static void idx_meta_key(const char *name, size_t len, unsigned char *kb,
 	k->mv_size = IDX_LONG_PREFIX;
 }
 
-int idx_meta_put(struct idx *ix, const char *name, const void *blob,
-		 size_t len)
+int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
 {
 	size_t n_len = strlen(name);
 	bool lng = n_len && idx_meta_long(name, n_len);

@@ -27,7 +27,7 @@
  * twice over (copy-on-write) plus 4 GiB for the records and a listing
  * snapshot, capped well inside a 47-bit address space. */
 #define CACHE_MAP_EXTRA (4ull << 30)
-#define CACHE_MAP_MAX (16ull << 40)
+#define CACHE_MAP_MAX	(16ull << 40)
 /* Segment files each keep an fd open; besides them, 1,024 for FUSE, the
  * engine's sockets and the rest of the daemon. */
 #define CACHE_FD_HEADROOM 1024
@@ -84,15 +84,15 @@ static int cache_open_dir(struct cache *c, char *err, size_t err_len)
  */
 static void cache_raise_fd_limit(const struct cache *c)
 {
-	uint64_t want = c->capacity_cfg / CACHE_SEG_BYTES * 2 +
-			CACHE_FD_HEADROOM;
+	uint64_t want =
+	    c->capacity_cfg / CACHE_SEG_BYTES * 2 + CACHE_FD_HEADROOM;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
 	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
-			      ? want
-			      : rl.rlim_max;
+			  ? want
+			  : rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		log_warn("cache: %s: the open-file limit (%llu) may be too "
 			 "low for %llu bytes of segments; raise ulimit -n",
@@ -136,12 +136,13 @@ static int cache_lock_dir(struct cache *c, char *err, size_t err_len)
  */
 static int cache_check_index_files(struct cache *c, char *err, size_t err_len)
 {
-	static const char *const names[] = { "index.mdb", "index.mdb-lock" };
+	static const char *const names[] = {"index.mdb", "index.mdb-lock"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		struct stat st;
 
-		if (fstatat(c->dir_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(c->dir_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) <
+		    0) {
 			if (errno == ENOENT)
 				continue;
 			snprintf(err, err_len, "cache dir %s: %s: %s", c->dir,
@@ -208,8 +209,9 @@ static void cache_mark_clean(struct cache *c)
 
 	if (cache_clean_line(c, line, sizeof(line)))
 		return;
-	fd = openat(c->dir_fd, CACHE_CLEAN_NAME,
-		    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd =
+	    openat(c->dir_fd, CACHE_CLEAN_NAME,
+		   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
 	if (write(fd, line, strlen(line)) != (ssize_t)strlen(line) ||
@@ -292,7 +294,7 @@ static int cache_unload(struct cache *c)
  */
 static int cache_load(struct cache *c, char *err, size_t err_len)
 {
-	struct cache_loader ld = { .c = c };
+	struct cache_loader ld = {.c = c};
 	uint64_t map = CACHE_MAP_MAX;
 	size_t dropped = 0;
 	char *path = NULL, *via_fd = NULL;
@@ -328,10 +330,10 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 		/* Not closed by us since it last changed: LMDB would crash
 		 * on damage, so a child looks at it first. */
 		ret = attempt || clean ||
-				      faccessat(c->dir_fd, "index.mdb", F_OK,
-						AT_SYMLINK_NOFOLLOW) < 0
-			      ? 0
-			      : idx_check(via_fd ? via_fd : path, map);
+			      faccessat(c->dir_fd, "index.mdb", F_OK,
+					AT_SYMLINK_NOFOLLOW) < 0
+			  ? 0
+			  : idx_check(via_fd ? via_fd : path, map);
 		if (!ret)
 			ret = idx_open(via_fd ? via_fd : path, path, map,
 				       &c->ix, err, err_len);
@@ -399,8 +401,10 @@ static int cache_check_source(struct cache *c, const char *source, char *err,
 			 c->dir, (int)(got_len < 512 ? got_len : 512),
 			 (const char *)got, source);
 	else if (ret)
-		snprintf(err, err_len, "cache dir %s: cannot record its source: "
-			 "%s", c->dir, strerror(-ret));
+		snprintf(err, err_len,
+			 "cache dir %s: cannot record its source: "
+			 "%s",
+			 c->dir, strerror(-ret));
 	free(got);
 	return ret;
 }
@@ -447,8 +451,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	c->lock_fd = -1;
 	c->capacity_cfg = cfg->capacity;
 	c->capacity = cfg->capacity;
-	c->inline_max = cfg->inline_max ? cfg->inline_max
-					: CACHE_INLINE_DEFAULT;
+	c->inline_max =
+	    cfg->inline_max ? cfg->inline_max : CACHE_INLINE_DEFAULT;
 	c->next_use = cfg->next_use;
 	c->next_use_arg = cfg->next_use_arg;
 	cache_fault_init(&c->fault_read, "HINTFS_FAULT_CACHE_READ", "read");
@@ -459,8 +463,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	pthread_mutex_init(&c->seg_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_rwlockattr_init(&rwa);
-	pthread_rwlockattr_setkind_np(&rwa,
-				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlockattr_setkind_np(
+	    &rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&c->punch_lock, &rwa);
 	pthread_rwlockattr_destroy(&rwa);
 	c->dir = strdup(cfg->dir);

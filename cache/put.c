@@ -74,8 +74,7 @@ int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 		}
 		if (ret && ret != -ENOMEM) {
 			/* No room for a new segment file counts as full. */
-			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC
-							       : -EIO;
+			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC : -EIO;
 			cache_note_write_error(c, ret);
 		}
 	}
@@ -128,8 +127,7 @@ int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
 			ret = blob_io(p->seg->fd, (void *)data, len,
 				      p->off + off, true);
 		if (ret) {
-			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC
-							       : -EIO;
+			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC : -EIO;
 			if (put_fail(p, ret))
 				cache_note_write_error(p->c, ret);
 			return ret;
@@ -270,16 +268,16 @@ static int put_publish(struct cache_put **ps, struct cache_ent **es, size_t n,
 		while ((old = tab_first_version(&c->tab, p->name, p->key_len)))
 			cache_unlink_locked(c, old, victims);
 		recs[m] = (struct idx_rec){
-			.key = p->name,
-			.key_len = p->key_len,
-			.etag = p->name + p->key_len + 1,
-			.etag_len = p->etag_len,
-			.is_inline = p->buf != NULL,
-			.seg = p->seg ? p->seg->id : 0,
-			.size = p->size,
-			.off = p->off,
-			.sum = es[i]->sum,
-			.time_s = now,
+		    .key = p->name,
+		    .key_len = p->key_len,
+		    .etag = p->name + p->key_len + 1,
+		    .etag_len = p->etag_len,
+		    .is_inline = p->buf != NULL,
+		    .seg = p->seg ? p->seg->id : 0,
+		    .size = p->size,
+		    .off = p->off,
+		    .sum = es[i]->sum,
+		    .time_s = now,
 		};
 		datas[m++] = p->buf;
 		pub[i] = 2;

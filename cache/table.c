@@ -84,8 +84,8 @@ struct cache_ent *tab_first_version(const struct tab *t, const char *key,
 	return NULL;
 }
 
-struct cache_ent *tab_find(const struct tab *t, const char *key,
-			   size_t key_len, const char *etag, size_t etag_len)
+struct cache_ent *tab_find(const struct tab *t, const char *key, size_t key_len,
+			   const char *etag, size_t etag_len)
 {
 	return tab_find_hashed(t, tab_hash_key(key, key_len), key, key_len,
 			       etag, etag_len);

@@ -69,5 +69,5 @@ void buf_fini(struct buf *b)
 	if (secret && b->data)
 		explicit_bzero(b->data, b->cap);
 	free(b->data);
-	*b = (struct buf){ .secret = secret };
+	*b = (struct buf){.secret = secret};
 }

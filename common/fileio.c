@@ -19,10 +19,9 @@
 /* Reads of 64 KiB: a hint of 100,000 paths takes a hundred or so. */
 #define FILEIO_READ_CHUNK 65536
 
-static int read_all(int fd, size_t max, bool secret, char **out,
-		    size_t *len)
+static int read_all(int fd, size_t max, bool secret, char **out, size_t *len)
 {
-	struct buf b = { .secret = secret };
+	struct buf b = {.secret = secret};
 	int rc = 0;
 
 	for (;;) {

@@ -27,11 +27,11 @@ int read_secret_fd(int fd, size_t max, char **out, size_t *len);
 
 /**
  * mkdir -p: creates directory @path and its missing parents with @mode
- * (an existing @path is fine: the caller's open(O_DIRECTORY) checks it). A parent that cannot be created is
- * left for the final mkdir to report, so a path through an existing
- * read-only or unreadable parent still works; when the final mkdir then
- * fails for want of a parent, the parent's error is returned, which says
- * why. Returns 0, -ENOMEM or a -errno of mkdir(2). Any thread.
+ * (an existing @path is fine: the caller's open(O_DIRECTORY) checks it). A
+ * parent that cannot be created is left for the final mkdir to report, so a
+ * path through an existing read-only or unreadable parent still works; when the
+ * final mkdir then fails for want of a parent, the parent's error is returned,
+ * which says why. Returns 0, -ENOMEM or a -errno of mkdir(2). Any thread.
  */
 int mkdir_p(const char *path, mode_t mode);
 

@@ -18,10 +18,10 @@ static _Atomic int log_level = LOG_LVL_INFO;
 static _Atomic bool log_syslog;
 
 static const char *const level_names[] = {
-	[LOG_LVL_ERROR] = "error",
-	[LOG_LVL_WARN] = "warning",
-	[LOG_LVL_INFO] = "info",
-	[LOG_LVL_DEBUG] = "debug",
+    [LOG_LVL_ERROR] = "error",
+    [LOG_LVL_WARN] = "warning",
+    [LOG_LVL_INFO] = "info",
+    [LOG_LVL_DEBUG] = "debug",
 };
 
 void log_set_level(enum log_level level)
@@ -51,7 +51,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	if ((int)level > atomic_load(&log_level))
 		return;
 
-	prefix = snprintf(line, sizeof(line), "hintfs: %s: ", level_names[level]);
+	prefix =
+	    snprintf(line, sizeof(line), "hintfs: %s: ", level_names[level]);
 	va_start(ap, fmt);
 	n = vsnprintf(line + prefix, sizeof(line) - prefix - 1, fmt, ap);
 	va_end(ap);
@@ -65,7 +66,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
 			line[i] = ' ';
 
 	if (atomic_load(&log_syslog)) {
-		static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+		static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO,
+					   LOG_DEBUG};
 		line[n] = '\0';
 		syslog(prio[level], "%s", line + strlen("hintfs: "));
 		return;

@@ -34,7 +34,7 @@ void log_use_syslog(const char *ident);
 
 /** Formats and writes one line. Newlines inside the text are replaced. */
 void log_msg(enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /**
  * Formats a one-line reason into @err (@err_len bytes; nothing when @err is
@@ -47,10 +47,10 @@ int fail_einval(char *err, size_t err_len, const char *fmt, ...)
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_LVL_WARN, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_LVL_INFO, __VA_ARGS__)
-#define log_debug(...)                                                       \
-	do {                                                                 \
-		if (log_get_level() >= LOG_LVL_DEBUG)                        \
-			log_msg(LOG_LVL_DEBUG, __VA_ARGS__);                 \
+#define log_debug(...)                                                         \
+	do {                                                                   \
+		if (log_get_level() >= LOG_LVL_DEBUG)                          \
+			log_msg(LOG_LVL_DEBUG, __VA_ARGS__);                   \
 	} while (0)
 
 #endif /* HINTFS_COMMON_LOG_H */

@@ -11,8 +11,8 @@
 void retry_policy_init(struct retry_policy *p, int max_attempts,
 		       int max_time_ms)
 {
-	p->max_attempts = max_attempts > 0 ? max_attempts
-					   : RETRY_ATTEMPTS_DEFAULT;
+	p->max_attempts =
+	    max_attempts > 0 ? max_attempts : RETRY_ATTEMPTS_DEFAULT;
 	p->max_time_ms = max_time_ms > 0 ? max_time_ms : RETRY_TIME_DEFAULT_MS;
 	p->base_ms = RETRY_BASE_MS;
 	p->cap_ms = RETRY_CAP_MS;

@@ -19,18 +19,18 @@
 /** The budget of one request (doc/design.md 2.6): about 10 attempts or 60 s,
  *  whichever comes first; then the read fails. */
 #define RETRY_ATTEMPTS_DEFAULT 10
-#define RETRY_TIME_DEFAULT_MS 60000
+#define RETRY_TIME_DEFAULT_MS  60000
 /** First retry after 50-100 ms (a throttling S3 prefix recovers within
  *  tens of ms), doubling, capped at 1-2 s so that a long outage is probed
  *  every couple of seconds within the 60 s budget. */
 #define RETRY_BASE_MS 50
-#define RETRY_CAP_MS 2000
+#define RETRY_CAP_MS  2000
 
 struct retry_policy {
-	int max_attempts;  /**< tries per request, the first included */
-	int max_time_ms;   /**< no new attempt this long after the first */
-	unsigned base_ms;  /**< backoff scale: the first retry waits 1-2x */
-	unsigned cap_ms;   /**< no wait is longer */
+	int max_attempts; /**< tries per request, the first included */
+	int max_time_ms;  /**< no new attempt this long after the first */
+	unsigned base_ms; /**< backoff scale: the first retry waits 1-2x */
+	unsigned cap_ms;  /**< no wait is longer */
 };
 
 /**

@@ -58,17 +58,17 @@
 #define CTL_SETTLE_MS 1000
 
 struct fs_file {
-	uint64_t ino;    /* the control file: FS_INO_CTL_HINT ... */
-	uint64_t node;   /* a node's own inode number; 0 for an open file */
-	char *buf;       /* hint: what was written; stats: the JSON */
+	uint64_t ino;  /* the control file: FS_INO_CTL_HINT ... */
+	uint64_t node; /* a node's own inode number; 0 for an open file */
+	char *buf;     /* hint: what was written; stats: the JSON */
 	size_t len;
 	size_t cap;
-	bool dirty;      /* hint written since the last flush */
-	bool too_big;    /* a write passed CTL_HINT_MAX: act on nothing */
-	bool lazy;       /* a verify node not checked yet (len: the bound) */
-	pid_t pid;       /* the process that opened it: the hint stream of
-			    an unnamed hint (a pid is per process, and the
-			    trainer, not its DataLoader workers, writes) */
+	bool dirty;   /* hint written since the last flush */
+	bool too_big; /* a write passed CTL_HINT_MAX: act on nothing */
+	bool lazy;    /* a verify node not checked yet (len: the bound) */
+	pid_t pid;    /* the process that opened it: the hint stream of
+			 an unnamed hint (a pid is per process, and the
+			 trainer, not its DataLoader workers, writes) */
 	struct fs_file *prev, *next; /* fs->ctl_open, under fs->ctl_mu */
 };
 
@@ -180,8 +180,8 @@ static int ctl_act(struct fs *fs, uint64_t kind, pid_t pid, const char *text,
 	if (too_big) {
 		/* All or nothing, as the -o hint= watcher reads a file. */
 		log_error("%s/%s: the text written is too large (over %u MiB); "
-			  "nothing of it was used", FS_CTL_NAME,
-			  ctl_name(kind), CTL_HINT_MAX >> 20);
+			  "nothing of it was used",
+			  FS_CTL_NAME, ctl_name(kind), CTL_HINT_MAX >> 20);
 		return -EFBIG;
 	}
 	switch (kind) {
@@ -223,7 +223,8 @@ int fs_ctl_flush(struct fs *fs, struct fs_file *f)
 	return rc;
 }
 
-/* ---- nodes: zero-message opens (see the top) ------------------------------ */
+/* ---- nodes: zero-message opens (see the top) ------------------------------
+ */
 
 /* The node numbered @ino, or NULL. ctl_mu held. */
 static struct fs_file *node_find(struct fs *fs, uint64_t ino)
@@ -293,8 +294,8 @@ static void ctl_settle(struct fs *fs)
 	pthread_mutex_unlock(&fs->ctl_mu);
 }
 
-int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller,
-		  uint64_t *ino, struct stat *st)
+int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller, uint64_t *ino,
+		  struct stat *st)
 {
 	uint64_t kind = fs_ctl_kind_of(name);
 	struct fs_file *f;
@@ -540,7 +541,8 @@ void fs_ctl_release_all(struct fs *fs)
 		fs_ctl_release(fs, fs->ctl_open);
 }
 
-/* ---- hints ----------------------------------------------------------------- */
+/* ---- hints -----------------------------------------------------------------
+ */
 
 static uint32_t resolve_cb(void *arg, const char *path, size_t len)
 {
@@ -555,7 +557,8 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len,
 	size_t n;
 	int rc;
 
-	rc = hint_parse(text, len, fs->mountpoint, resolve_cb, fs, &ids, &n, &rep);
+	rc = hint_parse(text, len, fs->mountpoint, resolve_cb, fs, &ids, &n,
+			&rep);
 	if (rc) {
 		log_error("hint from %s: %s", from, strerror(-rc));
 		return rc;
@@ -570,12 +573,13 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len,
 	if (rc == -EBUSY)
 		log_error("hint from %s: refused, 16 hints are queued already "
 			  "in stream %s (wait for an epoch to finish, or "
-			  "replace the queue)", from, stream);
+			  "replace the queue)",
+			  from, stream);
 	else if (rc == -ENOSPC)
 		log_error("hint from %s: refused, %d other hint streams still "
 			  "have hints to read, their writers running and "
-			  "active in the last 10 minutes (stream %s)", from,
-			  PF_STREAMS_MAX, stream);
+			  "active in the last 10 minutes (stream %s)",
+			  from, PF_STREAMS_MAX, stream);
 
 	pthread_mutex_lock(&fs->hint_mu);
 	fs->last_hint = rep;
@@ -591,15 +595,16 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len,
 	uint64_t bad = rep.unknown + rep.too_long + rep.bad_utf8 + rep.dotdot +
 		       rep.outside;
 	if (bad)
-		log_warn("hint from %s: %llu entries taken, %llu lines refused "
-			 "(%llu not in the listing, %llu too long, %llu not UTF-8, "
-			 "%llu with '..', %llu outside the mount); first: %s",
-			 from, (unsigned long long)rep.entries,
-			 (unsigned long long)bad, (unsigned long long)rep.unknown,
-			 (unsigned long long)rep.too_long,
-			 (unsigned long long)rep.bad_utf8,
-			 (unsigned long long)rep.dotdot,
-			 (unsigned long long)rep.outside, rep.first_bad);
+		log_warn(
+		    "hint from %s: %llu entries taken, %llu lines refused "
+		    "(%llu not in the listing, %llu too long, %llu not UTF-8, "
+		    "%llu with '..', %llu outside the mount); first: %s",
+		    from, (unsigned long long)rep.entries,
+		    (unsigned long long)bad, (unsigned long long)rep.unknown,
+		    (unsigned long long)rep.too_long,
+		    (unsigned long long)rep.bad_utf8,
+		    (unsigned long long)rep.dotdot,
+		    (unsigned long long)rep.outside, rep.first_bad);
 	else
 		log_info("hint from %s: %llu entries in stream %s%s", from,
 			 (unsigned long long)rep.entries, stream,
@@ -607,7 +612,8 @@ int fs_apply_hint(struct fs *fs, const char *text, size_t len,
 	return 0;
 }
 
-/* ---- warm and evict: lists of files and directories ------------------------ */
+/* ---- warm and evict: lists of files and directories ------------------------
+ */
 
 /* What a warm or evict list gathers: the ids of the files it names. */
 struct id_list {
@@ -615,7 +621,7 @@ struct id_list {
 	uint32_t *ids;
 	size_t n;
 	size_t cap;
-	bool all;      /* evict: a line "*" */
+	bool all; /* evict: a line "*" */
 };
 
 static int gather_cb(void *arg, const char *path, size_t len)
@@ -638,10 +644,11 @@ static void log_list(const char *what, const struct hint_report *rep,
 		       rep->dotdot + rep->outside;
 
 	if (bad)
-		log_warn("%s: %zu file(s) from %llu entries, %llu lines refused; "
-			 "first: %s", what, n_files,
-			 (unsigned long long)rep->entries,
-			 (unsigned long long)bad, rep->first_bad);
+		log_warn(
+		    "%s: %zu file(s) from %llu entries, %llu lines refused; "
+		    "first: %s",
+		    what, n_files, (unsigned long long)rep->entries,
+		    (unsigned long long)bad, rep->first_bad);
 	else
 		log_info("%s: %zu file(s) from %llu entries", what, n_files,
 			 (unsigned long long)rep->entries);
@@ -649,7 +656,7 @@ static void log_list(const char *what, const struct hint_report *rep,
 
 static int apply_warm(struct fs *fs, const char *text, size_t len)
 {
-	struct id_list l = { .fs = fs };
+	struct id_list l = {.fs = fs};
 	struct hint_report rep;
 	int rc;
 
@@ -657,9 +664,11 @@ static int apply_warm(struct fs *fs, const char *text, size_t len)
 	if (!rc)
 		rc = pf_warm(atomic_load(&fs->pf), l.ids, l.n);
 	if (rc == -EBUSY)
-		log_error("warm: refused, %zu objects would pass the limit of "
-			  "pending ones (4 per listed object): wait for the warm "
-			  "in progress", l.n);
+		log_error(
+		    "warm: refused, %zu objects would pass the limit of "
+		    "pending ones (4 per listed object): wait for the warm "
+		    "in progress",
+		    l.n);
 	else if (rc)
 		log_error("warm: %s", strerror(-rc));
 	else
@@ -670,7 +679,7 @@ static int apply_warm(struct fs *fs, const char *text, size_t len)
 
 static int apply_evict(struct fs *fs, const char *text, size_t len)
 {
-	struct id_list l = { .fs = fs };
+	struct id_list l = {.fs = fs};
 	struct hint_report rep;
 	char key[FS_KEY_MAX];
 	int rc;
@@ -683,9 +692,10 @@ static int apply_evict(struct fs *fs, const char *text, size_t len)
 		log_info("evict: the whole cache%s", rc ? " failed" : "");
 	} else {
 		for (size_t i = 0; i < l.n; i++) {
-			const struct tree_node *n = tree_node(fs->tree, l.ids[i]);
-			int klen = tree_path(fs->tree, l.ids[i], fs->prefix, key,
-					     sizeof(key));
+			const struct tree_node *n =
+			    tree_node(fs->tree, l.ids[i]);
+			int klen = tree_path(fs->tree, l.ids[i], fs->prefix,
+					     key, sizeof(key));
 
 			if (klen >= 0)
 				cache_invalidate(fs->cache, key, (size_t)klen,

@@ -32,8 +32,8 @@
 #define FOLLOW_IDLE_NS (10ull * 1000000000ull)
 
 struct follow_entry {
-	uint64_t ino;       /* 0: a free entry */
-	uint64_t last_ns;   /* its last read */
+	uint64_t ino;	  /* 0: a free entry */
+	uint64_t last_ns; /* its last read */
 };
 
 struct fs_follow {
@@ -71,7 +71,8 @@ static struct follow_entry *follow_find(struct fs *fs, struct fs_follow *fl,
 	for (int i = 0; i < FOLLOW_MAX; i++) {
 		struct follow_entry *e = &fl->e[i];
 
-		if (e->ino && e->ino != ino && now - e->last_ns > FOLLOW_IDLE_NS) {
+		if (e->ino && e->ino != ino &&
+		    now - e->last_ns > FOLLOW_IDLE_NS) {
 			pf_note_close(pf, (uint32_t)(e->ino - 1));
 			e->ino = 0;
 		}
@@ -103,7 +104,8 @@ void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
 	uint64_t now;
 	bool end;
 
-	if (fs->open_per_file || ino < 1 || ino > tree_count(fs->tree) || off < 0)
+	if (fs->open_per_file || ino < 1 || ino > tree_count(fs->tree) ||
+	    off < 0)
 		return;
 	n = tree_node(fs->tree, (uint32_t)(ino - 1));
 	pf = atomic_load(&fs->pf);
@@ -138,7 +140,7 @@ void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
 		e->last_ns = now;
 	} else if (e) {
 		pf_note_close(pf, (uint32_t)(ino - 1));
-		*e = (struct follow_entry){ 0 };
+		*e = (struct follow_entry){0};
 	}
 	pthread_mutex_unlock(&fl->mu);
 }

@@ -116,12 +116,12 @@ static const struct {
 	uint64_t ino;
 	mode_t mode;
 } ctl_files[] = {
-	{ "hint", FS_INO_CTL_HINT, S_IFREG | 0200 },     /* write-only */
-	{ "stats", FS_INO_CTL_STATS, S_IFREG | 0400 },   /* read-only */
-	{ "warm", FS_INO_CTL_WARM, S_IFREG | 0200 },
-	{ "evict", FS_INO_CTL_EVICT, S_IFREG | 0200 },
-	{ "relist", FS_INO_CTL_RELIST, S_IFREG | 0200 },
-	{ "verify", FS_INO_CTL_VERIFY, S_IFREG | 0400 },
+    {"hint", FS_INO_CTL_HINT, S_IFREG | 0200},	 /* write-only */
+    {"stats", FS_INO_CTL_STATS, S_IFREG | 0400}, /* read-only */
+    {"warm", FS_INO_CTL_WARM, S_IFREG | 0200},
+    {"evict", FS_INO_CTL_EVICT, S_IFREG | 0200},
+    {"relist", FS_INO_CTL_RELIST, S_IFREG | 0200},
+    {"verify", FS_INO_CTL_VERIFY, S_IFREG | 0400},
 };
 #define N_CTL_FILES (sizeof(ctl_files) / sizeof(ctl_files[0]))
 

@@ -52,29 +52,29 @@
 #define FS_XATTR_ETAG "user.hintfs.etag"
 
 struct fs_config {
-	struct s3_config s3; /**< the bucket and how to reach it */
-	const char *prefix;  /**< "" or a key prefix ending in '/' */
+	struct s3_config s3;	/**< the bucket and how to reach it */
+	const char *prefix;	/**< "" or a key prefix ending in '/' */
 	const char *mountpoint; /**< absolute; stripped from hint entries */
-	uid_t uid;           /**< owner shown for every inode, and the
-				  mount's owner: with root, the only user
-				  who may use the control files */
+	uid_t uid;		/**< owner shown for every inode, and the
+				     mount's owner: with root, the only user
+				     who may use the control files */
 	gid_t gid;
-	const char *cache_dir;     /**< the cache's directory */
-	uint64_t cache_size;       /**< bytes; 0: cache_size_pct of free space */
+	const char *cache_dir; /**< the cache's directory */
+	uint64_t cache_size;   /**< bytes; 0: cache_size_pct of free space */
 	unsigned int cache_size_pct;
-	bool relist;               /**< list again even if a listing is saved */
-	const char *hint_file;     /**< watched hint file, or NULL */
+	bool relist;		   /**< list again even if a listing is saved */
+	const char *hint_file;	   /**< watched hint file, or NULL */
 	unsigned int max_inflight; /**< 0: default */
-	uint32_t window;           /**< 0: default */
-	uint32_t pace_ms;          /**< pf_config.pace_ms */
-	uint64_t fetch_mem;        /**< bytes of fetch buffers; 0: default */
+	uint32_t window;	   /**< 0: default */
+	uint32_t pace_ms;	   /**< pf_config.pace_ms */
+	uint64_t fetch_mem;	   /**< bytes of fetch buffers; 0: default */
 	/* The shared cache tier: tier.bucket NULL for none. */
-	struct s3_config tier;     /**< the tier bucket and how to reach it */
-	const char *tier_prefix;   /**< "" or ending in '/' */
+	struct s3_config tier;	 /**< the tier bucket and how to reach it */
+	const char *tier_prefix; /**< "" or ending in '/' */
 	unsigned int tier_hedge_ms;
-	const char *tier_key;      /**< -o shared_cache_key's bytes, or NULL */
+	const char *tier_key; /**< -o shared_cache_key's bytes, or NULL */
 	size_t tier_key_len;
-	uint64_t tier_put_mem;     /**< 0: default */
+	uint64_t tier_put_mem; /**< 0: default */
 	/** The data path: false (the default) answers the kernel's first
 	 *  OPEN and FLUSH with ENOSYS, so it sends none again (zero-message
 	 *  opens); true keeps an OPEN and a RELEASE per file. */
@@ -117,7 +117,7 @@ struct fs_dirent {
 	const char *name; /**< not NUL-terminated */
 	size_t name_len;
 	uint64_t ino;
-	struct stat st;   /**< full attributes (for readdirplus) */
+	struct stat st; /**< full attributes (for readdirplus) */
 };
 
 /**
@@ -218,7 +218,7 @@ ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
  *  control directory and its files are not counted). */
 enum fs_req {
 	FS_REQ_LOOKUP,
-	FS_REQ_FORGET,      /**< one per inode forgotten, batches included */
+	FS_REQ_FORGET, /**< one per inode forgotten, batches included */
 	FS_REQ_GETATTR,
 	FS_REQ_SETATTR,
 	FS_REQ_ACCESS,
@@ -233,8 +233,8 @@ enum fs_req {
 	FS_REQ_READDIRPLUS,
 	FS_REQ_RELEASEDIR,
 	FS_REQ_STATFS,
-	FS_REQ_XATTR,       /**< getxattr and listxattr */
-	FS_REQ_OTHER,       /**< every write-type request (EROFS) */
+	FS_REQ_XATTR, /**< getxattr and listxattr */
+	FS_REQ_OTHER, /**< every write-type request (EROFS) */
 	FS_REQ_N
 };
 
@@ -278,8 +278,8 @@ void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
  * process that never closes one must not make them grow without end).
  * Any thread.
  */
-int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller,
-		  uint64_t *ino, struct stat *st);
+int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller, uint64_t *ino,
+		  struct stat *st);
 
 /**
  * Writes to control-file node @ino (made by fs_ctl_lookup()) by process

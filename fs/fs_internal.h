@@ -23,21 +23,21 @@ struct fs {
 	struct s3_client *s3;
 	struct s3_client *tier_s3; /* the shared cache tier's, or NULL */
 	struct cache *cache;
-	struct pf *_Atomic pf;   /* set once started; the cache's eviction
-				    callback may run before */
+	struct pf *_Atomic pf; /* set once started; the cache's eviction
+				  callback may run before */
 	struct tree *tree;
-	char *prefix;            /* "" or ends in '/' */
-	char *source;            /* "s3://bucket/prefix", for messages */
-	char *mountpoint;        /* for absolute hint entries */
+	char *prefix;	  /* "" or ends in '/' */
+	char *source;	  /* "s3://bucket/prefix", for messages */
+	char *mountpoint; /* for absolute hint entries */
 	char *cache_dir;
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
-	bool listed_from_cache;  /* the listing came from the cache */
-	uint64_t list_ms;        /* how long getting the listing took */
-	char *listing_name;      /* the snapshot's name in the cache */
+	bool listed_from_cache; /* the listing came from the cache */
+	uint64_t list_ms;	/* how long getting the listing took */
+	char *listing_name;	/* the snapshot's name in the cache */
 	_Atomic int64_t listing_saved_at; /* when the snapshot was taken */
-	pthread_mutex_t relist_mu; /* one relist at a time */
+	pthread_mutex_t relist_mu;	  /* one relist at a time */
 	struct fs_store *_Atomic store; /* -o store_ahead (store.c), or NULL */
 
 	/* Hints: the last one's report, for stats. */
@@ -48,14 +48,14 @@ struct fs {
 	/* Control files open now (ctl.c): with -o open_per_file one per
 	 * open, else one node per lookup, alive until its forget. */
 	pthread_mutex_t ctl_mu;
-	pthread_cond_t ctl_cv;   /* a node was acted on or freed */
+	pthread_cond_t ctl_cv; /* a node was acted on or freed */
 	struct fs_file *ctl_open;
-	uint32_t ctl_nodes;      /* nodes alive */
-	uint32_t ctl_dirty;      /* of those, written and not acted on */
-	uint64_t ctl_next;       /* the next node's inode number */
-	uint64_t ctl_refused;    /* lookups refused at the cap */
+	uint32_t ctl_nodes;   /* nodes alive */
+	uint32_t ctl_dirty;   /* of those, written and not acted on */
+	uint64_t ctl_next;    /* the next node's inode number */
+	uint64_t ctl_refused; /* lookups refused at the cap */
 
-	bool open_per_file;      /* fs_config.open_per_file */
+	bool open_per_file;	 /* fs_config.open_per_file */
 	struct fuse_session *se; /* for notifications (fs_ops_set_session()) */
 	_Atomic uint64_t fuse_req[FS_REQ_N]; /* requests by kind */
 	struct fs_follow *follow; /* readers of large files (follow.c) */
@@ -66,7 +66,7 @@ struct fs {
 	bool watcher_started;
 	pthread_mutex_t watch_mu;
 	bool watch_stop;
-	int watch_efd;           /* eventfd that wakes the watcher to stop */
+	int watch_efd; /* eventfd that wakes the watcher to stop */
 };
 
 /** Walks @path (@len bytes, relative, '/'-separated) from the root;
@@ -111,7 +111,7 @@ char *fs_stats_json(struct fs *fs, size_t *len);
  * not at the LOOKUP that a stat() or `ls -l` makes too. Until then its
  * size is this bound (NOTE(fuse): the short READ then sets the size the
  * kernel shows, fuse_short_read()); the keys listed stop before it. */
-#define CTL_VERIFY_SIZE (64u << 10)
+#define CTL_VERIFY_SIZE	    (64u << 10)
 #define CTL_VERIFY_KEYS_MAX (CTL_VERIFY_SIZE - 1024)
 
 /** Checks every cached blob now and renders the verdict as JSON into a
@@ -157,7 +157,8 @@ char *fs_ctl_render(struct fs *fs, uint64_t kind, size_t *len);
 int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
 		struct fs_file **fh);
 ssize_t fs_ctl_read(struct fs_file *fh, char *buf, size_t size, off_t off);
-ssize_t fs_ctl_write(struct fs_file *fh, const char *buf, size_t size, off_t off);
+ssize_t fs_ctl_write(struct fs_file *fh, const char *buf, size_t size,
+		     off_t off);
 int fs_ctl_flush(struct fs *fs, struct fs_file *fh);
 void fs_ctl_release(struct fs *fs, struct fs_file *fh);
 /** Frees the control files still open (at fs_destroy()). */

@@ -76,10 +76,10 @@ static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 {
 	double ttl = ino >= FS_INO_CTL_NODE0 ? FS_CTL_TTL_S : FS_TTL_S;
 	struct fuse_entry_param e = {
-		.ino = ino,
-		.generation = 1,
-		.attr_timeout = ttl,
-		.entry_timeout = ttl,
+	    .ino = ino,
+	    .generation = 1,
+	    .attr_timeout = ttl,
+	    .entry_timeout = ttl,
 	};
 
 	if (st)
@@ -101,8 +101,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* NOTE(fuse): without the capability an ENOSYS from open is an
 	 * error for the opener: keep the open per file. */
 	if (!fs_open_per_file(fs) &&
-	    (~conn->capable & (FUSE_CAP_NO_OPEN_SUPPORT |
-			       FUSE_CAP_NO_OPENDIR_SUPPORT))) {
+	    (~conn->capable &
+	     (FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT))) {
 		log_warn("the kernel cannot open files without asking the "
 			 "daemon (no FUSE_CAP_NO_OPEN(DIR)_SUPPORT): data path "
 			 "'open per file'");
@@ -164,7 +164,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		else if (rc)
 			fuse_reply_err(req, -rc);
 		else if (reply_entry(req, ino, &st) == -ENOENT)
-			fs_forget(fs, ino, 1); /* interrupted: no FORGET comes */
+			fs_forget(fs, ino,
+				  1); /* interrupted: no FORGET comes */
 		else
 			drop_ctl_dentry(fs, name);
 		return;
@@ -203,7 +204,8 @@ static void op_forget_multi(fuse_req_t req, size_t n,
 	fuse_reply_none(req);
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	struct stat st;
 	int rc = fs_getattr(count(req, FS_REQ_GETATTR, ino), ino, &st);
@@ -212,13 +214,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_attr(req, &st,
-				ino >= FS_INO_CTL_NODE0 ? FS_CTL_TTL_S : FS_TTL_S);
+				ino >= FS_INO_CTL_NODE0 ? FS_CTL_TTL_S
+							: FS_TTL_S);
 }
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, -fs_access(count(req, FS_REQ_ACCESS, ino), ino, mask,
-				       req_uid(req)));
+	fuse_reply_err(req, -fs_access(count(req, FS_REQ_ACCESS, ino), ino,
+				       mask, req_uid(req)));
 }
 
 /* What one readdir(plus) call fills: the kernel's buffer of @size bytes. */
@@ -251,11 +254,11 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 	name[e->name_len] = '\0';
 	if (db->plus) {
 		struct fuse_entry_param ep = {
-			.ino = e->ino,
-			.generation = 1,
-			.attr = e->st,
-			.attr_timeout = FS_TTL_S,
-			.entry_timeout = FS_TTL_S,
+		    .ino = e->ino,
+		    .generation = 1,
+		    .attr = e->st,
+		    .attr_timeout = FS_TTL_S,
+		    .entry_timeout = FS_TTL_S,
 		};
 
 		/* NOTE(fuse): an entry with inode 0 gives the kernel no dentry
@@ -263,7 +266,7 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 		 * whose nodes are made by lookups only (fs/ctl.c). */
 		if (!strcmp(name, ".") || !strcmp(name, "..") ||
 		    (e->ino > FS_INO_CTL_DIR && !fs_open_per_file(db->fs)))
-			ep = (struct fuse_entry_param){ .attr = e->st };
+			ep = (struct fuse_entry_param){.attr = e->st};
 		need = fuse_add_direntry_plus(db->req, db->buf + db->used,
 					      db->size - db->used, name, &ep,
 					      next_off);
@@ -287,8 +290,8 @@ static int fill_dirent(void *arg, const struct fs_dirent *e, off_t next_off)
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       bool plus)
 {
-	struct dir_buf db = { .req = req, .fs = req_fs(req), .size = size,
-			      .plus = plus };
+	struct dir_buf db = {
+	    .req = req, .fs = req_fs(req), .size = size, .plus = plus};
 	int rc;
 
 	db.buf = malloc(size);
@@ -495,7 +498,8 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -fs_fsync(fs, ino, file_of(fi)));
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	struct fs *fs = count(req, FS_REQ_RELEASE, ino);
 
@@ -536,8 +540,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, fs_getxattr(count(req, FS_REQ_XATTR, ino), ino, name, buf,
-				     size), buf, size);
+	reply_xattr(
+	    req,
+	    fs_getxattr(count(req, FS_REQ_XATTR, ino), ino, name, buf, size),
+	    buf, size);
 	free(buf);
 }
 
@@ -549,7 +555,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, fs_listxattr(count(req, FS_REQ_XATTR, ino), ino, buf, size),
+	reply_xattr(req,
+		    fs_listxattr(count(req, FS_REQ_XATTR, ino), ino, buf, size),
 		    buf, size);
 	free(buf);
 }
@@ -645,35 +652,35 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 }
 
 const struct fuse_lowlevel_ops fs_ll_ops = {
-	.init = op_init,
-	.lookup = op_lookup,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-	.getattr = op_getattr,
-	.access = op_access,
-	.readdir = op_readdir,
-	.readdirplus = op_readdirplus,
-	.opendir = op_opendir,
-	.releasedir = op_releasedir,
-	.open = op_open,
-	.read = op_read,
-	.flush = op_flush,
-	.fsync = op_fsync,
-	.release = op_release,
-	.statfs = op_statfs,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.setattr = op_setattr,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_unlink,
-	.symlink = op_symlink,
-	.rename = op_rename,
-	.link = op_link,
-	.write = op_write,
-	.create = op_create,
-	.setxattr = op_setxattr,
-	.removexattr = op_removexattr,
-	.fallocate = op_fallocate,
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .access = op_access,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .opendir = op_opendir,
+    .releasedir = op_releasedir,
+    .open = op_open,
+    .read = op_read,
+    .flush = op_flush,
+    .fsync = op_fsync,
+    .release = op_release,
+    .statfs = op_statfs,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_unlink,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .write = op_write,
+    .create = op_create,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+    .fallocate = op_fallocate,
 };

@@ -62,7 +62,8 @@ static void note_bad(struct hint_report *rep, const char *why, const char *line,
 
 	if (rep->first_bad[0])
 		return;
-	j = (size_t)snprintf(rep->first_bad, sizeof(rep->first_bad), "%s: '", why);
+	j = (size_t)snprintf(rep->first_bad, sizeof(rep->first_bad), "%s: '",
+			     why);
 	for (size_t i = 0; i < len && j + 6 < sizeof(rep->first_bad); i++) {
 		unsigned char ch = (unsigned char)line[i];
 
@@ -103,7 +104,8 @@ static void parse_header(const char *line, size_t len, struct hint_report *rep)
 		return;
 	memcpy(buf, line, len);
 	buf[len] = '\0';
-	for (char *w = strstr(buf, " replace"); w; w = strstr(w + 1, " replace"))
+	for (char *w = strstr(buf, " replace"); w;
+	     w = strstr(w + 1, " replace"))
 		if (w[8] == '\0' || w[8] == ' ')
 			rep->replace = true;
 	e = strstr(buf, " stream=");
@@ -122,8 +124,8 @@ static void parse_header(const char *line, size_t len, struct hint_report *rep)
  * stripped, empty and "." components dropped. Returns the length, -1 for a
  * ".." component, -2 for an absolute path outside the mount.
  */
-static long normalize(const char *p, size_t len, const char *mnt, size_t mnt_len,
-		      char *out)
+static long normalize(const char *p, size_t len, const char *mnt,
+		      size_t mnt_len, char *out)
 {
 	size_t o = 0, i = 0;
 
@@ -175,7 +177,8 @@ int hint_foreach(const char *text, size_t len, const char *mountpoint,
 		rep->lines++;
 		if (llen && line[llen - 1] == '\r')
 			llen--;
-		if (rep->lines == 1 && llen >= 3 && !memcmp(line, "\xef\xbb\xbf", 3)) {
+		if (rep->lines == 1 && llen >= 3 &&
+		    !memcmp(line, "\xef\xbb\xbf", 3)) {
 			line += 3; /* a BOM some editors write */
 			llen -= 3;
 		}
@@ -252,7 +255,7 @@ int hint_parse(const char *text, size_t len, const char *mountpoint,
 	       hint_resolve_cb resolve, void *arg, uint32_t **ids, size_t *n,
 	       struct hint_report *rep)
 {
-	struct parse_ctx pc = { .resolve = resolve, .arg = arg };
+	struct parse_ctx pc = {.resolve = resolve, .arg = arg};
 	int rc = hint_foreach(text, len, mountpoint, parse_one, &pc, rep);
 
 	if (rc) {

@@ -29,18 +29,18 @@ typedef uint32_t (*hint_resolve_cb)(void *arg, const char *path, size_t len);
 
 /** What a hint held besides its entries; all counted, none fatal. */
 struct hint_report {
-	uint64_t lines;       /**< lines read */
-	uint64_t entries;     /**< entries resolved to objects */
-	uint64_t unknown;     /**< paths not in the listing */
-	uint64_t too_long;    /**< lines over HINT_LINE_MAX bytes */
-	uint64_t bad_utf8;    /**< lines that are not UTF-8 */
-	uint64_t dotdot;      /**< paths with a ".." component */
-	uint64_t outside;     /**< absolute paths not under the mount point */
-	int64_t epoch;        /**< from "#hintfs v1 epoch=N", else -1 */
-	bool replace;         /**< the header says "replace": drop the
-				   queued hints instead of queueing behind */
+	uint64_t lines;	   /**< lines read */
+	uint64_t entries;  /**< entries resolved to objects */
+	uint64_t unknown;  /**< paths not in the listing */
+	uint64_t too_long; /**< lines over HINT_LINE_MAX bytes */
+	uint64_t bad_utf8; /**< lines that are not UTF-8 */
+	uint64_t dotdot;   /**< paths with a ".." component */
+	uint64_t outside;  /**< absolute paths not under the mount point */
+	int64_t epoch;	   /**< from "#hintfs v1 epoch=N", else -1 */
+	bool replace;	   /**< the header says "replace": drop the
+				queued hints instead of queueing behind */
 	char stream[HINT_STREAM_MAX + 1]; /**< from "stream=NAME", else "" */
-	char first_bad[160];  /**< the first refused line, printable, with why */
+	char first_bad[160]; /**< the first refused line, printable, with why */
 };
 
 /** Longest line taken as an entry (doc/design.md 2.2). */

@@ -19,11 +19,11 @@
 #include <time.h>
 
 #define LISTING_MAGIC "HFSLIST2"
-#define LISTING_HDR (8 + 8 + 8)
-#define LISTING_REC (4 + 2 + 8 + 8)
+#define LISTING_HDR   (8 + 8 + 8)
+#define LISTING_REC   (4 + 2 + 8 + 8)
 
 struct listing_buf {
-	struct buf b;   /* header, then the records */
+	struct buf b; /* header, then the records */
 	uint64_t count;
 };
 

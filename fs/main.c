@@ -70,7 +70,7 @@ static void *exit_watch_main(void *arg)
 static int session_loop(struct fuse_session *se, struct fs *fs,
 			struct fuse_loop_config *loop_cfg)
 {
-	struct exit_watch w = { .se = se, .fs = fs };
+	struct exit_watch w = {.se = se, .fs = fs};
 	pthread_condattr_t ca;
 	pthread_t th;
 	bool watching;
@@ -103,11 +103,13 @@ static int check_mountpoint(const char *path, char *err, size_t err_len)
 	struct stat st;
 
 	if (stat(path, &st) < 0) {
-		snprintf(err, err_len, "mount point '%s': %s", path, strerror(errno));
+		snprintf(err, err_len, "mount point '%s': %s", path,
+			 strerror(errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, err_len, "mount point '%s' is not a directory", path);
+		snprintf(err, err_len, "mount point '%s' is not a directory",
+			 path);
 		return -ENOTDIR;
 	}
 	return 0;
@@ -154,7 +156,8 @@ static int detach_begin(int *ready_fd)
 		_exit(0);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	_exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1);
+	_exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status)
+						       : 1);
 }
 
 /* The child is mounted and serving: leave the caller's session and
@@ -308,57 +311,59 @@ static void log_creds(struct creds *c)
 static int run(struct hintfs_opts *o)
 {
 	struct fs_config cfg = {
-		.s3 = {
-			.bucket = o->bucket,
-			.endpoint = o->endpoint,
-			.region = o->region,
-			.path_style = o->path_style,
-			.no_sign = o->no_sign,
-			.insecure = o->insecure,
-			.ca_file = o->ca_file,
-			.access_key = o->access_key,
-			.secret_key = o->secret_key,
-			.session_token = o->session_token,
-			.max_attempts = o->retries,
-			.retry_time_ms = o->retry_time_s * 1000,
-			.stall_timeout_s = o->stall_timeout_s,
-			.list_workers = o->list_workers,
+	    .s3 =
+		{
+		    .bucket = o->bucket,
+		    .endpoint = o->endpoint,
+		    .region = o->region,
+		    .path_style = o->path_style,
+		    .no_sign = o->no_sign,
+		    .insecure = o->insecure,
+		    .ca_file = o->ca_file,
+		    .access_key = o->access_key,
+		    .secret_key = o->secret_key,
+		    .session_token = o->session_token,
+		    .max_attempts = o->retries,
+		    .retry_time_ms = o->retry_time_s * 1000,
+		    .stall_timeout_s = o->stall_timeout_s,
+		    .list_workers = o->list_workers,
 		},
-		.prefix = o->prefix,
-		.uid = getuid(),
-		.gid = getgid(),
-		.cache_dir = o->cache_dir,
-		.cache_size = o->cache_size,
-		.cache_size_pct = o->cache_size_pct,
-		.relist = o->relist,
-		.hint_file = o->hint_file,
-		.max_inflight = o->max_inflight,
-		.window = o->window,
-		.pace_ms = o->pace_ms,
-		.fetch_mem = o->fetch_mem,
-		.tier = {
-			.bucket = o->tier_bucket,
-			.endpoint = o->tier_endpoint,
-			.region = o->tier_region,
-			.path_style = o->tier_path_style,
-			.no_sign = o->no_sign && !o->tier_profile,
-			.insecure = o->insecure,
-			.ca_file = o->ca_file,
-			.access_key = o->access_key,
-			.secret_key = o->secret_key,
-			.session_token = o->session_token,
-			/* A tier that fails costs the reader time: two
-			 * attempts within 5 s, then the origin serves and
-			 * the PUT is dropped. */
-			.max_attempts = 2,
-			.retry_time_ms = 5000,
-			.stall_timeout_s = 2,
+	    .prefix = o->prefix,
+	    .uid = getuid(),
+	    .gid = getgid(),
+	    .cache_dir = o->cache_dir,
+	    .cache_size = o->cache_size,
+	    .cache_size_pct = o->cache_size_pct,
+	    .relist = o->relist,
+	    .hint_file = o->hint_file,
+	    .max_inflight = o->max_inflight,
+	    .window = o->window,
+	    .pace_ms = o->pace_ms,
+	    .fetch_mem = o->fetch_mem,
+	    .tier =
+		{
+		    .bucket = o->tier_bucket,
+		    .endpoint = o->tier_endpoint,
+		    .region = o->tier_region,
+		    .path_style = o->tier_path_style,
+		    .no_sign = o->no_sign && !o->tier_profile,
+		    .insecure = o->insecure,
+		    .ca_file = o->ca_file,
+		    .access_key = o->access_key,
+		    .secret_key = o->secret_key,
+		    .session_token = o->session_token,
+		    /* A tier that fails costs the reader time: two
+		     * attempts within 5 s, then the origin serves and
+		     * the PUT is dropped. */
+		    .max_attempts = 2,
+		    .retry_time_ms = 5000,
+		    .stall_timeout_s = 2,
 		},
-		.tier_prefix = o->tier_prefix,
-		.tier_hedge_ms = o->tier_hedge_ms,
-		.tier_key = o->tier_key,
-		.tier_key_len = o->tier_key_len,
-		.tier_put_mem = o->tier_put_mem,
+	    .tier_prefix = o->tier_prefix,
+	    .tier_hedge_ms = o->tier_hedge_ms,
+	    .tier_key = o->tier_key,
+	    .tier_key_len = o->tier_key_len,
+	    .tier_put_mem = o->tier_put_mem,
 	};
 	char *mnt_abs = NULL;
 	int ready_fd = -1;
@@ -375,8 +380,8 @@ static int run(struct hintfs_opts *o)
 	mnt_abs = realpath(o->mountpoint, NULL);
 	if (!mnt_abs) {
 		rc = -errno;
-		snprintf(err, sizeof(err), "mount point '%s': %s", o->mountpoint,
-			 strerror(errno));
+		snprintf(err, sizeof(err), "mount point '%s': %s",
+			 o->mountpoint, strerror(errno));
 		goto fail_msg;
 	}
 	cfg.mountpoint = mnt_abs;
@@ -398,7 +403,8 @@ static int run(struct hintfs_opts *o)
 	}
 	/* The session first: it checks libfuse's options, and a typo there
 	 * should fail before a listing of millions of keys, not after. */
-	se = fuse_session_new(&o->fuse_args, &fs_ll_ops, sizeof(fs_ll_ops), &fs);
+	se =
+	    fuse_session_new(&o->fuse_args, &fs_ll_ops, sizeof(fs_ll_ops), &fs);
 	if (!se) {
 		if (!fuse_said_error)
 			log_error("cannot start a FUSE session; see --help");
@@ -418,7 +424,8 @@ static int run(struct hintfs_opts *o)
 				 sizeof(err));
 		o->n_creds_chain = 0; /* creds_start() took them all */
 		if (rc) {
-			log_error("%s; for a public bucket use -o no_sign", err);
+			log_error("%s; for a public bucket use -o no_sign",
+				  err);
 			goto out_session;
 		}
 		cfg.s3.creds = creds;
@@ -454,7 +461,8 @@ static int run(struct hintfs_opts *o)
 	}
 	if (fuse_session_mount(se, o->mountpoint)) {
 		log_error("cannot mount at '%s' (is /dev/fuse there and "
-			  "fusermount3 installed?)", o->mountpoint);
+			  "fusermount3 installed?)",
+			  o->mountpoint);
 		rc = -EIO;
 		goto out_signals;
 	}
@@ -551,7 +559,8 @@ static int keep_secrets_out_of_cores(void)
 		int e = errno;
 
 		log_error("cannot keep credentials out of core dumps: "
-			  "prctl(PR_SET_DUMPABLE): %s", strerror(e));
+			  "prctl(PR_SET_DUMPABLE): %s",
+			  strerror(e));
 		return -e;
 	}
 	return 0;
@@ -572,7 +581,8 @@ int main(int argc, char **argv)
 	} else if (o.help) {
 		opts_usage(stdout, argv[0]);
 	} else if (o.version) {
-		printf("hintfs %s (libfuse %s)\n", HINTFS_VERSION, fuse_pkgversion());
+		printf("hintfs %s (libfuse %s)\n", HINTFS_VERSION,
+		       fuse_pkgversion());
 	} else {
 		if (o.debug)
 			log_set_level(LOG_LVL_DEBUG);

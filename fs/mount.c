@@ -62,15 +62,18 @@ static void log_skips(const struct fs *fs)
 	if (sk->bad_path)
 		log_warn("%s: skipped %llu key(s) that cannot be paths "
 			 "(empty, '.' or '..' component, NUL, or a name over "
-			 "255 bytes), the first: '%s'", fs->source,
-			 (unsigned long long)sk->bad_path, sk->first_bad);
+			 "255 bytes), the first: '%s'",
+			 fs->source, (unsigned long long)sk->bad_path,
+			 sk->first_bad);
 	if (sk->shadowed)
-		log_info("%s: %llu file(s) hidden by a directory of the same name",
-			 fs->source, (unsigned long long)sk->shadowed);
+		log_info(
+		    "%s: %llu file(s) hidden by a directory of the same name",
+		    fs->source, (unsigned long long)sk->shadowed);
 	if (sk->reserved)
-		log_warn("%s: %llu key(s) under '%s' hidden: that name is hintfs's "
-			 "control directory", fs->source,
-			 (unsigned long long)sk->reserved, FS_CTL_NAME);
+		log_warn(
+		    "%s: %llu key(s) under '%s' hidden: that name is hintfs's "
+		    "control directory",
+		    fs->source, (unsigned long long)sk->reserved, FS_CTL_NAME);
 }
 
 /*
@@ -80,9 +83,9 @@ static void log_skips(const struct fs *fs)
 static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 			   char *err, size_t err_len)
 {
-	struct list_ctx lc = { .prefix = cfg->prefix,
-			       .prefix_len = strlen(cfg->prefix) };
-	struct s3_status st = { 0 };
+	struct list_ctx lc = {.prefix = cfg->prefix,
+			      .prefix_len = strlen(cfg->prefix)};
+	struct s3_status st = {0};
 	const char *name = fs->listing_name;
 	uint64_t t0 = mono_ms();
 	int64_t saved_at;
@@ -107,11 +110,15 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 		lc.b = NULL;
 		lc.foreign = 0;
 		if (rc == -EPROTO)
-			log_warn("%s: the listing saved in the cache is damaged; "
-				 "listing again", fs->source);
+			log_warn(
+			    "%s: the listing saved in the cache is damaged; "
+			    "listing again",
+			    fs->source);
 		else if (rc != -ENODATA)
-			log_warn("%s: cannot read the saved listing (%s); listing "
-				 "again", fs->source, strerror(-rc));
+			log_warn(
+			    "%s: cannot read the saved listing (%s); listing "
+			    "again",
+			    fs->source, strerror(-rc));
 	}
 
 	lc.b = tree_builder_create(FS_CTL_NAME);
@@ -123,7 +130,8 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 	rc = s3_list(fs->s3, cfg->prefix, list_cb, &lc, &st);
 	if (rc) {
 		if (rc == -ENOMEM || rc == -EFBIG) {
-			snprintf(err, err_len, "cannot hold the listing of %s: %s",
+			snprintf(err, err_len,
+				 "cannot hold the listing of %s: %s",
 				 fs->source, strerror(-rc));
 		} else {
 			s3_status_describe(&st, rc, why, sizeof(why));
@@ -135,7 +143,8 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 	rc = listing_save(fs->cache, name, lc.snap);
 	if (rc)
 		log_warn("%s: cannot save the listing in the cache (%s); the "
-			 "next mount lists again", fs->source, strerror(-rc));
+			 "next mount lists again",
+			 fs->source, strerror(-rc));
 	atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
 build:
 	rc = tree_build(lc.b, fs->mount_time, &fs->tree);
@@ -147,8 +156,10 @@ build:
 	}
 	fs->list_ms = mono_ms() - t0;
 	if (lc.foreign)
-		log_warn("%s: the server listed %llu key(s) outside the prefix; "
-			 "ignored", fs->source, (unsigned long long)lc.foreign);
+		log_warn(
+		    "%s: the server listed %llu key(s) outside the prefix; "
+		    "ignored",
+		    fs->source, (unsigned long long)lc.foreign);
 	log_skips(fs);
 out:
 	tree_builder_destroy(lc.b);
@@ -158,9 +169,9 @@ out:
 
 int fs_relist(struct fs *fs)
 {
-	struct list_ctx lc = { .prefix = fs->prefix,
-			       .prefix_len = strlen(fs->prefix) };
-	struct s3_status st = { 0 };
+	struct list_ctx lc = {.prefix = fs->prefix,
+			      .prefix_len = strlen(fs->prefix)};
+	struct s3_status st = {0};
 	char why[512];
 	int rc;
 
@@ -176,7 +187,8 @@ int fs_relist(struct fs *fs)
 	} else {
 		atomic_store(&fs->listing_saved_at, (int64_t)time(NULL));
 		log_info("relist of %s: %llu objects saved; used from the next "
-			 "mount", fs->source,
+			 "mount",
+			 fs->source,
 			 (unsigned long long)listing_buf_count(lc.snap));
 	}
 	listing_buf_destroy(lc.snap);
@@ -227,7 +239,8 @@ static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
 	return fs_file_id(fs, key + plen, key_len - plen);
 }
 
-/* ---- create / destroy ------------------------------------------------------ */
+/* ---- create / destroy ------------------------------------------------------
+ */
 
 /* The capacity: as given, or a share of the free space of the cache's disk. */
 static uint64_t cache_capacity(const struct fs_config *cfg)
@@ -245,8 +258,8 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	      size_t err_len)
 {
 	size_t plen = strlen(cfg->prefix);
-	struct cache_config cc = { 0 };
-	struct pf_config pc = { 0 };
+	struct cache_config cc = {0};
+	struct pf_config pc = {0};
 	char *source = NULL;
 	struct fs *fs;
 	char why[512];
@@ -275,7 +288,8 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	if (!fs->prefix || !fs->mountpoint || !fs->cache_dir ||
 	    (cfg->hint_file && !fs->hint_file) ||
 	    asprintf(&fs->source, "s3://%s%s%.*s", cfg->s3.bucket,
-		     plen ? "/" : "", (int)(plen ? plen - 1 : 0), cfg->prefix) < 0) {
+		     plen ? "/" : "", (int)(plen ? plen - 1 : 0),
+		     cfg->prefix) < 0) {
 		fs->source = NULL;
 		rc = -ENOMEM;
 		goto fail;
@@ -295,7 +309,8 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	}
 
 	if (cfg->tier.bucket) {
-		rc = s3_client_create(&cfg->tier, &fs->tier_s3, why, sizeof(why));
+		rc = s3_client_create(&cfg->tier, &fs->tier_s3, why,
+				      sizeof(why));
 		if (rc) {
 			snprintf(err, err_len, "shared cache: %s", why);
 			goto fail;
@@ -304,8 +319,8 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 
 	rc = mkdir_p(cfg->cache_dir, 0700);
 	if (rc) {
-		snprintf(err, err_len, "cache directory '%s': %s", cfg->cache_dir,
-			 strerror(-rc));
+		snprintf(err, err_len, "cache directory '%s': %s",
+			 cfg->cache_dir, strerror(-rc));
 		goto fail;
 	}
 	cc.dir = cfg->cache_dir;
@@ -399,4 +414,3 @@ void fs_destroy(struct fs *fs)
 	free(fs->listing_name);
 	free(fs);
 }
-

@@ -44,8 +44,8 @@ enum opt_type {
 struct opt_desc {
 	const char *name;
 	enum opt_type type;
-	size_t str_off;    /* char * as given (a flag: its int) */
-	size_t val_off;    /* the number, of val_size bytes */
+	size_t str_off; /* char * as given (a flag: its int) */
+	size_t val_off; /* the number, of val_size bytes */
 	size_t val_size;
 	const char *def;
 	unsigned long long lo, hi;
@@ -56,37 +56,40 @@ struct opt_desc {
 #define OPT_FIELD_SIZE(f) sizeof(((struct hintfs_opts *)0)->f)
 
 static const struct opt_desc opt_table[] = {
-#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)             \
-	{ #name, type, offsetof(struct hintfs_opts, str),                     \
-	  offsetof(struct hintfs_opts, val), OPT_FIELD_SIZE(val), def, lo, hi, \
-	  arg, help },
+#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)               \
+	{#name,                                                                \
+	 type,                                                                 \
+	 offsetof(struct hintfs_opts, str),                                    \
+	 offsetof(struct hintfs_opts, val),                                    \
+	 OPT_FIELD_SIZE(val),                                                  \
+	 def,                                                                  \
+	 lo,                                                                   \
+	 hi,                                                                   \
+	 arg,                                                                  \
+	 help},
 #include "fs/options.def"
 #undef HINTFS_OPT
 };
 
 #define OPT_TABLE_LEN (sizeof(opt_table) / sizeof(opt_table[0]))
 
-#define OPT(t, field, val) { t, offsetof(struct hintfs_opts, field), val }
+#define OPT(t, field, val)                                                     \
+	{                                                                      \
+		t, offsetof(struct hintfs_opts, field), val                    \
+	}
 
 static const struct fuse_opt opt_spec[] = {
-	/* A flag's template is its name; the others take "=%s" (a string
-	 * that the table's checks turn into the number). */
-#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)             \
-	OPT((type) == OPT_FLAG ? #name : #name "=%s", str,                   \
-	    (type) == OPT_FLAG),
+/* A flag's template is its name; the others take "=%s" (a string
+ * that the table's checks turn into the number). */
+#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)               \
+	OPT((type) == OPT_FLAG ? #name : #name "=%s", str, (type) == OPT_FLAG),
 #include "fs/options.def"
 #undef HINTFS_OPT
-	OPT("--profile %s", profile, 0),
-	OPT("--profile=%s", profile, 0),
-	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
-	FUSE_OPT_KEY("-d", KEY_DEBUG),
-	FUSE_OPT_KEY("debug", KEY_DEBUG),
-	FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION),
-	FUSE_OPT_KEY("--version", KEY_VERSION),
-	FUSE_OPT_END
-};
+    OPT("--profile %s", profile, 0),	    OPT("--profile=%s", profile, 0),
+    FUSE_OPT_KEY("-f", KEY_FOREGROUND),	    FUSE_OPT_KEY("-d", KEY_DEBUG),
+    FUSE_OPT_KEY("debug", KEY_DEBUG),	    FUSE_OPT_KEY("-h", KEY_HELP),
+    FUSE_OPT_KEY("--help", KEY_HELP),	    FUSE_OPT_KEY("-V", KEY_VERSION),
+    FUSE_OPT_KEY("--version", KEY_VERSION), FUSE_OPT_END};
 
 /*
  * Options mount(8) and fstab pass to every filesystem. hintfs is always
@@ -94,17 +97,19 @@ static const struct fuse_opt opt_spec[] = {
  * they change nothing; "rw" does not make it writable.
  */
 static const char *const generic_opts[] = {
-	"ro", "rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec",
-	"auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
-	"atime", "noatime", "relatime", "norelatime", "strictatime",
-	"diratime", "nodiratime", "sync", "async", "defaults",
+    "ro",	"rw",	      "dev",	  "nodev",	"suid",
+    "nosuid",	"exec",	      "noexec",	  "auto",	"noauto",
+    "user",	"nouser",     "users",	  "_netdev",	"nofail",
+    "atime",	"noatime",    "relatime", "norelatime", "strictatime",
+    "diratime", "nodiratime", "sync",	  "async",	"defaults",
 };
 
 static bool is_generic(const char *arg)
 {
 	if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
 		return true;
-	for (size_t i = 0; i < sizeof(generic_opts) / sizeof(generic_opts[0]); i++)
+	for (size_t i = 0; i < sizeof(generic_opts) / sizeof(generic_opts[0]);
+	     i++)
 		if (!strcmp(arg, generic_opts[i]))
 			return true;
 	return false;
@@ -119,7 +124,7 @@ static bool is_generic(const char *arg)
 static bool is_secret(const char *arg)
 {
 	static const char *const words[] = {
-		"secret", "token", "access_key", "key_id", "passw",
+	    "secret", "token", "access_key", "key_id", "passw",
 	};
 	size_t n = strcspn(arg, "=");
 
@@ -255,7 +260,8 @@ static bool endpoint_needs_path_style(const char *ep)
 		return false;
 	memcpy(host, h, n);
 	host[n] = '\0';
-	return !strcmp(host, "localhost") || inet_pton(AF_INET, host, addr) == 1;
+	return !strcmp(host, "localhost") ||
+	       inet_pton(AF_INET, host, addr) == 1;
 }
 
 /* A whole number in [lo, hi] from @s, or false. */
@@ -295,11 +301,22 @@ static bool parse_size(const char *s, uint64_t *bytes, unsigned int *pct)
 		return true;
 	}
 	switch (*end) {
-	case 'T': case 't': mult <<= 10; /* fall through */
-	case 'G': case 'g': mult <<= 10; /* fall through */
-	case 'M': case 'm': mult <<= 10; /* fall through */
-	case 'K': case 'k': mult <<= 10; end++; break;
-	default: break;
+	case 'T':
+	case 't':
+		mult <<= 10; /* fall through */
+	case 'G':
+	case 'g':
+		mult <<= 10; /* fall through */
+	case 'M':
+	case 'm':
+		mult <<= 10; /* fall through */
+	case 'K':
+	case 'k':
+		mult <<= 10;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end == 'B' || *end == 'b')
 		end++;
@@ -323,13 +340,15 @@ static void format_size(uint64_t bytes, char *buf, size_t len)
 	if (i < 0)
 		snprintf(buf, len, "%llu", (unsigned long long)bytes);
 	else
-		snprintf(buf, len, "%llu%c", (unsigned long long)bytes, suffix[i]);
+		snprintf(buf, len, "%llu%c", (unsigned long long)bytes,
+			 suffix[i]);
 }
 
 /* A number field of the table is 4 or 8 bytes, as opt_set() stores. */
-#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)             \
+#define HINTFS_OPT(name, type, str, val, def, lo, hi, arg, help)               \
 	_Static_assert((type) == OPT_STR || (type) == OPT_FLAG ||              \
-			       OPT_FIELD_SIZE(val) == 4 || OPT_FIELD_SIZE(val) == 8, \
+			   OPT_FIELD_SIZE(val) == 4 ||                         \
+			   OPT_FIELD_SIZE(val) == 8,                           \
 		       #name ": a number field of 4 or 8 bytes");
 #include "fs/options.def"
 #undef HINTFS_OPT
@@ -354,7 +373,8 @@ static int opt_set(struct hintfs_opts *o, const struct opt_desc *d,
 		if (!parse_uint(s, d->lo, d->hi, &v))
 			return fail_einval(err, err_len,
 					   "-o %s=%s: expected %s from %llu to "
-					   "%llu", d->name, s,
+					   "%llu",
+					   d->name, s,
 					   d->type == OPT_NUM ? "a number"
 					   : d->type == OPT_S ? "seconds"
 							      : "ms",
@@ -381,7 +401,8 @@ static int opt_set(struct hintfs_opts *o, const struct opt_desc *d,
 					   "-o %s=%s: expected bytes with an "
 					   "optional K, M, G or T, or a "
 					   "percentage of the free space such "
-					   "as 20%%", d->name, s);
+					   "as 20%%",
+					   d->name, s);
 		v = bytes;
 		o->cache_size_pct = pct;
 		break;
@@ -443,7 +464,8 @@ static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
 	int n;
 
 	if (base)
-		n = asprintf(&o->cache_dir, "%s/hintfs/%s-%08x", base, o->bucket, h);
+		n = asprintf(&o->cache_dir, "%s/hintfs/%s-%08x", base,
+			     o->bucket, h);
 	else if (home)
 		n = asprintf(&o->cache_dir, "%s/.cache/hintfs/%s-%08x", home,
 			     o->bucket, h);
@@ -473,9 +495,10 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		if (o->tier_endpoint || o->tier_region || o->tier_profile ||
 		    o->tier_hedge_str || o->tier_key_file ||
 		    o->tier_put_mem_str)
-			return fail_einval(err, err_len,
-					   "the shared_cache_* options need "
-					   "-o shared_cache=s3://BUCKET[/PREFIX]");
+			return fail_einval(
+			    err, err_len,
+			    "the shared_cache_* options need "
+			    "-o shared_cache=s3://BUCKET[/PREFIX]");
 		return 0;
 	}
 	rc = parse_s3_url(o->shared_cache, &o->tier_bucket, &o->tier_prefix,
@@ -493,11 +516,10 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		if (fd >= 0)
 			close(fd);
 		if (rc)
-			return fail_einval(err, err_len,
-					   "-o shared_cache_key=%s: %s",
-					   o->tier_key_file,
-					   rc == -EFBIG ? "longer than 1 KiB"
-							: strerror(-rc));
+			return fail_einval(
+			    err, err_len, "-o shared_cache_key=%s: %s",
+			    o->tier_key_file,
+			    rc == -EFBIG ? "longer than 1 KiB" : strerror(-rc));
 		if (o->tier_key_len < 16)
 			return fail_einval(err, err_len,
 					   "-o shared_cache_key=%s: %zu bytes, "
@@ -505,22 +527,24 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 					   o->tier_key_file, o->tier_key_len);
 	}
 	if (o->tier_profile) {
-		rc = aws_config_load(&(struct aws_config_req){
-					     .profile = o->tier_profile,
-					     .credentials_file = o->credentials_file,
-					     .config_file = o->config_file,
-					     .need_credentials = false,
-				     }, &o->tier_aws, err, err_len);
+		rc = aws_config_load(
+		    &(struct aws_config_req){
+			.profile = o->tier_profile,
+			.credentials_file = o->credentials_file,
+			.config_file = o->config_file,
+			.need_credentials = false,
+		    },
+		    &o->tier_aws, err, err_len);
 		if (rc)
 			return rc == -ENOMEM ? rc : -EINVAL;
 		o->tier_aws_loaded = true;
 	}
-	ep = o->tier_endpoint ? o->tier_endpoint
+	ep = o->tier_endpoint				  ? o->tier_endpoint
 	     : o->tier_aws_loaded && o->tier_aws.endpoint ? o->tier_aws.endpoint
-							 : o->endpoint;
-	rg = o->tier_region ? o->tier_region
+							  : o->endpoint;
+	rg = o->tier_region				? o->tier_region
 	     : o->tier_aws_loaded && o->tier_aws.region ? o->tier_aws.region
-						       : o->region;
+							: o->region;
 	if (ep != o->tier_endpoint) {
 		free(o->tier_endpoint);
 		o->tier_endpoint = strdup(ep);
@@ -538,9 +562,10 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 	    strncmp(o->tier_endpoint, "https://", 8))
 		return fail_einval(err, err_len,
 				   "shared cache endpoint '%s' is not an "
-				   "http:// or https:// URL", o->tier_endpoint);
-	o->tier_path_style = o->path_style ||
-			     endpoint_needs_path_style(o->tier_endpoint);
+				   "http:// or https:// URL",
+				   o->tier_endpoint);
+	o->tier_path_style =
+	    o->path_style || endpoint_needs_path_style(o->tier_endpoint);
 	if (o->tier_profile)
 		return creds_chain_build(
 		    &(struct creds_chain_req){
@@ -578,13 +603,15 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	if (rc)
 		return rc;
 
-	rc = aws_config_load(&(struct aws_config_req){
-				     .profile = o->profile,
-				     .credentials_file = o->credentials_file,
-				     .config_file = o->config_file,
-				     /* the chain says what is missing */
-				     .need_credentials = false,
-			     }, &o->aws, err, err_len);
+	rc = aws_config_load(
+	    &(struct aws_config_req){
+		.profile = o->profile,
+		.credentials_file = o->credentials_file,
+		.config_file = o->config_file,
+		/* the chain says what is missing */
+		.need_credentials = false,
+	    },
+	    &o->aws, err, err_len);
 	if (rc)
 		return rc == -ENOMEM ? rc : -EINVAL;
 	if (!o->no_sign) {
@@ -614,7 +641,8 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		if (!o->endpoint)
 			return -ENOMEM;
 	}
-	if (strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
+	if (strncmp(o->endpoint, "http://", 7) &&
+	    strncmp(o->endpoint, "https://", 8))
 		return fail_einval(
 		    err, err_len,
 		    "endpoint '%s' is not an http:// or https:// URL",
@@ -694,7 +722,7 @@ void opts_fini(struct hintfs_opts *o)
 
 /* The help column starts here; a longer "-o name=ARG" has a line alone. */
 #define USAGE_INDENT 25
-#define USAGE_WIDTH 79
+#define USAGE_WIDTH  79
 
 /* @text wrapped at spaces from column @col to USAGE_WIDTH, each further
  * line indented to USAGE_INDENT. */
@@ -735,10 +763,10 @@ static void usage_opt(FILE *out, const struct opt_desc *d)
 		col = 0;
 	}
 	fprintf(out, "%*s", USAGE_INDENT - col, "");
-	if (!d->def ||
-	    asprintf(&text, d->type == OPT_STR ? "%s (default: %s)"
-					       : "%s (default %s)",
-		     d->help, d->def) < 0)
+	if (!d->def || asprintf(&text,
+				d->type == OPT_STR ? "%s (default: %s)"
+						   : "%s (default %s)",
+				d->help, d->def) < 0)
 		text = NULL;
 	usage_wrap(out, text ? text : d->help, USAGE_INDENT);
 	free(text);
@@ -747,30 +775,35 @@ static void usage_opt(FILE *out, const struct opt_desc *d)
 void opts_usage(FILE *out, const char *prog)
 {
 	fprintf(out,
-		"usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
+		"usage: %s s3://BUCKET[/PREFIX] MOUNTPOINT [-f] [-d] [-o "
+		"OPTION[,OPTION...]]\n"
 		"\n"
 		"Mounts an S3 bucket (or a prefix of it) read-only.\n"
 		"\n"
 		"options:\n"
 		"  -f                     stay in the foreground\n"
-		"  -d, -o debug           debug log and FUSE request trace (implies -f)\n",
+		"  -d, -o debug           debug log and FUSE request trace "
+		"(implies -f)\n",
 		prog);
 	for (size_t i = 0; i < OPT_TABLE_LEN; i++)
 		usage_opt(out, &opt_table[i]);
-	fputs("  -o allow_other, ...    options of libfuse, passed on\n"
-	      "  -h, --help             this text\n"
-	      "  -V, --version          the version\n"
-	      "\n"
-	      "Credentials, region and endpoint are found as the AWS CLI finds\n"
-	      "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,\n"
-	      "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the profile\n"
-	      "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
-	      "An -o option beats both; a profile named with -o profile= beats\n"
-	      "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
-	      "\n"
-	      "Without -f the daemon detaches once the file system is mounted;\n"
-	      "a failed mount exits non-zero with one line on stderr. Works as\n"
-	      "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
-	      "/etc/fstab; see hintfs(1).\n",
-	      out);
+	fputs(
+	    "  -o allow_other, ...    options of libfuse, passed on\n"
+	    "  -h, --help             this text\n"
+	    "  -V, --version          the version\n"
+	    "\n"
+	    "Credentials, region and endpoint are found as the AWS CLI finds\n"
+	    "them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+	    "AWS_SESSION_TOKEN,\n"
+	    "AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the "
+	    "profile\n"
+	    "in ~/.aws/credentials and ~/.aws/config (region, endpoint_url).\n"
+	    "An -o option beats both; a profile named with -o profile= beats\n"
+	    "the AWS_ACCESS_KEY_ID pair. Never put keys on the command line.\n"
+	    "\n"
+	    "Without -f the daemon detaches once the file system is mounted;\n"
+	    "a failed mount exits non-zero with one line on stderr. Works as\n"
+	    "mount -t fuse.hintfs s3://BUCKET[/PREFIX] DIR -o OPTIONS and in\n"
+	    "/etc/fstab; see hintfs(1).\n",
+	    out);
 }

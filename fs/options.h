@@ -24,40 +24,40 @@
 
 struct hintfs_opts {
 	/* From the command line; malloc'd. */
-	char *source;     /**< "s3://bucket/prefix" as given */
+	char *source;	  /**< "s3://bucket/prefix" as given */
 	char *mountpoint; /**< as given */
-	char *endpoint;   /**< -o endpoint=, else AWS_ENDPOINT_URL_S3 or
+	char *endpoint;	  /**< -o endpoint=, else AWS_ENDPOINT_URL_S3 or
 			       AWS_ENDPOINT_URL, else AWS's for the region */
-	char *region;     /**< -o region=, else AWS_REGION, AWS_DEFAULT_REGION,
+	char *region;	  /**< -o region=, else AWS_REGION, AWS_DEFAULT_REGION,
 			       else us-east-1 */
-	char *ca_file;    /**< -o ca_file= */
+	char *ca_file;	  /**< -o ca_file= */
 	char *max_threads_str;
-	char *cache_dir;  /**< -o cache_dir=; else derived (see resolve) */
+	char *cache_dir;      /**< -o cache_dir=; else derived (see resolve) */
 	char *cache_size_str; /**< -o cache_size=BYTES[K|M|G|T] or N% */
-	char *hint_file;  /**< -o hint=FILE: watched and re-read */
+	char *hint_file;      /**< -o hint=FILE: watched and re-read */
 	char *max_inflight_str; /**< -o max_inflight=N */
-	char *window_str; /**< -o window=N objects ahead */
-	char *pace_str;   /**< -o pace_ms=MS */
-	char *fetch_mem_str; /**< -o fetch_mem=SIZE */
-	char *profile;    /**< -o profile= / --profile: AWS profile name */
+	char *window_str;	/**< -o window=N objects ahead */
+	char *pace_str;		/**< -o pace_ms=MS */
+	char *fetch_mem_str;	/**< -o fetch_mem=SIZE */
+	char *profile; /**< -o profile= / --profile: AWS profile name */
 	char *credentials_file; /**< -o credentials_file=: replaces
 				     AWS_SHARED_CREDENTIALS_FILE */
-	char *config_file; /**< -o config_file=: replaces AWS_CONFIG_FILE */
-	char *retries_str;       /**< -o retries=N attempts per request */
-	char *retry_time_str;    /**< -o retry_time=S seconds per request */
-	char *stall_timeout_str; /**< -o stall_timeout=S */
-	char *list_workers_str;  /**< -o list_workers=N */
+	char *config_file;    /**< -o config_file=: replaces AWS_CONFIG_FILE */
+	char *retries_str;    /**< -o retries=N attempts per request */
+	char *retry_time_str; /**< -o retry_time=S seconds per request */
+	char *stall_timeout_str;   /**< -o stall_timeout=S */
+	char *list_workers_str;	   /**< -o list_workers=N */
 	char *process_timeout_str; /**< -o credential_process_timeout=S */
-	char *store_ahead_str;   /**< -o store_ahead=SIZE */
+	char *store_ahead_str;	   /**< -o store_ahead=SIZE */
 	/* NOTE(fuse): fuse_opt stores flag templates as int: these three
 	 * must be int, or setting one overwrites its neighbours. */
-	int path_style;   /**< -o path_style, or implied by an IP endpoint */
-	int no_sign;      /**< -o no_sign: anonymous requests */
-	int insecure;     /**< -o insecure: no TLS verification */
-	int relist;       /**< -o relist: list again, not from the cache */
+	int path_style;	   /**< -o path_style, or implied by an IP endpoint */
+	int no_sign;	   /**< -o no_sign: anonymous requests */
+	int insecure;	   /**< -o insecure: no TLS verification */
+	int relist;	   /**< -o relist: list again, not from the cache */
 	int open_per_file; /**< -o open_per_file: OPEN and RELEASE per file */
-	bool foreground;  /**< -f (or -d) */
-	bool debug;       /**< -d / -o debug: debug log and FUSE trace */
+	bool foreground;   /**< -f (or -d) */
+	bool debug;	   /**< -d / -o debug: debug log and FUSE trace */
 	bool help;
 	bool version;
 	/** The name of an option that looks like a credential (-o
@@ -66,24 +66,24 @@ struct hintfs_opts {
 
 	/* Derived by opts_parse(). A number is the option's value, else its
 	 * default from options.def: never 0 for "a default elsewhere". */
-	char *bucket;      /**< malloc'd */
-	char *prefix;      /**< malloc'd; "" or ends in '/' */
+	char *bucket;		  /**< malloc'd */
+	char *prefix;		  /**< malloc'd; "" or ends in '/' */
 	unsigned int max_threads; /**< FUSE worker threads */
 	unsigned int max_inflight;
-	uint32_t window;           /**< objects */
-	uint32_t pace_ms;          /**< pf_config.pace_ms: PF_PACE_OFF for
-					pace_ms=0 */
-	uint64_t fetch_mem;        /**< bytes */
-	int retries;               /**< attempts per request */
+	uint32_t window;    /**< objects */
+	uint32_t pace_ms;   /**< pf_config.pace_ms: PF_PACE_OFF for
+				 pace_ms=0 */
+	uint64_t fetch_mem; /**< bytes */
+	int retries;	    /**< attempts per request */
 	int retry_time_s;
 	int stall_timeout_s;
 	int list_workers;
-	uint64_t cache_size;       /**< bytes; 0: cache_size_pct of the free
-				        space, decided once the directory
-				        exists */
+	uint64_t cache_size;	     /**< bytes; 0: cache_size_pct of the free
+					  space, decided once the directory
+					  exists */
 	unsigned int cache_size_pct; /**< N of "N%", else 0 */
-	uint64_t store_ahead;      /**< bytes pushed into the kernel's page
-				        cache ahead of opens; 0: off */
+	uint64_t store_ahead;	     /**< bytes pushed into the kernel's page
+					  cache ahead of opens; 0: off */
 
 	/** The credential providers in the SDKs' order (creds_chain.h),
 	 *  owned until creds_start() takes them; none with -o no_sign. */
@@ -100,27 +100,27 @@ struct hintfs_opts {
 	struct aws_config aws;
 
 	/* The shared cache tier (-o shared_cache=s3://BUCKET[/PREFIX]). */
-	char *shared_cache;        /**< as given, or NULL: no tier */
-	char *tier_endpoint;       /**< -o shared_cache_endpoint=; resolved:
-				        the profile's, else the origin's */
-	char *tier_region;         /**< -o shared_cache_region=; likewise */
-	char *tier_profile;        /**< -o shared_cache_profile=: its own
-				        credentials; else the origin's */
-	char *tier_hedge_str;      /**< -o shared_cache_hedge_ms=MS */
-	char *tier_key_file;       /**< -o shared_cache_key=FILE */
-	char *tier_key;            /**< its bytes (a secret: wiped on
-				        opts_fini()), or NULL */
+	char *shared_cache;   /**< as given, or NULL: no tier */
+	char *tier_endpoint;  /**< -o shared_cache_endpoint=; resolved:
+				   the profile's, else the origin's */
+	char *tier_region;    /**< -o shared_cache_region=; likewise */
+	char *tier_profile;   /**< -o shared_cache_profile=: its own
+				   credentials; else the origin's */
+	char *tier_hedge_str; /**< -o shared_cache_hedge_ms=MS */
+	char *tier_key_file;  /**< -o shared_cache_key=FILE */
+	char *tier_key;	      /**< its bytes (a secret: wiped on
+				   opts_fini()), or NULL */
 	size_t tier_key_len;
-	char *tier_put_mem_str;    /**< -o shared_cache_put_mem=BYTES */
-	uint64_t tier_put_mem;     /**< bytes */
-	char *tier_bucket;         /**< derived: malloc'd */
-	char *tier_prefix;         /**< derived: "" or ends in '/' */
+	char *tier_put_mem_str; /**< -o shared_cache_put_mem=BYTES */
+	uint64_t tier_put_mem;	/**< bytes */
+	char *tier_bucket;	/**< derived: malloc'd */
+	char *tier_prefix;	/**< derived: "" or ends in '/' */
 	unsigned int tier_hedge_ms;
 	int tier_path_style;
 	struct aws_config tier_aws; /**< the tier profile's, if named */
 	bool tier_aws_loaded;
 	struct creds_provider *tier_chain[CREDS_CHAIN_MAX]; /**< with a tier
-				        profile; creds_start() takes them */
+					profile; creds_start() takes them */
 	size_t n_tier_chain;
 
 	struct fuse_args fuse_args; /**< what fuse_session_new() gets */

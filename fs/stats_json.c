@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-
-/* ---- stats ------------------------------------------------------------------ */
+/* ---- stats ------------------------------------------------------------------
+ */
 
 /* Appends a JSON string (quotes and escapes) for @len bytes of @s. Bytes
  * that are not UTF-8 (keys may hold any) are written as \u00XX. */
@@ -53,24 +53,24 @@ static void json_str(FILE *f, const char *s)
 
 /* The keys of "fuse" in stats, in enum fs_req's order. */
 static const char *const fuse_req_names[FS_REQ_N] = {
-	[FS_REQ_LOOKUP] = "lookup",
-	[FS_REQ_FORGET] = "forget",
-	[FS_REQ_GETATTR] = "getattr",
-	[FS_REQ_SETATTR] = "setattr",
-	[FS_REQ_ACCESS] = "access",
-	[FS_REQ_OPEN] = "open",
-	[FS_REQ_READ] = "read",
-	[FS_REQ_WRITE] = "write",
-	[FS_REQ_FLUSH] = "flush",
-	[FS_REQ_FSYNC] = "fsync",
-	[FS_REQ_RELEASE] = "release",
-	[FS_REQ_OPENDIR] = "opendir",
-	[FS_REQ_READDIR] = "readdir",
-	[FS_REQ_READDIRPLUS] = "readdirplus",
-	[FS_REQ_RELEASEDIR] = "releasedir",
-	[FS_REQ_STATFS] = "statfs",
-	[FS_REQ_XATTR] = "xattr",
-	[FS_REQ_OTHER] = "other",
+    [FS_REQ_LOOKUP] = "lookup",
+    [FS_REQ_FORGET] = "forget",
+    [FS_REQ_GETATTR] = "getattr",
+    [FS_REQ_SETATTR] = "setattr",
+    [FS_REQ_ACCESS] = "access",
+    [FS_REQ_OPEN] = "open",
+    [FS_REQ_READ] = "read",
+    [FS_REQ_WRITE] = "write",
+    [FS_REQ_FLUSH] = "flush",
+    [FS_REQ_FSYNC] = "fsync",
+    [FS_REQ_RELEASE] = "release",
+    [FS_REQ_OPENDIR] = "opendir",
+    [FS_REQ_READDIR] = "readdir",
+    [FS_REQ_READDIRPLUS] = "readdirplus",
+    [FS_REQ_RELEASEDIR] = "releasedir",
+    [FS_REQ_STATFS] = "statfs",
+    [FS_REQ_XATTR] = "xattr",
+    [FS_REQ_OTHER] = "other",
 };
 
 /* Everything the numbers of fs/stats.def are read from: one snapshot,
@@ -81,7 +81,7 @@ struct stats_src {
 	struct cache_stats cs;
 	struct hint_report hr;
 	struct creds_info ci;
-	bool creds;              /* signed requests: "credentials" is not null */
+	bool creds; /* signed requests: "credentials" is not null */
 	const struct tree_skips *sk;
 	uint64_t files, bytes, rejected, lists, gets, connects;
 	uint64_t store_objects, store_bytes, store_refused;
@@ -90,11 +90,11 @@ struct stats_src {
 
 /* How a row's number is written. */
 enum stat_fmt {
-	STAT_U,   /* a whole number */
-	STAT_I,   /* a whole number that may be negative (-1: none) */
-	STAT_F6,  /* seconds to the microsecond */
-	STAT_F3,  /* milliseconds to the microsecond */
-	STAT_G,   /* a ratio */
+	STAT_U,	 /* a whole number */
+	STAT_I,	 /* a whole number that may be negative (-1: none) */
+	STAT_F6, /* seconds to the microsecond */
+	STAT_F3, /* milliseconds to the microsecond */
+	STAT_G,	 /* a ratio */
 };
 
 struct stat_num {
@@ -107,8 +107,8 @@ static const struct {
 	const char *path;
 	enum stat_fmt fmt;
 } stat_rows[] = {
-#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)     \
-	{ path, fmt },
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)        \
+	{path, fmt},
 #include "fs/stats.def"
 #undef HINTFS_STAT
 };
@@ -121,10 +121,10 @@ static void stat_values(struct stats_src *s, struct stat_num *v)
 {
 	size_t i = 0;
 
-#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)     \
-	v[i].u = (fmt) == STAT_U ? (unsigned long long)(val) : 0;          \
-	v[i].i = (fmt) == STAT_I ? (long long)(val) : 0;                   \
-	v[i].d = (fmt) >= STAT_F6 ? (double)(val) : 0;                     \
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)        \
+	v[i].u = (fmt) == STAT_U ? (unsigned long long)(val) : 0;              \
+	v[i].i = (fmt) == STAT_I ? (long long)(val) : 0;                       \
+	v[i].d = (fmt) >= STAT_F6 ? (double)(val) : 0;                         \
 	i++;
 #include "fs/stats.def"
 #undef HINTFS_STAT
@@ -143,8 +143,7 @@ static bool stat_present(const struct stats_src *s, const char *path)
 
 /* What an object holds besides the table's numbers (strings, flags,
  * arrays), written as its last members. */
-static void stats_extras(FILE *f, const struct stats_src *s,
-			 const char *path)
+static void stats_extras(FILE *f, const struct stats_src *s, const char *path)
 {
 	const struct pf_stats *ps = &s->ps;
 
@@ -164,9 +163,10 @@ static void stats_extras(FILE *f, const struct stats_src *s,
 
 			fprintf(f, "%s{\"name\": ", i ? ", " : "");
 			json_str(f, r->name);
-			fprintf(f, ", \"owner\": %ld, \"why\": \"%s\", "
-				"\"unread\": %llu}", (long)r->owner,
-				r->exited ? "exited" : "idle",
+			fprintf(f,
+				", \"owner\": %ld, \"why\": \"%s\", "
+				"\"unread\": %llu}",
+				(long)r->owner, r->exited ? "exited" : "idle",
 				(unsigned long long)r->unread);
 		}
 		fprintf(f, "]");
@@ -177,7 +177,8 @@ static void stats_extras(FILE *f, const struct stats_src *s,
 
 			fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
 			json_str(f, st->name);
-			fprintf(f, ", \"position\": %llu, \"length\": %llu, "
+			fprintf(f,
+				", \"position\": %llu, \"length\": %llu, "
 				"\"epoch\": %lld, \"queued\": %u, "
 				"\"received\": %llu, \"stalls\": %llu, "
 				"\"stall_seconds\": %.6f, \"pace\": %llu, "
@@ -220,8 +221,8 @@ static size_t stat_parent_len(const char *path)
 static void stats_rows_json(FILE *f, struct stats_src *s)
 {
 	struct stat_num v[N_STAT_ROWS];
-	char open[64] = "";      /* the object path written into now */
-	bool first[8] = { false }; /* per depth: no member yet */
+	char open[64] = "";	 /* the object path written into now */
+	bool first[8] = {false}; /* per depth: no member yet */
 	int depth = 0;
 
 	stat_values(s, v);
@@ -232,10 +233,10 @@ static void stats_rows_json(FILE *f, struct stats_src *s)
 		if (r < N_STAT_ROWS && !stat_present(s, path))
 			continue;
 		/* Close what this row is not in. */
-		while (depth && !(strlen(open) <= plen &&
-				  !strncmp(open, path, strlen(open)) &&
-				  (path[strlen(open)] == '.' ||
-				   strlen(open) == plen))) {
+		while (depth &&
+		       !(strlen(open) <= plen &&
+			 !strncmp(open, path, strlen(open)) &&
+			 (path[strlen(open)] == '.' || strlen(open) == plen))) {
 			char *dot = strrchr(open, '.');
 
 			stats_extras(f, s, open);
@@ -256,7 +257,9 @@ static void stats_rows_json(FILE *f, struct stats_src *s)
 			if (end > plen)
 				end = plen;
 			fprintf(f, "%s\"%.*s\": {",
-				!depth ? ",\n  " : first[depth] ? "" : ", ",
+				!depth	       ? ",\n  "
+				: first[depth] ? ""
+					       : ", ",
 				(int)(end - at), path + at);
 			first[depth] = false;
 			snprintf(open, sizeof(open), "%.*s", (int)end, path);
@@ -332,7 +335,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	for (int k = 0; k < FS_REQ_N; k++)
 		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", fuse_req_names[k],
 			(unsigned long long)atomic_load_explicit(
-				&fs->fuse_req[k], memory_order_relaxed));
+			    &fs->fuse_req[k], memory_order_relaxed));
 	fprintf(f, "}");
 	stats_rows_json(f, s);
 	if (!s->creds)
@@ -346,7 +349,8 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	return out;
 }
 
-/* ---- verify ---------------------------------------------------------------- */
+/* ---- verify ----------------------------------------------------------------
+ */
 
 struct verify_ctx {
 	FILE *f;
@@ -371,11 +375,12 @@ static void verify_cb(void *arg, const char *key, size_t key_len, bool ok)
 	json_strn(v->f, key, key_len);
 }
 
-/* Checks every cached blob now (fs_internal.h): {"dropped": [..], "dropped_unlisted": U,
- * "checked": N, "bad": M}, under CTL_VERIFY_SIZE bytes. */
+/* Checks every cached blob now (fs_internal.h): {"dropped": [..],
+ * "dropped_unlisted": U, "checked": N, "bad": M}, under CTL_VERIFY_SIZE bytes.
+ */
 char *fs_verify_json(struct fs *fs, size_t *len)
 {
-	struct verify_ctx v = { 0 };
+	struct verify_ctx v = {0};
 	char *out = NULL;
 	int rc;
 
@@ -384,13 +389,15 @@ char *fs_verify_json(struct fs *fs, size_t *len)
 		return NULL;
 	fputs("{\"dropped\": [", v.f);
 	rc = cache_verify(fs->cache, verify_cb, &v);
-	fprintf(v.f, "], \"dropped_unlisted\": %llu, \"checked\": %llu, "
+	fprintf(v.f,
+		"], \"dropped_unlisted\": %llu, \"checked\": %llu, "
 		"\"bad\": %llu, \"error\": %s}\n",
 		(unsigned long long)v.unlisted, (unsigned long long)v.checked,
 		(unsigned long long)v.bad, rc ? "true" : "false");
 	if (v.bad)
 		log_warn("verify: %llu of %llu cached objects were corrupt and "
-			 "were dropped", (unsigned long long)v.bad,
+			 "were dropped",
+			 (unsigned long long)v.bad,
 			 (unsigned long long)v.checked);
 	if (fclose(v.f)) {
 		free(out);

@@ -61,18 +61,18 @@
 struct fs_store {
 	struct fs *fs;
 	struct fuse_session *se;
-	uint64_t budget;           /* bytes pushed ahead of the readers */
-	uint32_t n;                /* inodes 1 .. n are counted */
+	uint64_t budget;	   /* bytes pushed ahead of the readers */
+	uint32_t n;		   /* inodes 1 .. n are counted */
 	_Atomic uint64_t *nlookup; /* the kernel's lookup count per inode */
 	_Atomic uint8_t *pushed;   /* pushed since the kernel learned it */
-	_Atomic uint32_t *use;     /* opens, | STORE_PUSHING while pushed */
+	_Atomic uint32_t *use;	   /* opens, | STORE_PUSHING while pushed */
 	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;         /* wakes the thread to stop */
-	pthread_cond_t pushed_cv;  /* a push ended: opens waiting go on */
+	pthread_cond_t cv;	  /* wakes the thread to stop */
+	pthread_cond_t pushed_cv; /* a push ended: opens waiting go on */
 	bool stop;
 	_Atomic uint64_t objects, bytes; /* pushed, for stats */
-	_Atomic uint64_t failed;         /* stores the kernel refused */
+	_Atomic uint64_t failed;	 /* stores the kernel refused */
 };
 
 /* The inode's slot, or -1 when it is not one counted. */
@@ -139,7 +139,7 @@ void fs_store_note_open(struct fs *fs, uint64_t ino)
 			pthread_mutex_unlock(&s->mu);
 			old = atomic_load(&s->use[i]);
 		} else if (atomic_compare_exchange_weak(&s->use[i], &old,
-							 old + 1)) {
+							old + 1)) {
 			return;
 		}
 	}
@@ -196,7 +196,7 @@ static bool store_tick(struct fs_store *s)
 		for (size_t k = 0; k < n && more && ahead < s->budget; k++) {
 			uint64_t ino = (uint64_t)ids[k] + 1;
 			int64_t i = slot(s, ino);
-			struct push p = { s, ino, 0 };
+			struct push p = {s, ino, 0};
 			struct stat st;
 			ssize_t got;
 
@@ -211,9 +211,8 @@ static bool store_tick(struct fs_store *s)
 			if (!atomic_load(&s->nlookup[i]))
 				continue;
 			/* Only a file nobody has open (see the top). */
-			if (!atomic_compare_exchange_strong(&s->use[i],
-							    &(uint32_t){ 0 },
-							    STORE_PUSHING))
+			if (!atomic_compare_exchange_strong(
+				&s->use[i], &(uint32_t){0}, STORE_PUSHING))
 				continue;
 			got = fs_cached_ref(s->fs, ino, push_cb, &p);
 			atomic_fetch_and(&s->use[i], ~STORE_PUSHING);

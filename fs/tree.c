@@ -22,19 +22,19 @@
 /* A builder node: a tree_node plus the links used while building. */
 struct bnode {
 	struct tree_node n;
-	uint32_t child;   /* first child in the build-time list, 0 = none */
+	uint32_t child;	  /* first child in the build-time list, 0 = none */
 	uint32_t sibling; /* next sibling in that list, 0 = none */
-	bool has_file;    /* a file key landed here (maybe shadowed later) */
+	bool has_file;	  /* a file key landed here (maybe shadowed later) */
 };
 
 struct tree_builder {
 	struct bnode *nodes; /* [0] is the root */
 	uint32_t n_nodes;
 	uint32_t cap_nodes;
-	uint32_t *slots;     /* hash table of node index + 1; 0 = empty */
-	uint32_t n_slots;    /* a power of two, > 2 * n_nodes */
-	struct buf arena;    /* names and ETags; arena.data[0] = "" */
-	char *reserved;      /* name the root may not hold, or NULL */
+	uint32_t *slots;  /* hash table of node index + 1; 0 = empty */
+	uint32_t n_slots; /* a power of two, > 2 * n_nodes */
+	struct buf arena; /* names and ETags; arena.data[0] = "" */
+	char *reserved;	  /* name the root may not hold, or NULL */
 	struct tree_skips skips;
 	/* The folder of the last key added ("a/b/", with its '/'), and its
 	 * node: a listing comes sorted, so the next key is most often in
@@ -134,8 +134,8 @@ static int rehash(struct tree_builder *b)
 		return -ENOMEM;
 	for (uint32_t i = 1; i < b->n_nodes; i++) {
 		const struct bnode *n = &b->nodes[i];
-		uint32_t h = hash_name(n->n.parent, b->arena.data + n->n.name_off,
-				       n->n.name_len);
+		uint32_t h = hash_name(
+		    n->n.parent, b->arena.data + n->n.name_off, n->n.name_len);
 
 		while (slots[h & (n_slots - 1)])
 			h++;
@@ -174,7 +174,8 @@ static int find_or_add(struct tree_builder *b, uint32_t parent,
 	if (b->n_nodes >= UINT32_MAX - 1)
 		return -EFBIG;
 	if (b->n_nodes == b->cap_nodes) {
-		uint32_t cap = b->cap_nodes > UINT32_MAX / 2 ? UINT32_MAX : b->cap_nodes * 2;
+		uint32_t cap = b->cap_nodes > UINT32_MAX / 2 ? UINT32_MAX
+							     : b->cap_nodes * 2;
 		struct bnode *nn = realloc(b->nodes, (size_t)cap * sizeof(*nn));
 
 		if (!nn)
@@ -282,7 +283,8 @@ int tree_builder_add(struct tree_builder *b, const char *path, size_t len,
 		const char *sep = memchr(path, '/', len);
 		size_t first = sep ? (size_t)(sep - path) : len;
 
-		if (first == strlen(b->reserved) && !memcmp(path, b->reserved, first)) {
+		if (first == strlen(b->reserved) &&
+		    !memcmp(path, b->reserved, first)) {
 			b->skips.reserved++;
 			return 0;
 		}
@@ -321,7 +323,8 @@ int tree_builder_add(struct tree_builder *b, const char *path, size_t len,
 			n->has_file = true;
 			n->n.size = size;
 			n->n.mtime = mtime;
-			rc = arena_put(b, etag, strlen(etag), true, &n->n.etag_off);
+			rc = arena_put(b, etag, strlen(etag), true,
+				       &n->n.etag_off);
 			if (rc)
 				return rc;
 		}
@@ -337,8 +340,8 @@ static int cmp_child(const void *a, const void *bb, void *arg)
 	const struct tree_node *x = &b->nodes[*(const uint32_t *)a].n;
 	const struct tree_node *y = &b->nodes[*(const uint32_t *)bb].n;
 	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-	int c = memcmp(b->arena.data + x->name_off,
-		       b->arena.data + y->name_off, n);
+	int c =
+	    memcmp(b->arena.data + x->name_off, b->arena.data + y->name_off, n);
 
 	return c ? c : (int)x->name_len - (int)y->name_len;
 }
@@ -387,7 +390,7 @@ int tree_build(struct tree_builder *b, int64_t dir_mtime, struct tree **out)
 	t->n_nodes = next;
 	t->skips = b->skips;
 	t->arena = b->arena.data; /* the tree takes the bytes */
-	b->arena = (struct buf){ 0 };
+	b->arena = (struct buf){0};
 	*out = t;
 	t = NULL;
 	rc = 0;
@@ -466,8 +469,8 @@ uint32_t tree_lookup(const struct tree *t, uint32_t dir, const char *name,
 	return 0;
 }
 
-int tree_path(const struct tree *t, uint32_t idx, const char *prefix,
-	      char *buf, size_t cap)
+int tree_path(const struct tree *t, uint32_t idx, const char *prefix, char *buf,
+	      size_t cap)
 {
 	size_t plen = strlen(prefix), len = plen, pos;
 

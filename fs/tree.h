@@ -19,8 +19,8 @@
 #include <stdint.h>
 
 struct tree_node {
-	uint64_t size;        /**< object size; 0 for directories */
-	int64_t mtime;        /**< LastModified; the build time for dirs */
+	uint64_t size;	      /**< object size; 0 for directories */
+	int64_t mtime;	      /**< LastModified; the build time for dirs */
 	uint32_t parent;      /**< index of the parent; the root's is 0 */
 	uint32_t first_child; /**< index of the first child (directories) */
 	uint32_t n_children;  /**< number of children (directories) */
@@ -33,10 +33,10 @@ struct tree_node {
 
 /** Why keys were left out of the namespace, for the mount-time warning. */
 struct tree_skips {
-	uint64_t bad_path;     /**< empty, ".", ".." or >255-byte component, NUL */
-	uint64_t shadowed;     /**< a file hidden by a directory of its name */
-	uint64_t reserved;     /**< names hintfs keeps for itself (.hintfs) */
-	char first_bad[128];   /**< the first bad key, printable, for the log */
+	uint64_t bad_path; /**< empty, ".", ".." or >255-byte component, NUL */
+	uint64_t shadowed; /**< a file hidden by a directory of its name */
+	uint64_t reserved; /**< names hintfs keeps for itself (.hintfs) */
+	char first_bad[128]; /**< the first bad key, printable, for the log */
 };
 
 struct tree_builder;
@@ -102,7 +102,7 @@ uint32_t tree_lookup(const struct tree *t, uint32_t dir, const char *name,
  * after @prefix into @buf of @cap bytes, NUL-terminated. Returns its length,
  * or -ENAMETOOLONG when it does not fit.
  */
-int tree_path(const struct tree *t, uint32_t idx, const char *prefix,
-	      char *buf, size_t cap);
+int tree_path(const struct tree *t, uint32_t idx, const char *prefix, char *buf,
+	      size_t cap);
 
 #endif /* HINTFS_FS_TREE_H */

@@ -26,7 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 /* The hint file's directory is watched with inotify, so a replaced file is
  * in force within milliseconds (the head of an epoch waits for it). Besides,
  * the file is stat'ed twice a second: the way when inotify is not to be had,
@@ -35,7 +34,8 @@
  * poll proves inotify; common/test_hook.h). */
 #define CTL_WATCH_MS 500
 
-/* ---- the -o hint=FILE watcher ---------------------------------------------- */
+/* ---- the -o hint=FILE watcher ----------------------------------------------
+ */
 
 /* Reads the hint file whole, if it is still a regular file: O_NONBLOCK
  * so that one swapped for a FIFO since the stat() cannot block. */
@@ -83,7 +83,7 @@ static void watch_check(struct fs *fs, struct watch_state *ws)
 				 "FIFO?); waiting for a file there",
 				 fs->hint_file);
 		ws->missing_said = true;
-		ws->last = (struct stat){ 0 };
+		ws->last = (struct stat){0};
 	} else if (st.st_ino != ws->last.st_ino ||
 		   st.st_dev != ws->last.st_dev ||
 		   st.st_size != ws->last.st_size ||
@@ -99,8 +99,7 @@ static void watch_check(struct fs *fs, struct watch_state *ws)
 			log_warn("hint file '%s': %s", fs->hint_file,
 				 strerror(-rc));
 		} else {
-			fs_apply_hint(fs, text, len, "file:", fs->hint_file,
-				      0);
+			fs_apply_hint(fs, text, len, "file:", fs->hint_file, 0);
 			free(text);
 		}
 	}
@@ -127,11 +126,12 @@ static int watch_inotify(const char *path, const char **base)
 	fd = dir ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
 	/* Not IN_CREATE or IN_MODIFY: a file being written is not a hint
 	 * yet. IN_ATTRIB: a touch asks for the same hint again. */
-	if (fd >= 0 && inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO |
-						  IN_ATTRIB) < 0) {
+	if (fd >= 0 &&
+	    inotify_add_watch(fd, dir,
+			      IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB) < 0) {
 		log_info("hint file '%s': cannot watch its directory (%s); "
-			 "checking it every %d ms", path, strerror(errno),
-			 CTL_WATCH_MS);
+			 "checking it every %d ms",
+			 path, strerror(errno), CTL_WATCH_MS);
 		close(fd);
 		fd = -1;
 	}
@@ -142,7 +142,8 @@ static int watch_inotify(const char *path, const char **base)
 /* Reads what inotify has; true when an event names the hint file. */
 static bool watch_drain(int fd, const char *base)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	char buf[4096]
+	    __attribute__((aligned(__alignof__(struct inotify_event))));
 	bool hit = false;
 	ssize_t n;
 
@@ -163,15 +164,15 @@ static bool watch_drain(int fd, const char *base)
 static void *watch_main(void *arg)
 {
 	struct fs *fs = arg;
-	struct watch_state ws = { 0 };
+	struct watch_state ws = {0};
 	const char *base, *env = test_hook_env("HINTFS_HINT_POLL_MS");
 	int poll_ms = env && atoi(env) > 0 ? atoi(env) : CTL_WATCH_MS;
 	int ifd = watch_inotify(fs->hint_file, &base);
 
 	for (;;) {
 		struct pollfd pfd[2] = {
-			{ .fd = fs->watch_efd, .events = POLLIN },
-			{ .fd = ifd, .events = POLLIN },
+		    {.fd = fs->watch_efd, .events = POLLIN},
+		    {.fd = ifd, .events = POLLIN},
 		};
 		bool stop;
 
@@ -182,7 +183,8 @@ static void *watch_main(void *arg)
 			break;
 		watch_check(fs, &ws);
 		/* A writer's close and its rename come as separate events:
-		 * each is a look, and an unchanged file is not applied twice. */
+		 * each is a look, and an unchanged file is not applied twice.
+		 */
 		while (poll(pfd, ifd >= 0 ? 2 : 1, poll_ms) > 0 &&
 		       !pfd[0].revents && !watch_drain(ifd, base))
 			;

@@ -15,12 +15,12 @@
  * - a *whole* fetch (the object fits the cache) gets every part; once all
  *   have arrived the cache writer thread writes the object into the cache
  *   (many objects per index transaction) and drops the fetch: the network
- *   thread does no disk work. Readers that miss the cache join it (never a second GET), or
- *   start one whose parts covering their read go first, and wait only for
- *   those parts.
+ *   thread does no disk work. Readers that miss the cache join it (never a
+ * second GET), or start one whose parts covering their read go first, and wait
+ * only for those parts.
  * - a *read-through* (the cache cannot take the object: larger than the
- *   cache or than the fetch memory, an ETag the index cannot hold, a put that failed
- *   for good) gets only the parts readers ask for, plus one part of
+ *   cache or than the fetch memory, an ETag the index cannot hold, a put that
+ * failed for good) gets only the parts readers ask for, plus one part of
  *   read-ahead; parts behind the reader are released. It is never cached,
  *   and it leaves the table when the last reader closes the object.
  * Between misses the engine walks the current hint from the oldest entry
@@ -103,13 +103,15 @@
 #include <time.h>
 
 _Static_assert(PF_STREAMS_MAX == ORDER_STREAMS_MAX &&
-		       PF_STREAM_NAME_MAX == ORDER_STREAM_NAME_MAX,
+		   PF_STREAM_NAME_MAX == ORDER_STREAM_NAME_MAX,
 	       "pf_stats.streams mirrors order_streams");
 _Static_assert(PF_RECLAIMED_RECENT == ORDER_RECLAIMED_RECENT,
 	       "pf_stats.reclaimed mirrors order_streams.recent");
-_Static_assert(ORDER_STREAMS_MAX < 256, "opened_by holds 1 + a stream in a byte");
+_Static_assert(ORDER_STREAMS_MAX < 256,
+	       "opened_by holds 1 + a stream in a byte");
 
-/* ---- hints ---------------------------------------------------------------- */
+/* ---- hints ----------------------------------------------------------------
+ */
 
 void pf_note_open(struct pf *pf, uint32_t id)
 {
@@ -237,9 +239,8 @@ size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
 	return n;
 }
 
-
-
-/* ---- lifecycle ---------------------------------------------------------------- */
+/* ---- lifecycle
+ * ---------------------------------------------------------------- */
 
 /* Ends the cache writer once it has committed every completed fetch. */
 static void stop_writer(struct pf *pf)
@@ -292,8 +293,8 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 				       (uint64_t)pf->cfg.pace_ms * 1000000u,
 				       PF_PACE_MIN);
 	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
-	pf->open_count = calloc(cfg->n_ids ? cfg->n_ids : 1,
-				sizeof(*pf->open_count));
+	pf->open_count =
+	    calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->open_count));
 	pf->opened_by = calloc(cfg->n_ids ? cfg->n_ids : 1, 1);
 	pf->nocache = calloc(cfg->n_ids / 8 + 1, 1);
 	if (!pf->by_id || !pf->open_count || !pf->opened_by || !pf->nocache) {
@@ -328,13 +329,14 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	}
 	if (cfg->tier_s3) {
 		struct tier_config tc = {
-			.s3 = cfg->tier_s3,
-			.origin_bucket = cfg->origin_bucket ? cfg->origin_bucket : "",
-			.prefix = cfg->tier_prefix ? cfg->tier_prefix : "",
-			.hedge_ms = cfg->tier_hedge_ms,
-			.put_mem = cfg->tier_put_mem,
-			.mac_key = (const unsigned char *)cfg->tier_key,
-			.mac_key_len = cfg->tier_key_len,
+		    .s3 = cfg->tier_s3,
+		    .origin_bucket =
+			cfg->origin_bucket ? cfg->origin_bucket : "",
+		    .prefix = cfg->tier_prefix ? cfg->tier_prefix : "",
+		    .hedge_ms = cfg->tier_hedge_ms,
+		    .put_mem = cfg->tier_put_mem,
+		    .mac_key = (const unsigned char *)cfg->tier_key,
+		    .mac_key_len = cfg->tier_key_len,
 		};
 
 		rc = tier_start(&tc, &pf->tier);

@@ -29,7 +29,8 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- fetches -------------------------------------------------------------- */
+/* ---- fetches --------------------------------------------------------------
+ */
 
 static void part_release_buf(struct pf_part *p)
 {
@@ -87,7 +88,7 @@ void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
 {
 	if (f->read_through) {
 		*(f->rt_prev ? &f->rt_prev->rt_next : &pf->read_throughs) =
-			f->rt_next;
+		    f->rt_next;
 		if (f->rt_next)
 			f->rt_next->rt_prev = f->rt_prev;
 	}
@@ -136,7 +137,8 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 
 		p->f = f;
 		p->off = (uint64_t)i * part;
-		p->len = (size_t)(o->size - p->off < part ? o->size - p->off : part);
+		p->len =
+		    (size_t)(o->size - p->off < part ? o->size - p->off : part);
 	}
 	f->read_through = read_through;
 	f->demand = demand;
@@ -211,7 +213,8 @@ void read_through_reclaim(struct pf *pf, uint64_t need)
 	}
 }
 
-/* ---- the engine thread ---------------------------------------------------- */
+/* ---- the engine thread ----------------------------------------------------
+ */
 
 void cut_limit(struct pf *pf)
 {
@@ -252,7 +255,7 @@ void pf_note_failure(struct pf *pf, uint32_t id, int err)
 {
 	struct pf_failure *fl = &pf->fails[pf->fail_next++ % PF_FAILS];
 
-	*fl = (struct pf_failure){ id, err, pf_now(pf) + PF_FAIL_HOLD_NS };
+	*fl = (struct pf_failure){id, err, pf_now(pf) + PF_FAIL_HOLD_NS};
 }
 
 /* Queues the fetch of a whole object for the commit. mu held. */
@@ -285,8 +288,7 @@ void whole_complete(struct pf *pf, struct pf_fetch *f)
  * The first failure is logged (once per fetch). mu held.
  */
 void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
-		enum s3_err_kind kind, int attempts,
-		const struct s3_status *st)
+		enum s3_err_kind kind, int attempts, const struct s3_status *st)
 {
 	char why[512];
 

@@ -28,7 +28,8 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- the tier --------------------------------------------------------------- */
+/* ---- the tier ---------------------------------------------------------------
+ */
 
 void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
 {
@@ -89,8 +90,7 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 
 /* Cuts tier GET @p (running, armed) short: it goes to the origin. Engine
  * thread, mu held. */
-static void tier_cut_part(struct pf *pf, struct pf_part *p,
-			  enum tier_cut cut)
+static void tier_cut_part(struct pf *pf, struct pf_part *p, enum tier_cut cut)
 {
 	struct s3_status st;
 
@@ -119,9 +119,8 @@ bool tier_hedge(struct pf *pf, int *timeout_ms)
 	for (p = pf->tier_run; p; p = p->tnext)
 		running++;
 	/* tier_run is in start order: its head is the oldest GET. */
-	all = tier_open(pf->tier) ||
-	      tier_hung(pf->tier, pf->tier_run->start_ns, running,
-			pf->polled_ns, &due);
+	all = tier_open(pf->tier) || tier_hung(pf->tier, pf->tier_run->start_ns,
+					       running, pf->polled_ns, &due);
 	if (!all && due != UINT64_MAX) {
 		/* Past due and not judged hung: the last poll began before
 		 * due. Poll at once (it reads what the sockets hold), then

@@ -35,7 +35,7 @@
 /* 64 GETs in flight: 2,000 objects/s at ~30 ms each (Little's law), with
  * room. The S3 per-prefix limit of ~5,500 GET/s is far above it. */
 #define PF_INFLIGHT_DEFAULT 64
-#define PF_INFLIGHT_MIN 4
+#define PF_INFLIGHT_MIN	    4
 /* 4,096 hinted objects ahead: two seconds of a fast reader at 2,000
  * objects/s, so the window never runs dry between two wake-ups. */
 #define PF_WINDOW_DEFAULT 4096
@@ -52,7 +52,7 @@
  * measured.
  */
 #define PF_PACE_DEFAULT_MS 1000
-#define PF_PACE_MIN 256
+#define PF_PACE_MIN	   256
 /* 8 MiB parts: few enough requests for a large object, and each part
  * still long enough to amortize a round trip. */
 #define PF_PART_DEFAULT (8ull << 20)
@@ -76,7 +76,7 @@
 /* Warm-list entries pending: every object four times over (a few "warm
  * ." in a row), at least 64 Ki; 4 bytes each. */
 #define PF_WARM_PER_OBJECT 4
-#define PF_WARM_MIN 65536
+#define PF_WARM_MIN	   65536
 /* Queued parts looked at per start for one that may start (a read-through part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
@@ -106,16 +106,16 @@ struct pf_part {
 	struct pf_fetch *f;
 	uint64_t off;
 	size_t len;
-	char *buf;              /* len bytes, from its first start on */
-	struct pf_get get;      /* its GET: the request, and the source's
-				   state from its first start on */
+	char *buf;	   /* len bytes, from its first start on */
+	struct pf_get get; /* its GET: the request, and the source's
+			      state from its first start on */
 	enum pf_part_state state;
 	int attempts;
-	uint32_t pins;          /* readers waiting on or copying from buf */
-	bool over;              /* started past fetch_mem (see the top) */
-	uint64_t first_ns;      /* when the first attempt started */
-	uint64_t due_ns;        /* when a retry may start */
-	struct pf_queue *q;     /* the queue it is in, or NULL */
+	uint32_t pins;	    /* readers waiting on or copying from buf */
+	bool over;	    /* started past fetch_mem (see the top) */
+	uint64_t first_ns;  /* when the first attempt started */
+	uint64_t due_ns;    /* when a retry may start */
+	struct pf_queue *q; /* the queue it is in, or NULL */
 	struct pf_part *prev, *next;
 	/* Running on the shared cache tier: in pf->tier_run since start_ns.
 	 * hedge_denied: the budget refused its hedge, its reader waits. */
@@ -126,8 +126,8 @@ struct pf_part {
 };
 
 /* The part whose GET @g is. */
-#define PF_PART_OF(g) \
-	((struct pf_part *)((char *)(g) - offsetof(struct pf_part, get)))
+#define PF_PART_OF(g)                                                          \
+	((struct pf_part *)((char *)(g)-offsetof(struct pf_part, get)))
 
 struct pf_fetch {
 	uint32_t id;
@@ -135,26 +135,26 @@ struct pf_fetch {
 	size_t key_len;
 	char *etag;
 	uint64_t size;
-	struct pf_part *parts;  /* n_parts of them */
+	struct pf_part *parts; /* n_parts of them */
 	uint32_t n_parts;
 	uint32_t parts_done;
 	uint32_t parts_failed;
-	uint32_t running;       /* parts in the multi handle */
-	uint64_t mem;           /* bytes of pf->mem this fetch holds */
-	int err;                /* first fatal error, 0 if none */
-	enum s3_err_kind kind;  /* ... and its kind */
-	bool read_through;      /* not cached: parts as asked (see the top) */
-	bool demand;            /* a reader waits: parts go first */
-	uint64_t wait_ns;       /* when a reader first waited on it (a tier
-				   hedge's clock), 0: none yet */
-	bool in_table;          /* still in pf->by_id */
-	bool tier;              /* its part is read from the shared cache
-				   tier (engine.c: "The tier") */
-	bool tier_put;          /* the tier missed it: once fetched whole
-				   from the origin, the writer PUTs it */
-	uint32_t warm_refs;     /* warm-list entries waiting on this fetch */
-	int refs;               /* readers holding it, + 1 for the table */
-	uint32_t pos;           /* read-through: first part of latest read */
+	uint32_t running;      /* parts in the multi handle */
+	uint64_t mem;	       /* bytes of pf->mem this fetch holds */
+	int err;	       /* first fatal error, 0 if none */
+	enum s3_err_kind kind; /* ... and its kind */
+	bool read_through;     /* not cached: parts as asked (see the top) */
+	bool demand;	       /* a reader waits: parts go first */
+	uint64_t wait_ns;      /* when a reader first waited on it (a tier
+				  hedge's clock), 0: none yet */
+	bool in_table;	       /* still in pf->by_id */
+	bool tier;	       /* its part is read from the shared cache
+				  tier (engine.c: "The tier") */
+	bool tier_put;	       /* the tier missed it: once fetched whole
+				  from the origin, the writer PUTs it */
+	uint32_t warm_refs;    /* warm-list entries waiting on this fetch */
+	int refs;	       /* readers holding it, + 1 for the table */
+	uint32_t pos;	       /* read-through: first part of latest read */
 	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs */
 };
 
@@ -169,7 +169,7 @@ struct pf_failure {
  * page again (the readahead attempt, then the read itself): a failure
  * answers every read of its object for one second instead of spending a
  * second retry budget on the same verdict. */
-#define PF_FAILS 64
+#define PF_FAILS	64
 #define PF_FAIL_HOLD_NS 1000000000ull
 
 /* A doubly linked FIFO of parts: O(1) to take a part out of the middle. */
@@ -181,76 +181,76 @@ struct pf_queue {
 /* Ids the prefetcher should look at next; filled under mu. */
 struct pf_candidates {
 	uint32_t ids[64];
-	bool warm[64];  /* from the warm list, not a hint */
+	bool warm[64]; /* from the warm list, not a hint */
 	size_t n;
-	size_t first;   /* the next one to look at */
+	size_t first; /* the next one to look at */
 };
 
 struct pf {
 	struct pf_config cfg;
-	pthread_t thread;          /* the network thread (engine_main) */
-	pthread_t writer;          /* the cache writer (writer_main) */
+	pthread_t thread; /* the network thread (engine_main) */
+	pthread_t writer; /* the cache writer (writer_main) */
 	bool writer_started;
-	struct pf_source *src;     /* the origin's GETs (source.h); its
-				      clock is the engine's, its wake-up
-				      wakes the network thread */
-	struct pf_source *tier_src;/* the tier's GETs (a sibling of src),
-				      or NULL */
-	bool own_src;              /* src is ours (curl), not cfg.source */
+	struct pf_source *src;	    /* the origin's GETs (source.h); its
+				       clock is the engine's, its wake-up
+				       wakes the network thread */
+	struct pf_source *tier_src; /* the tier's GETs (a sibling of src),
+				       or NULL */
+	bool own_src;		    /* src is ours (curl), not cfg.source */
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv;         /* a part ended, memory was given back or
-				      the engine stops: waiters recheck
-				      (CLOCK_MONOTONIC) */
-	pthread_cond_t wcv;        /* a fetch completed, or the engine stops:
-				      the writer looks */
+	pthread_cond_t cv;  /* a part ended, memory was given back or
+			       the engine stops: waiters recheck
+			       (CLOCK_MONOTONIC) */
+	pthread_cond_t wcv; /* a fetch completed, or the engine stops:
+			       the writer looks */
 	bool stop;
-	bool writer_stop;          /* the network thread has ended: the
-				      writer commits what is done, then
-				      ends (pf_stop()) */
-	struct pf_fetch **by_id;   /* n_ids entries: the fetch in flight */
+	bool writer_stop;		/* the network thread has ended: the
+					   writer commits what is done, then
+					   ends (pf_stop()) */
+	struct pf_fetch **by_id;	/* n_ids entries: the fetch in flight */
 	struct pf_fetch *read_throughs; /* the read-throughs in by_id */
-	struct pf_queue demand;    /* parts of fetches readers wait on */
-	struct pf_queue ahead;     /* parts of prefetches, read-ahead */
-	struct pf_queue delayed;   /* retries waiting for their due time */
-	uint32_t running;          /* parts in the multi handle */
-	uint64_t mem;              /* bytes of fetch buffers reserved */
+	struct pf_queue demand;		/* parts of fetches readers wait on */
+	struct pf_queue ahead;		/* parts of prefetches, read-ahead */
+	struct pf_queue delayed;	/* retries waiting for their due time */
+	uint32_t running;		/* parts in the multi handle */
+	uint64_t mem;			/* bytes of fetch buffers reserved */
 	uint64_t mem_peak;
-	uint32_t room_waiters;     /* readers waiting for memory */
-	uint64_t room_gen;         /* bumped whenever memory goes back or
-				      the last room waiter leaves (mem_sub(),
-				      room_wait_end()): what wakes a held
-				      prefetch; lost_wakeups looks at it */
-	uint32_t over;             /* running parts started past the bound */
-	double limit;              /* current in-flight limit (AIMD) */
-	uint64_t last_cut_ns;      /* last SlowDown cut of the limit */
-	struct order_streams hints;/* per stream: current first, then the
-				      queue (order.h) */
-	uint8_t *opened_by;        /* n_ids: 1 + the stream whose entry the
-				      last open consumed, 0: none (stalls
-				      are counted to it) */
-	struct pf_candidates carry;/* picked, not yet started (no room) */
-	struct pf_fetch **done;    /* completed fetches for the writer, oldest
-				      first */
+	uint32_t room_waiters;	    /* readers waiting for memory */
+	uint64_t room_gen;	    /* bumped whenever memory goes back or
+				       the last room waiter leaves (mem_sub(),
+				       room_wait_end()): what wakes a held
+				       prefetch; lost_wakeups looks at it */
+	uint32_t over;		    /* running parts started past the bound */
+	double limit;		    /* current in-flight limit (AIMD) */
+	uint64_t last_cut_ns;	    /* last SlowDown cut of the limit */
+	struct order_streams hints; /* per stream: current first, then the
+				       queue (order.h) */
+	uint8_t *opened_by;	    /* n_ids: 1 + the stream whose entry the
+				       last open consumed, 0: none (stalls
+				       are counted to it) */
+	struct pf_candidates carry; /* picked, not yet started (no room) */
+	struct pf_fetch **done;	    /* completed fetches for the writer, oldest
+				       first */
 	size_t n_done, cap_done;
-	uint32_t *open_count;      /* n_ids: readers with the object open */
-	uint8_t *nocache;          /* n_ids bits: the cache refused it for
-				      good (write error, bad ETag): read
-				      through */
-	struct pf_failure fails[PF_FAILS];  /* recent definitive failures */
-	unsigned int fail_next;    /* the slot the next failure takes */
-	uint32_t *warm_ids;        /* the warm list: fetch all, no window */
+	uint32_t *open_count; /* n_ids: readers with the object open */
+	uint8_t *nocache;     /* n_ids bits: the cache refused it for
+				 good (write error, bad ETag): read
+				 through */
+	struct pf_failure fails[PF_FAILS]; /* recent definitive failures */
+	unsigned int fail_next;		   /* the slot the next failure takes */
+	uint32_t *warm_ids; /* the warm list: fetch all, no window */
 	size_t warm_n, warm_cap;
-	size_t warm_next;          /* next entry to look at */
-	struct tier *tier;         /* the shared cache tier, or NULL */
-	struct pf_part *tier_run;  /* parts running on the tier, oldest
-				      first (by tnext): what the hedge
-				      looks at */
+	size_t warm_next;	  /* next entry to look at */
+	struct tier *tier;	  /* the shared cache tier, or NULL */
+	struct pf_part *tier_run; /* parts running on the tier, oldest
+				     first (by tnext): what the hedge
+				     looks at */
 	struct pf_part *tier_run_tail;
-	uint64_t polled_ns;        /* engine thread: when the latest poll
-				      whose answers were all judged began
-				      (tier_hung()) */
-	struct pf_stats st;        /* counters under mu, but for: */
+	uint64_t polled_ns; /* engine thread: when the latest poll
+			       whose answers were all judged began
+			       (tier_hung()) */
+	struct pf_stats st; /* counters under mu, but for: */
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
 	struct {
@@ -320,8 +320,8 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 bool tier_hedge(struct pf *pf, int *timeout_ms);
 
 /* engine_net.c: the network thread */
-void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
-		bool retryable, const struct s3_status *st);
+void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
+		const struct s3_status *st);
 void arm_parts(struct pf *pf, struct pf_part *list);
 void *engine_main(void *arg);
 

@@ -29,8 +29,8 @@
 #include <time.h>
 
 /* Handles the end of one attempt of @p. mu held. */
-void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
-		bool retryable, const struct s3_status *st)
+void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
+		const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
 
@@ -72,8 +72,8 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		}
 		f->parts_failed++;
 		p->state = PART_FAILED;
-		fetch_fail(pf, f, f->err ? f->err : err, f->err ? f->kind : kind,
-			   p->attempts, st);
+		fetch_fail(pf, f, f->err ? f->err : err,
+			   f->err ? f->kind : kind, p->attempts, st);
 	}
 	pthread_cond_broadcast(&pf->cv);
 	if (f->read_through)
@@ -108,32 +108,36 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 		p->next = NULL;
 		/* f->tier changes only on this thread (tier_part_ended()). */
 		if (!rc && !g->src && f->tier) {
-			size_t nlen = tier_name(tier_prefix(pf->tier),
-						tier_origin_bucket(pf->tier),
-						f->key, f->key_len, f->etag,
-						name, sizeof(name));
+			size_t nlen = tier_name(
+			    tier_prefix(pf->tier), tier_origin_bucket(pf->tier),
+			    f->key, f->key_len, f->etag, name, sizeof(name));
 
-			*g = (struct pf_get){ .key = name, .key_len = nlen,
-					      .len = p->len, .buf = p->buf,
-					      .whole = true, .want_meta = true,
-					      .src = pf->tier_src };
+			*g = (struct pf_get){.key = name,
+					     .key_len = nlen,
+					     .len = p->len,
+					     .buf = p->buf,
+					     .whole = true,
+					     .want_meta = true,
+					     .src = pf->tier_src};
 			rc = nlen ? 0 : -ENOMEM;
 		} else if (!rc && !g->src) {
-			*g = (struct pf_get){ .key = f->key,
-					      .key_len = f->key_len,
-					      .etag = f->etag, .off = p->off,
-					      .len = p->len, .buf = p->buf,
-					      .whole = f->n_parts == 1,
-					      .src = pf->src };
+			*g = (struct pf_get){.key = f->key,
+					     .key_len = f->key_len,
+					     .etag = f->etag,
+					     .off = p->off,
+					     .len = p->len,
+					     .buf = p->buf,
+					     .whole = f->n_parts == 1,
+					     .src = pf->src};
 		}
 		if (!rc) {
 			/* The attempt ends with the budget, however slowly the
 			 * server sends: the stall timeout alone lets a trickle
 			 * (a byte a second) run for ever. */
 			left_ms = p->first_ns + budget_ns > now
-					  ? (long)((p->first_ns + budget_ns - now) /
-						   1000000u)
-					  : 0;
+				      ? (long)((p->first_ns + budget_ns - now) /
+					       1000000u)
+				      : 0;
 			if (f->tier && left_ms > PF_TIER_TIMEOUT_MS)
 				left_ms = PF_TIER_TIMEOUT_MS;
 			/* A retry keeps what the broken attempt received. */
@@ -141,7 +145,8 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 					     left_ms > 0 ? left_ms : 1L);
 		}
 		if (rc) {
-			struct s3_status st = { .message = "cannot start a transfer" };
+			struct s3_status st = {.message =
+						   "cannot start a transfer"};
 
 			pthread_mutex_lock(&pf->mu);
 			if (f->tier)
@@ -160,7 +165,8 @@ static int poll_timeout_ms(struct pf *pf)
 	uint64_t now = pf_now(pf), best = 1000;
 
 	for (struct pf_part *p = pf->delayed.head; p; p = p->next) {
-		uint64_t ms = p->due_ns > now ? (p->due_ns - now) / 1000000u + 1 : 0;
+		uint64_t ms =
+		    p->due_ns > now ? (p->due_ns - now) / 1000000u + 1 : 0;
 
 		if (ms < best)
 			best = ms;
@@ -210,7 +216,8 @@ void *engine_main(void *arg)
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
 		poll0 = pf_now(pf);
-		waited = pf_source_run(pf->src, ended ? 0 : timeout, &timed_out);
+		waited =
+		    pf_source_run(pf->src, ended ? 0 : timeout, &timed_out);
 		/* Room came back during a wait that still ran out: its
 		 * wake-up was lost. A wait that runs out while a commit takes
 		 * its time is no loss. (Room given back in the instant
@@ -221,8 +228,8 @@ void *engine_main(void *arg)
 			pf->st.lost_wakeups++;
 		pthread_mutex_unlock(&pf->mu);
 		ended = false;
-		while ((g = pf_source_next_done(pf->src, &got, &retryable,
-						&st))) {
+		while (
+		    (g = pf_source_next_done(pf->src, &got, &retryable, &st))) {
 			struct pf_part *p = PF_PART_OF(g);
 			struct pf_fetch *f = p->f;
 

@@ -27,7 +27,8 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- readers ---------------------------------------------------------------- */
+/* ---- readers ----------------------------------------------------------------
+ */
 
 /* The parts [*first, *last] of @f covering [off, off + len); len > 0. */
 static void part_span(const struct pf *pf, uint64_t off, size_t len,
@@ -73,7 +74,8 @@ void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 	}
 	if (!f->read_through)
 		return;
-	for (uint32_t i = b + 1; i <= b + PF_STREAM_AHEAD && i < f->n_parts; i++) {
+	for (uint32_t i = b + 1; i <= b + PF_STREAM_AHEAD && i < f->n_parts;
+	     i++) {
 		struct pf_part *p = &f->parts[i];
 
 		if (p->state == PART_IDLE) {
@@ -110,8 +112,8 @@ static bool parts_ready(const struct pf_fetch *f, uint32_t a, uint32_t b,
 /* Until @deadline_ns passes; false then. mu held. */
 static bool wait_until(struct pf *pf, uint64_t deadline_ns)
 {
-	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000u),
-			       .tv_nsec = (long)(deadline_ns % 1000000000u) };
+	struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+			      .tv_nsec = (long)(deadline_ns % 1000000000u)};
 
 	if (mono_ns() >= deadline_ns)
 		return false;
@@ -179,14 +181,16 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 	int err = 0;
 	ssize_t n;
 
-	if (id >= pf->cfg.n_ids || pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
+	if (id >= pf->cfg.n_ids ||
+	    pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
 		return -ENOENT;
 	if (off >= o.size)
 		return 0;
 	if (len > o.size - off)
 		len = (size_t)(o.size - off);
-	deadline = t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
-				      PF_WAIT_SLACK_MS);
+	deadline =
+	    t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
+			       PF_WAIT_SLACK_MS);
 	whole = fetch_whole(pf, id, &o);
 	rd_add(&pf->rd.reads, 1);
 
@@ -198,7 +202,8 @@ again:
 			n = cache_read(pf->cfg.cache, &co, buf, len, off);
 			if (n != -ENODATA) {
 				rd_add(n >= 0 ? &pf->rd.cache_hits
-					      : &pf->rd.failed_reads, 1);
+					      : &pf->rd.failed_reads,
+				       1);
 				return n;
 			}
 		}
@@ -207,7 +212,8 @@ again:
 		if (f || tries > 0 || !whole)
 			break;
 		/* No fetch: either none ran, or it committed since our miss
-		 * (fetches leave the table only after committing). Look again. */
+		 * (fetches leave the table only after committing). Look again.
+		 */
 		pthread_mutex_unlock(&pf->mu);
 	}
 
@@ -223,7 +229,8 @@ again:
 		uint64_t now = pf_now(pf);
 
 		for (int i = 0; i < PF_FAILS; i++) {
-			if (pf->fails[i].id == id && pf->fails[i].until_ns > now)
+			if (pf->fails[i].id == id &&
+			    pf->fails[i].until_ns > now)
 				return read_failed(pf, pf->fails[i].err);
 		}
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem)
@@ -267,7 +274,7 @@ again:
 		rd_add(&pf->rd.stall_ns, ns);
 		if (pf->opened_by[id]) {
 			struct order_stream *st =
-				&pf->hints.s[pf->opened_by[id] - 1];
+			    &pf->hints.s[pf->opened_by[id] - 1];
 
 			st->stalls++;
 			st->stall_ns += ns;
@@ -287,8 +294,8 @@ again:
 	for (uint64_t at = off, end = off + len; at < end;) {
 		struct pf_part *p = &f->parts[at / pf->cfg.part_size];
 		size_t k = (size_t)(p->off + p->len - at < end - at
-					    ? p->off + p->len - at
-					    : end - at);
+					? p->off + p->len - at
+					: end - at);
 
 		memcpy((char *)buf + (at - off), p->buf + (at - p->off), k);
 		at += k;
@@ -314,8 +321,8 @@ ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
 		return -ENODATA;
 	if (len > o.size - off)
 		len = (size_t)(o.size - off);
-	n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag, o.size,
-			   len, off, cb, arg);
+	n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag, o.size, len,
+			   off, cb, arg);
 	if (n == -ENODATA)
 		return n;
 	rd_add(&pf->rd.reads, 1);

@@ -64,7 +64,8 @@ void queue_remove(struct pf_part *p)
 	p->prev = p->next = NULL;
 }
 
-/* ---- hints ---------------------------------------------------------------- */
+/* ---- hints ----------------------------------------------------------------
+ */
 static bool is_nocache(const struct pf *pf, uint32_t id)
 {
 	return pf->nocache[id / 8] & (1u << (id % 8));
@@ -100,9 +101,9 @@ static bool in_flight(void *arg, uint32_t id)
  */
 static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
 {
-	size_t got = order_streams_pick(&pf->hints, pf->cfg.window_objects,
-					pf_now(pf), in_flight, pf,
-					c->ids + c->n, room - c->n);
+	size_t got =
+	    order_streams_pick(&pf->hints, pf->cfg.window_objects, pf_now(pf),
+			       in_flight, pf, c->ids + c->n, room - c->n);
 
 	for (size_t i = 0; i < got; i++)
 		c->warm[c->n + i] = false;
@@ -155,7 +156,8 @@ bool schedule_prefetch(struct pf *pf)
 		if (c->first == c->n) {
 			size_t room = pf->ahead.head || pf->room_waiters ||
 					      pf->mem >= pf->cfg.fetch_mem
-				      ? 0 : (size_t)pf->limit;
+					  ? 0
+					  : (size_t)pf->limit;
 
 			if (room > 64)
 				room = 64;
@@ -172,13 +174,15 @@ bool schedule_prefetch(struct pf *pf)
 			bool warm = c->warm[c->first];
 			struct pf_object o;
 			struct pf_fetch *f;
-			int skip = 0; /* 1: nothing to fetch, 2: cannot be cached */
+			int skip =
+			    0; /* 1: nothing to fetch, 2: cannot be cached */
 
-			if (pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
+			if (pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key),
+					     &o))
 				skip = 2;
 			else if (o.size == 0 ||
-				 cache_contains(pf->cfg.cache, o.key, o.key_len, o.etag,
-						 o.size))
+				 cache_contains(pf->cfg.cache, o.key, o.key_len,
+						o.etag, o.size))
 				skip = 1;
 			else if (!fetch_whole(pf, id, &o))
 				skip = 2;
@@ -199,7 +203,8 @@ bool schedule_prefetch(struct pf *pf)
 					pf->st.warm_failed++;
 			} else if (!skip) {
 				f = pf->by_id[id];
-				if (!f && (f = fetch_create(pf, id, &o, false, false)))
+				if (!f && (f = fetch_create(pf, id, &o, false,
+							    false)))
 					pf->st.prefetched++;
 				if ((!f || f->read_through) && warm)
 					pf->st.warm_failed++;
@@ -286,7 +291,8 @@ static struct pf_part *queue_pick(struct pf *pf, struct pf_queue *q,
 {
 	int n = 0;
 
-	for (struct pf_part *p = q->head; p && n < PF_SCAN_MAX; p = p->next, n++)
+	for (struct pf_part *p = q->head; p && n < PF_SCAN_MAX;
+	     p = p->next, n++)
 		if (part_may_start(pf, p, demand))
 			return p;
 	return NULL;
@@ -337,7 +343,8 @@ struct pf_part *take_parts(struct pf *pf)
 		if (p->due_ns <= now) {
 			queue_remove(p);
 			p->state = PART_QUEUED;
-			queue_push(p->f->demand ? &pf->demand : &pf->ahead, p, true);
+			queue_push(p->f->demand ? &pf->demand : &pf->ahead, p,
+				   true);
 		}
 	}
 	while (pf->running < (uint32_t)pf->limit) {

@@ -79,7 +79,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	for (uint64_t k = st->reclaimed_exited + st->reclaimed_idle, j = 0;
 	     k > 0 && j < ORDER_RECLAIMED_RECENT; k--, j++) {
 		const struct order_reclaimed *r =
-			&pf->hints.recent[(k - 1) % ORDER_RECLAIMED_RECENT];
+		    &pf->hints.recent[(k - 1) % ORDER_RECLAIMED_RECENT];
 		struct pf_reclaimed *o = &st->reclaimed[st->n_reclaimed++];
 
 		memcpy(o->name, r->name, sizeof(o->name));

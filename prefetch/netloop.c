@@ -38,7 +38,7 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg,
 		     void *socketp)
 {
 	struct netloop *nl = arg;
-	struct epoll_event ev = { .data.fd = s };
+	struct epoll_event ev = {.data.fd = s};
 
 	(void)easy;
 	if (what == CURL_POLL_REMOVE) {
@@ -85,9 +85,9 @@ static int on_timer(CURLM *multi, long timeout_ms, void *arg)
 
 int netloop_init(struct netloop *nl, CURLM *multi)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 
-	*nl = (struct netloop){ .multi = multi, .epfd = -1, .evfd = -1 };
+	*nl = (struct netloop){.multi = multi, .epfd = -1, .evfd = -1};
 	nl->epfd = epoll_create1(EPOLL_CLOEXEC);
 	nl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ev.data.fd = nl->evfd;

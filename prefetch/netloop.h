@@ -29,15 +29,15 @@
 
 /** Caller-owned storage; fields are private to netloop.c. */
 struct netloop {
-	CURLM *multi;        /**< not owned */
-	int epfd;            /**< the epoll set: curl's sockets and evfd */
-	int evfd;            /**< eventfd of netloop_wake() */
+	CURLM *multi;		  /**< not owned */
+	int epfd;		  /**< the epoll set: curl's sockets and evfd */
+	int evfd;		  /**< eventfd of netloop_wake() */
 	atomic_bool wake_pending; /**< evfd written, loop not yet woken */
-	bool timer_set;      /**< curl asked for a call at timer_ns */
-	uint64_t timer_ns;   /**< mono_ns() due time of curl's timer */
-	uint64_t wakes;      /**< wake-ups taken from evfd */
-	uint64_t timeouts;   /**< netloop_run() waits that ran out the
-				  caller's whole timeout: nothing woke them */
+	bool timer_set;		  /**< curl asked for a call at timer_ns */
+	uint64_t timer_ns;	  /**< mono_ns() due time of curl's timer */
+	uint64_t wakes;		  /**< wake-ups taken from evfd */
+	uint64_t timeouts;	  /**< netloop_run() waits that ran out the
+				       caller's whole timeout: nothing woke them */
 };
 
 /**

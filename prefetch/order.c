@@ -29,29 +29,29 @@
 
 /* An id's entry in the hash: its occurrences and how many are read. */
 struct order_slot {
-	uint32_t id;            /* ORDER_EMPTY: a free slot */
-	uint32_t first;         /* its first occurrence's index in pos */
-	uint32_t count;         /* its occurrences */
-	uint32_t consumed;      /* of those, opened */
+	uint32_t id;	   /* ORDER_EMPTY: a free slot */
+	uint32_t first;	   /* its first occurrence's index in pos */
+	uint32_t count;	   /* its occurrences */
+	uint32_t consumed; /* of those, opened */
 };
 
 #define ORDER_EMPTY UINT32_MAX
 
 struct order {
-	uint32_t *ids;          /* n entries, in reading order */
+	uint32_t *ids; /* n entries, in reading order */
 	size_t n;
 	int64_t epoch;
-	uint32_t n_ids;         /* ids are below this */
+	uint32_t n_ids;		  /* ids are below this */
 	struct order_slot *slots; /* mask + 1 of them, at most half used */
 	uint32_t mask;
-	uint32_t *pos;          /* n: positions, grouped by id (see top) */
-	uint8_t *read;          /* n: entry opened */
-	size_t oldest;          /* first unopened entry */
-	size_t newest;          /* one past the newest opened entry */
-	size_t next_pf;         /* next entry the prefetcher looks at */
-	uint64_t spill;         /* opens in a row of ids this hint no longer
-				   expects (ORDER_SPILL_SWITCH) */
-	struct order *next;     /* in a queue */
+	uint32_t *pos;	    /* n: positions, grouped by id (see top) */
+	uint8_t *read;	    /* n: entry opened */
+	size_t oldest;	    /* first unopened entry */
+	size_t newest;	    /* one past the newest opened entry */
+	size_t next_pf;	    /* next entry the prefetcher looks at */
+	uint64_t spill;	    /* opens in a row of ids this hint no longer
+			       expects (ORDER_SPILL_SWITCH) */
+	struct order *next; /* in a queue */
 };
 
 void order_destroy(struct order *o)
@@ -104,7 +104,7 @@ struct order *order_create(const uint32_t *ids, size_t n, int64_t epoch,
 	if (!o->ids || !o->pos || !o->read || !o->slots)
 		goto fail;
 	for (size_t i = 0; i < cap; i++)
-		o->slots[i] = (struct order_slot){ .id = ORDER_EMPTY };
+		o->slots[i] = (struct order_slot){.id = ORDER_EMPTY};
 	if (n)
 		memcpy(o->ids, ids, n * sizeof(*ids));
 	for (size_t i = 0; i < n; i++) {
@@ -183,11 +183,12 @@ uint64_t order_next_pos(const struct order *o, uint32_t id)
 		return ORDER_NONE;
 	sl = order_slot(o, id);
 	return sl->id == id && sl->consumed < sl->count
-		       ? o->pos[sl->first + sl->consumed]
-		       : ORDER_NONE;
+		   ? o->pos[sl->first + sl->consumed]
+		   : ORDER_NONE;
 }
 
-/* ---- the queue ------------------------------------------------------------ */
+/* ---- the queue ------------------------------------------------------------
+ */
 
 /* order_ahead(), storing the i-th id at ids[i * stride]. */
 static size_t ahead_stride(const struct order *o, size_t window, size_t skip,
@@ -298,8 +299,8 @@ size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 		size_t base = o == q->head ? order_base(o, window) : 0;
 		/* The readers' front: entries behind it are open already or
 		 * being read by other workers (a DataLoader's batches). */
-		size_t front = o == q->head && o->newest > base ? o->newest
-								: base;
+		size_t front =
+		    o == q->head && o->newest > base ? o->newest : base;
 		size_t end;
 
 		if (o->next_pf < base)
@@ -327,7 +328,7 @@ size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 void order_queue_stats(const struct order_queue *q,
 		       struct order_queue_stats *st)
 {
-	*st = (struct order_queue_stats){ .epoch = -1 };
+	*st = (struct order_queue_stats){.epoch = -1};
 	if (!q->head)
 		return;
 	st->pos = q->head->oldest;
@@ -352,7 +353,8 @@ uint64_t order_queue_lead(const struct order_queue *q, size_t window)
 	return lead;
 }
 
-/* ---- streams ---------------------------------------------------------------- */
+/* ---- streams ----------------------------------------------------------------
+ */
 
 void order_streams_init(struct order_streams *ss)
 {
@@ -456,7 +458,7 @@ int order_streams_get(struct order_streams *ss, const char *name, pid_t owner,
 	size_t len = strlen(name);
 	/* Slots a new stream may take, best first: free, done, writer
 	 * ended, idle; in each class the one idle longest. */
-	int best[4] = { -1, -1, -1, -1 }, slot = -1, why = 0;
+	int best[4] = {-1, -1, -1, -1}, slot = -1, why = 0;
 
 	if (!len || len >= ORDER_STREAM_NAME_MAX)
 		return -EINVAL;
@@ -471,10 +473,13 @@ int order_streams_get(struct order_streams *ss, const char *name, pid_t owner,
 			st->active_ns = now_ns;
 			return i;
 		} else if (stream_done(st)) {
-			if (best[1] < 0 || st->last_hint < ss->s[best[1]].last_hint)
+			if (best[1] < 0 ||
+			    st->last_hint < ss->s[best[1]].last_hint)
 				best[1] = i;
-		} else if (best[2] < 0 || st->active_ns < ss->s[best[2]].active_ns) {
-			/* The candidate to reclaim, if a rule allows (below). */
+		} else if (best[2] < 0 ||
+			   st->active_ns < ss->s[best[2]].active_ns) {
+			/* The candidate to reclaim, if a rule allows (below).
+			 */
 			best[2] = i;
 		}
 	}
@@ -488,7 +493,8 @@ int order_streams_get(struct order_streams *ss, const char *name, pid_t owner,
 
 			if (order_stream_used(ss, i) && !stream_done(st) &&
 			    st->owner > 0 &&
-			    (exited < 0 || st->active_ns < ss->s[exited].active_ns) &&
+			    (exited < 0 ||
+			     st->active_ns < ss->s[exited].active_ns) &&
 			    !ss->alive(ss->alive_arg, st->owner))
 				exited = i;
 		}
@@ -513,8 +519,8 @@ int order_streams_get(struct order_streams *ss, const char *name, pid_t owner,
 		if (ss->latest == slot)
 			ss->latest = -1;
 	}
-	ss->s[slot] = (struct order_stream){ .owner = owner,
-					     .active_ns = now_ns };
+	ss->s[slot] =
+	    (struct order_stream){.owner = owner, .active_ns = now_ns};
 	order_queue_init(&ss->s[slot].q);
 	memcpy(ss->s[slot].name, name, len + 1);
 	return slot;
@@ -622,7 +628,6 @@ size_t order_streams_pick(struct order_streams *ss, size_t window,
 	}
 	return got;
 }
-
 
 size_t order_streams_ahead(const struct order_streams *ss, size_t window,
 			   size_t *at, uint32_t *ids, size_t max)

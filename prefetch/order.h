@@ -145,9 +145,9 @@ size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 
 /** What .hintfs/stats shows of the queue. */
 struct order_queue_stats {
-	uint64_t pos;    /**< oldest unconsumed entry of the current hint */
-	uint64_t len;    /**< its length; 0 with no hint */
-	int64_t epoch;   /**< its epoch, -1 if unnamed or none */
+	uint64_t pos;	 /**< oldest unconsumed entry of the current hint */
+	uint64_t len;	 /**< its length; 0 with no hint */
+	int64_t epoch;	 /**< its epoch, -1 if unnamed or none */
 	uint32_t queued; /**< hints behind it */
 };
 
@@ -204,7 +204,7 @@ uint64_t order_queue_lead(const struct order_queue *q, size_t window);
 /** Why a stream was reclaimed (order_streams.recent). */
 enum order_reclaim_why {
 	ORDER_RECLAIM_EXITED = 1, /**< the process that wrote it has ended */
-	ORDER_RECLAIM_IDLE,       /**< idle past ORDER_STREAM_IDLE_NS */
+	ORDER_RECLAIM_IDLE,	  /**< idle past ORDER_STREAM_IDLE_NS */
 };
 
 /** Streams remembered in order_streams.recent (the stats show them). */
@@ -213,9 +213,9 @@ enum order_reclaim_why {
 /** A reclaimed stream, for the stats. */
 struct order_reclaimed {
 	char name[ORDER_STREAM_NAME_MAX];
-	pid_t owner;              /**< its writer, 0: unknown */
+	pid_t owner; /**< its writer, 0: unknown */
 	enum order_reclaim_why why;
-	uint64_t unread;          /**< entries its hints still had to read */
+	uint64_t unread; /**< entries its hints still had to read */
 };
 
 /** Whether process @pid (> 0, in the daemon's pid namespace) still runs. */
@@ -227,25 +227,25 @@ typedef bool (*order_alive_cb)(void *arg, pid_t pid);
  */
 #define ORDER_PACE_BUCKETS 8
 struct order_pace {
-	uint64_t at;                    /**< the current slice (time / width) */
+	uint64_t at;			/**< the current slice (time / width) */
 	uint32_t n[ORDER_PACE_BUCKETS]; /**< consumed per slice, ring */
 };
 
 /** One stream. */
 struct order_stream {
 	char name[ORDER_STREAM_NAME_MAX]; /**< "" when the slot is free */
-	struct order_queue q;  /**< its hints */
-	uint64_t hints;        /**< hints it received */
-	uint64_t stalls;       /**< reads of objects it opened that waited */
-	uint64_t stall_ns;     /**< how long they waited */
-	uint64_t last_hint;    /**< order_streams.hints_seen at its last hint:
-				    the slot of the stream idle longest is
-				    reused first */
+	struct order_queue q;		  /**< its hints */
+	uint64_t hints;			  /**< hints it received */
+	uint64_t stalls;	/**< reads of objects it opened that waited */
+	uint64_t stall_ns;	/**< how long they waited */
+	uint64_t last_hint;	/**< order_streams.hints_seen at its last hint:
+				     the slot of the stream idle longest is
+				     reused first */
 	struct order_pace pace; /**< how fast its readers consume */
-	pid_t owner;           /**< the process that wrote its latest hint;
-				    0: unknown (another pid namespace, the
-				    -o hint= watcher) */
-	uint64_t active_ns;    /**< its latest hint or consumed open */
+	pid_t owner;		/**< the process that wrote its latest hint;
+				     0: unknown (another pid namespace, the
+				     -o hint= watcher) */
+	uint64_t active_ns;	/**< its latest hint or consumed open */
 };
 
 /** The streams of one mount. Caller-owned storage; the caller locks. */
@@ -253,7 +253,7 @@ struct order_streams {
 	struct order_stream s[ORDER_STREAMS_MAX];
 	unsigned int rr;      /**< where the next tie-break starts */
 	uint64_t hints_seen;  /**< hints added, over all streams */
-	int latest;           /**< the stream of the latest hint, or -1 */
+	int latest;	      /**< the stream of the latest hint, or -1 */
 	uint64_t pace_ns;     /**< the pace horizon; 0: no pacing (see
 				   order_streams_set_pace()) */
 	uint32_t pace_min;    /**< entries ahead of the front at least */

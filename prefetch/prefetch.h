@@ -29,7 +29,7 @@ struct cache;
  * namespace's node indexes). The engine asks the caller what an id is.
  */
 struct pf_object {
-	const char *key;  /**< full key; points into the describe buffer */
+	const char *key; /**< full key; points into the describe buffer */
 	size_t key_len;
 	const char *etag; /**< as listed, quotes included; valid as long as
 			       the caller's namespace */
@@ -60,43 +60,43 @@ typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
  * (s3_config.max_attempts, retry_time_ms): one budget per mount.
  */
 struct pf_config {
-	struct s3_client *s3;     /**< not owned */
-	struct cache *cache;      /**< not owned; its next-use callback is
-				       the engine's from pf_start() to
-				       pf_stop() */
+	struct s3_client *s3; /**< not owned */
+	struct cache *cache;  /**< not owned; its next-use callback is
+				   the engine's from pf_start() to
+				   pf_stop() */
 	pf_describe_cb describe;
 	pf_key_id_cb key_id;
-	void *arg;                /**< for both callbacks */
-	uint32_t n_ids;           /**< ids are below this */
-	unsigned int max_inflight;   /**< GETs at once; 0 = default */
-	uint32_t window_objects;     /**< hinted objects fetched ahead of the
-					  oldest unread one; 0 = default */
-	uint32_t pace_ms;            /**< within the window, fetch as far
-					  past the readers as they read in
-					  this long (at least PF_PACE_MIN
-					  entries); 0 = default (1,000 ms),
-					  PF_PACE_OFF: the whole window */
-	uint64_t part_size;          /**< bytes per ranged GET of large
-					  objects; 0 = default (8 MiB) */
-	uint64_t max_object_mem;     /**< objects above this are read through,
-					  not fetched whole; 0 = default
-					  (256 MiB, at most fetch_mem / 2) */
-	uint64_t fetch_mem;          /**< bytes of fetch buffers at most
-					  (-o fetch_mem); 0 = default
-					  (512 MiB); at least 2 parts */
+	void *arg;		   /**< for both callbacks */
+	uint32_t n_ids;		   /**< ids are below this */
+	unsigned int max_inflight; /**< GETs at once; 0 = default */
+	uint32_t window_objects;   /**< hinted objects fetched ahead of the
+					oldest unread one; 0 = default */
+	uint32_t pace_ms;	   /**< within the window, fetch as far
+					past the readers as they read in
+					this long (at least PF_PACE_MIN
+					entries); 0 = default (1,000 ms),
+					PF_PACE_OFF: the whole window */
+	uint64_t part_size;	   /**< bytes per ranged GET of large
+					objects; 0 = default (8 MiB) */
+	uint64_t max_object_mem;   /**< objects above this are read through,
+					not fetched whole; 0 = default
+					(256 MiB, at most fetch_mem / 2) */
+	uint64_t fetch_mem;	   /**< bytes of fetch buffers at most
+					(-o fetch_mem); 0 = default
+					(512 MiB); at least 2 parts */
 	/* The shared cache tier (-o shared_cache): objects that fit in one
 	 * part are read from it first, and written to it after a miss. */
-	struct s3_client *tier_s3;   /**< NULL: no tier; not owned */
-	const char *tier_prefix;     /**< "" or ending in '/'; copied */
-	const char *origin_bucket;   /**< names tier objects; copied */
-	unsigned int tier_hedge_ms;  /**< a reader waits this long on the
-					  tier, then reads the origin; 0:
-					  only the attempt's timeout */
-	const char *tier_key;        /**< -o shared_cache_key's bytes, or
-					  NULL; copied */
+	struct s3_client *tier_s3;  /**< NULL: no tier; not owned */
+	const char *tier_prefix;    /**< "" or ending in '/'; copied */
+	const char *origin_bucket;  /**< names tier objects; copied */
+	unsigned int tier_hedge_ms; /**< a reader waits this long on the
+					 tier, then reads the origin; 0:
+					 only the attempt's timeout */
+	const char *tier_key;	    /**< -o shared_cache_key's bytes, or
+					 NULL; copied */
 	size_t tier_key_len;
-	uint64_t tier_put_mem;       /**< bytes queued for PUT to the tier
-					  at most; 0: 256 MiB */
+	uint64_t tier_put_mem; /**< bytes queued for PUT to the tier
+				    at most; 0: 256 MiB */
 	/* What the GETs run on (prefetch/source.h): NULL, curl over s3
 	 * (the daemon); a unit test's fake, then also the engine's clock,
 	 * and with a tier, tier_source (a sibling of source: its GETs end
@@ -116,20 +116,20 @@ struct pf;
 /** One hint stream in pf_stats. */
 struct pf_stream_stats {
 	char name[PF_STREAM_NAME_MAX]; /**< "rank5", "pid:1234" */
-	uint64_t pos;            /**< oldest unread entry of its current hint */
-	uint64_t len;            /**< its length; 0 with no hint */
-	int64_t epoch;           /**< its epoch, -1 if unnamed or none */
-	uint32_t queued;         /**< hints waiting behind it */
-	uint64_t hints;          /**< hints it received */
-	uint64_t stalls;         /**< reads that waited, of objects whose
-				      open consumed this stream's entry */
-	uint64_t stall_ns;       /**< total time they waited */
-	uint64_t pace;           /**< entries its prefetch may run past the
-				      furthest one read (pf_config.pace_ms);
-				      0 when unpaced */
-	pid_t owner;             /**< the process that wrote its latest
-				      hint, 0: unknown */
-	uint64_t idle_ns;        /**< since its latest hint or consumed open */
+	uint64_t pos;	   /**< oldest unread entry of its current hint */
+	uint64_t len;	   /**< its length; 0 with no hint */
+	int64_t epoch;	   /**< its epoch, -1 if unnamed or none */
+	uint32_t queued;   /**< hints waiting behind it */
+	uint64_t hints;	   /**< hints it received */
+	uint64_t stalls;   /**< reads that waited, of objects whose
+				open consumed this stream's entry */
+	uint64_t stall_ns; /**< total time they waited */
+	uint64_t pace;	   /**< entries its prefetch may run past the
+				furthest one read (pf_config.pace_ms);
+				0 when unpaced */
+	pid_t owner;	   /**< the process that wrote its latest
+				hint, 0: unknown */
+	uint64_t idle_ns;  /**< since its latest hint or consumed open */
 };
 
 /** Streams of reclaimed ones that pf_stats shows, newest first. */
@@ -138,101 +138,101 @@ struct pf_stream_stats {
 /** A stream whose slot was given to another (pf_hint()). */
 struct pf_reclaimed {
 	char name[PF_STREAM_NAME_MAX];
-	pid_t owner;             /**< its writer, 0: unknown */
-	bool exited;             /**< its writer had ended; else it was idle
-				      for 10 minutes */
-	uint64_t unread;         /**< entries its hints still had to read */
+	pid_t owner;	 /**< its writer, 0: unknown */
+	bool exited;	 /**< its writer had ended; else it was idle
+			      for 10 minutes */
+	uint64_t unread; /**< entries its hints still had to read */
 };
 
 /** Counters for .hintfs/stats; a snapshot. */
 struct pf_stats {
-	uint64_t reads;          /**< pf_read calls */
-	uint64_t cache_hits;     /**< reads served by the local cache */
+	uint64_t reads;		  /**< pf_read calls */
+	uint64_t cache_hits;	  /**< reads served by the local cache */
 	uint64_t reads_zero_copy; /**< of those, replied by reference
 				       (pf_read_ref), not copied */
-	uint64_t prefetch_joins; /**< reads that joined a prefetch in flight */
-	uint64_t demand_fetches; /**< reads that had to start a GET */
-	uint64_t read_through;   /**< reads of objects the cache cannot take,
-				      served by ranged GETs, never cached */
-	uint64_t stalls;         /**< reads that waited on the network */
-	uint64_t stall_ns;       /**< total time they waited */
-	uint64_t requests;       /**< GETs sent, retries included */
-	uint64_t bytes;          /**< body bytes received */
+	uint64_t prefetch_joins;  /**< reads that joined a prefetch in flight */
+	uint64_t demand_fetches;  /**< reads that had to start a GET */
+	uint64_t read_through;	  /**< reads of objects the cache cannot take,
+				       served by ranged GETs, never cached */
+	uint64_t stalls;	  /**< reads that waited on the network */
+	uint64_t stall_ns;	  /**< total time they waited */
+	uint64_t requests;	  /**< GETs sent, retries included */
+	uint64_t bytes;		  /**< body bytes received */
 	uint64_t retries;
-	uint64_t prefetched;     /**< objects fetched ahead by the hint */
-	uint64_t err_slowdown;   /**< failed attempts by s3_err_kind: */
+	uint64_t prefetched;   /**< objects fetched ahead by the hint */
+	uint64_t err_slowdown; /**< failed attempts by s3_err_kind: */
 	uint64_t err_server;
 	uint64_t err_network;
 	uint64_t err_stale;
-	uint64_t err_other;      /**< S3_ERR_DENIED, S3_ERR_OTHER and local
-				      failures to start a transfer */
-	uint64_t failed_reads;   /**< reads that returned an error */
-	uint64_t not_cached;     /**< fetched objects not admitted or not
-				      written to the cache */
-	uint32_t inflight;       /**< GETs in flight now */
-	uint32_t inflight_limit; /**< current limit (lowered on SlowDown) */
-	uint32_t inflight_peak;  /**< the most GETs in flight at once */
-	uint64_t fetch_mem;      /**< bytes of fetch buffers held now */
-	uint64_t fetch_mem_peak; /**< the most held at once since mount */
-	uint64_t fetch_mem_limit;/**< the bound (pf_config.fetch_mem) */
-	uint64_t commit_ns;      /**< time spent writing fetched objects into
-				      the cache (blobs, index, eviction) */
-	uint64_t commit_batches; /**< index transactions for them */
-	uint64_t commit_objects; /**< objects in those transactions */
-	uint64_t engine_busy_ns; /**< the network thread's time between two
-				      polls: what transfers wait behind */
+	uint64_t err_other;	  /**< S3_ERR_DENIED, S3_ERR_OTHER and local
+				       failures to start a transfer */
+	uint64_t failed_reads;	  /**< reads that returned an error */
+	uint64_t not_cached;	  /**< fetched objects not admitted or not
+				       written to the cache */
+	uint32_t inflight;	  /**< GETs in flight now */
+	uint32_t inflight_limit;  /**< current limit (lowered on SlowDown) */
+	uint32_t inflight_peak;	  /**< the most GETs in flight at once */
+	uint64_t fetch_mem;	  /**< bytes of fetch buffers held now */
+	uint64_t fetch_mem_peak;  /**< the most held at once since mount */
+	uint64_t fetch_mem_limit; /**< the bound (pf_config.fetch_mem) */
+	uint64_t commit_ns;	  /**< time spent writing fetched objects into
+				       the cache (blobs, index, eviction) */
+	uint64_t commit_batches;  /**< index transactions for them */
+	uint64_t commit_objects;  /**< objects in those transactions */
+	uint64_t engine_busy_ns;  /**< the network thread's time between two
+				       polls: what transfers wait behind */
 	uint64_t engine_busy_max_ns; /**< its longest single stretch */
-	uint64_t lost_wakeups;   /**< the network thread's waits that ran
-				      their whole timeout with no GET running
-				      while prefetch was held back by
-				      fetch_mem, though memory came back
-				      during them: a wake-up lost (0 unless
-				      something is wrong) */
-	uint64_t hint_pos;       /**< the streams' hint_pos added up */
-	uint64_t hint_len;       /**< their current hints' lengths added up */
-	int64_t hint_epoch;      /**< the epoch of the stream hinted last, -1
-				      if unnamed */
-	uint32_t hints_queued;   /**< hints waiting, over all streams */
-	uint64_t hints_total;    /**< hints received since mount */
-	uint64_t warm_queued;    /**< objects asked for by pf_warm() */
-	uint64_t warm_done;      /**< of those, now cached */
-	uint64_t warm_failed;    /**< of those, not fetched or not cached */
-	uint64_t warm_refused;   /**< objects pf_warm() refused: list full */
-	uint64_t hints_refused;  /**< hints pf_hint() refused: queue full or
-				      too many streams */
-	uint32_t n_streams;      /**< streams[] used */
+	uint64_t lost_wakeups;	     /**< the network thread's waits that ran
+					  their whole timeout with no GET running
+					  while prefetch was held back by
+					  fetch_mem, though memory came back
+					  during them: a wake-up lost (0 unless
+					  something is wrong) */
+	uint64_t hint_pos;	     /**< the streams' hint_pos added up */
+	uint64_t hint_len;	/**< their current hints' lengths added up */
+	int64_t hint_epoch;	/**< the epoch of the stream hinted last, -1
+				     if unnamed */
+	uint32_t hints_queued;	/**< hints waiting, over all streams */
+	uint64_t hints_total;	/**< hints received since mount */
+	uint64_t warm_queued;	/**< objects asked for by pf_warm() */
+	uint64_t warm_done;	/**< of those, now cached */
+	uint64_t warm_failed;	/**< of those, not fetched or not cached */
+	uint64_t warm_refused;	/**< objects pf_warm() refused: list full */
+	uint64_t hints_refused; /**< hints pf_hint() refused: queue full or
+				     too many streams */
+	uint32_t n_streams;	/**< streams[] used */
 	struct pf_stream_stats streams[PF_STREAMS_MAX]; /**< in slot order */
 	uint64_t reclaimed_exited; /**< streams reclaimed: writer ended */
 	uint64_t reclaimed_idle;   /**< streams reclaimed: idle 10 minutes */
-	uint32_t n_reclaimed;    /**< reclaimed[] used */
+	uint32_t n_reclaimed;	   /**< reclaimed[] used */
 	struct pf_reclaimed reclaimed[PF_RECLAIMED_RECENT]; /**< the latest
 				      reclaimed, newest first */
-	bool tier;               /**< a shared cache tier is configured */
-	struct {                 /**< its counters (see -o shared_cache) */
-		uint64_t gets;        /**< GETs sent to the tier */
-		uint64_t hits;        /**< answered, checked, served */
-		uint64_t misses;      /**< not there: origin, then PUT */
-		uint64_t mismatches;  /**< there, but not proven the
-					   origin's version: not served */
-		uint64_t unbound;     /**< skipped the tier: nothing binds
-					   its ETag to its bytes */
-		uint64_t fallbacks;   /**< errors: read from the origin */
-		uint64_t hedged;      /**< too slow for a waiting reader:
-					   cancelled, read from the origin */
-		uint64_t hedge_denied; /**< hedges over the budget: the
-					    reader waited on the tier */
+	bool tier;		     /**< a shared cache tier is configured */
+	struct {		     /**< its counters (see -o shared_cache) */
+		uint64_t gets;	     /**< GETs sent to the tier */
+		uint64_t hits;	     /**< answered, checked, served */
+		uint64_t misses;     /**< not there: origin, then PUT */
+		uint64_t mismatches; /**< there, but not proven the
+					  origin's version: not served */
+		uint64_t unbound;    /**< skipped the tier: nothing binds
+					  its ETag to its bytes */
+		uint64_t fallbacks;  /**< errors: read from the origin */
+		uint64_t hedged;     /**< too slow for a waiting reader:
+					  cancelled, read from the origin */
+		uint64_t hedge_denied;	 /**< hedges over the budget: the
+					      reader waited on the tier */
 		double hedge_budget_pct; /**< hedges allowed per 100 tier
 					      GETs */
-		uint64_t bypassed;    /**< fetches sent to the origin while
-					   the tier was failing */
-		uint64_t reader_stalls; /**< tier GETs a reader waited on
-					     that ended without an answer */
-		uint64_t breaker_opens; /**< times the breaker opened */
-		bool breaker_open;    /**< open or half-open now */
-		uint64_t puts;        /**< objects written to the tier */
-		uint64_t put_errors;  /**< PUTs failed after retries */
-		uint64_t put_dropped; /**< PUTs not queued: queue full */
-		uint64_t put_pending; /**< PUTs queued or running now */
+		uint64_t bypassed;	 /**< fetches sent to the origin while
+					      the tier was failing */
+		uint64_t reader_stalls;	 /**< tier GETs a reader waited on
+					      that ended without an answer */
+		uint64_t breaker_opens;	 /**< times the breaker opened */
+		bool breaker_open;	 /**< open or half-open now */
+		uint64_t puts;		 /**< objects written to the tier */
+		uint64_t put_errors;	 /**< PUTs failed after retries */
+		uint64_t put_dropped;	 /**< PUTs not queued: queue full */
+		uint64_t put_pending;	 /**< PUTs queued or running now */
 	} tier_st;
 };
 
@@ -264,7 +264,8 @@ void pf_stop(struct pf *pf);
  * -ECONNRESET, -ETIMEDOUT, -EIO ... after the retries): which errno the
  * kernel sees is fs's choice. Any thread.
  */
-ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off);
+ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len,
+		uint64_t off);
 
 /**
  * Serves a read of object @id from the cache without copying: hands up to

@@ -35,17 +35,17 @@ struct pf_source;
  * leaves src and h to the source until pf_get_release().
  */
 struct pf_get {
-	const char *key;        /**< read at the first start only (a
-				     source copies what it keeps) */
+	const char *key; /**< read at the first start only (a
+			      source copies what it keeps) */
 	size_t key_len;
-	const char *etag;       /**< If-Match, or NULL; as key */
+	const char *etag; /**< If-Match, or NULL; as key */
 	uint64_t off;
 	size_t len;
-	void *buf;              /**< len bytes; outlives the GET */
-	bool whole;             /**< the range is the whole object */
-	bool want_meta;         /**< keep the answer's metadata (the tier) */
-	struct pf_source *src;  /**< the source it runs on; NULL: none yet */
-	void *h;                /**< the source's own state for it */
+	void *buf;	       /**< len bytes; outlives the GET */
+	bool whole;	       /**< the range is the whole object */
+	bool want_meta;	       /**< keep the answer's metadata (the tier) */
+	struct pf_source *src; /**< the source it runs on; NULL: none yet */
+	void *h;	       /**< the source's own state for it */
 };
 
 /** A source's operations; see the pf_source_* wrappers for each. */

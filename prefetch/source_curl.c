@@ -19,11 +19,11 @@
 
 struct src_curl {
 	struct pf_source base;
-	struct s3_client *client;  /* not owned */
-	CURLM *multi;              /* the origin's; a sibling's is shared */
-	struct netloop *net;       /* drives multi */
-	struct netloop own_net;    /* the origin's netloop */
-	bool owner;                /* created multi and own_net */
+	struct s3_client *client; /* not owned */
+	CURLM *multi;		  /* the origin's; a sibling's is shared */
+	struct netloop *net;	  /* drives multi */
+	struct netloop own_net;	  /* the origin's netloop */
+	bool owner;		  /* created multi and own_net */
 };
 
 static struct src_curl *sc_of(const struct pf_source *s)
@@ -53,7 +53,8 @@ static int sc_start(struct pf_source *s, struct pf_get *g, bool retry,
 	rc = s3_xfer_arm(x, retry, &easy);
 	if (rc)
 		return rc;
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+			 timeout_ms > 0 ? timeout_ms : 1L);
 	if (curl_multi_add_handle(sc->multi, easy) != CURLM_OK)
 		return -ENOMEM;
 	return 0;
@@ -146,16 +147,16 @@ static void sc_destroy(struct pf_source *s)
 }
 
 static const struct pf_source_ops sc_ops = {
-	.start = sc_start,
-	.cancel = sc_cancel,
-	.running = sc_running,
-	.run = sc_run,
-	.next_done = sc_next_done,
-	.meta = sc_meta,
-	.release = sc_release,
-	.wake = sc_wake,
-	.now_ns = sc_now_ns,
-	.destroy = sc_destroy,
+    .start = sc_start,
+    .cancel = sc_cancel,
+    .running = sc_running,
+    .run = sc_run,
+    .next_done = sc_next_done,
+    .meta = sc_meta,
+    .release = sc_release,
+    .wake = sc_wake,
+    .now_ns = sc_now_ns,
+    .destroy = sc_destroy,
 };
 
 int pf_source_curl_create(struct s3_client *client, long max_connects,

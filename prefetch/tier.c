@@ -49,8 +49,8 @@
  * origin. The probe's answer closes it; its failure opens it again for
  * twice as long, up to 30 s. A tier that is down then costs 8 failed GETs,
  * then one every 1-30 s, not one per object. */
-#define TIER_BREAK_AFTER 8
-#define TIER_BREAK_NS 1000000000ull
+#define TIER_BREAK_AFTER  8
+#define TIER_BREAK_NS	  1000000000ull
 #define TIER_BREAK_MAX_NS 30000000000ull
 /* A probe that never reports (its fetch dropped) frees the half-open state
  * after 3 s: past the 2 s a tier attempt may take (engine_net.c). */
@@ -61,7 +61,7 @@
  * 2-core machine); 500 ms of silence from all of them is a tier that
  * accepted the connections and stopped, and waiting for the 2 s timeout
  * would stall the readers for 2 s and the hint's lead with them. */
-#define TIER_HUNG_NS 500000000ull
+#define TIER_HUNG_NS   500000000ull
 #define TIER_HUNG_TAIL 8
 /* ... and at least 4 GETs wait: one or two slow ones alone at the end of
  * an epoch (the rest answered before they started) are a slow tail, not a
@@ -83,7 +83,7 @@
  * 22 hedges into an epoch of 1,508 tier GETs (1.1% of the 2,000 objects,
  * the saved ones included); half the rate and a fifth of the savings
  * leave room for the objects an epoch-1 hedge kept out of the tier. */
-#define TIER_HEDGE_PER 200
+#define TIER_HEDGE_PER	 200
 #define TIER_HEDGE_BURST 2
 /* Longest prefix accepted: room in TIER_NAME_MAX. */
 #define TIER_PREFIX_MAX 512
@@ -97,7 +97,7 @@
 /* One object waiting for its PUT. */
 struct tier_job {
 	char *name;
-	char *key;      /* the origin key, key_len bytes (for the MAC) */
+	char *key; /* the origin key, key_len bytes (for the MAC) */
 	size_t key_len;
 	char *etag;
 	uint64_t size;
@@ -108,14 +108,14 @@ struct tier_job {
 struct tier {
 	struct tier_config cfg;
 	char *prefix, *bucket;
-	unsigned char *mac_key;   /* cfg.mac_key's copy, or NULL */
+	unsigned char *mac_key; /* cfg.mac_key's copy, or NULL */
 	pthread_t workers[TIER_PUT_WORKERS];
 	unsigned int n_workers;
 
-	pthread_mutex_t mu;       /* guards the queue and stop */
-	pthread_cond_t cv;        /* a job came, or stop */
+	pthread_mutex_t mu; /* guards the queue and stop */
+	pthread_cond_t cv;  /* a job came, or stop */
 	struct tier_job *head, *tail;
-	uint64_t queued_bytes;    /* data of queued and running jobs */
+	uint64_t queued_bytes; /* data of queued and running jobs */
 	bool stop;
 
 	_Atomic uint64_t answer_ns;   /* average time to an answer (EWMA,
@@ -148,9 +148,13 @@ static struct tier_want tier_want_of(const struct tier *t, const char *key,
 				     uint64_t size)
 {
 	return (struct tier_want){
-		.bucket = t->bucket, .key = key, .key_len = key_len,
-		.etag = etag, .size = size, .mac_key = t->mac_key,
-		.mac_key_len = t->cfg.mac_key_len,
+	    .bucket = t->bucket,
+	    .key = key,
+	    .key_len = key_len,
+	    .etag = etag,
+	    .size = size,
+	    .mac_key = t->mac_key,
+	    .mac_key_len = t->cfg.mac_key_len,
 	};
 }
 
@@ -201,7 +205,7 @@ static bool etag_md5(const char *etag, unsigned char out[16])
 	const char *h = etag + (*etag == '"');
 
 	for (int i = 0; i < 32; i++) {
-		int c = h[i], v = c >= '0' && c <= '9'   ? c - '0'
+		int c = h[i], v = c >= '0' && c <= '9'	 ? c - '0'
 				  : c >= 'a' && c <= 'f' ? c - 'a' + 10
 				  : c >= 'A' && c <= 'F' ? c - 'A' + 10
 							 : -1;
@@ -265,8 +269,8 @@ bool tier_mac_hex(const struct tier_want *w, const void *data, char out[65])
 	static const char hex[] = "0123456789abcdef";
 	char digest[] = "SHA256";
 	OSSL_PARAM params[] = {
-		OSSL_PARAM_construct_utf8_string("digest", digest, 0),
-		OSSL_PARAM_construct_end(),
+	    OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+	    OSSL_PARAM_construct_end(),
 	};
 	unsigned char md[32];
 	size_t mdlen = 0;
@@ -317,9 +321,9 @@ bool tier_bytes_bound(const struct tier_want *w, const void *data,
 	if (k != TIER_ETAG_OPAQUE && etag_md5(w->etag, want) &&
 	    EVP_Digest(data, w->size, md, NULL, EVP_md5(), NULL) &&
 	    (k == TIER_ETAG_MD5
-		     ? !memcmp(md, want, sizeof(md))
-		     : EVP_Digest(md, sizeof(md), md2, NULL, EVP_md5(), NULL) &&
-			       !memcmp(md2, want, sizeof(md2))))
+		 ? !memcmp(md, want, sizeof(md))
+		 : EVP_Digest(md, sizeof(md), md2, NULL, EVP_md5(), NULL) &&
+		       !memcmp(md2, want, sizeof(md2))))
 		return true;
 	/* The MAC: compared in constant time, the key is a secret. */
 	return mac_hex && strlen(mac_hex) == 64 && tier_mac_hex(w, data, mac) &&
@@ -342,7 +346,8 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 	/* The headers first: they came whole even when the body did not,
 	 * and a wrong version is told apart from a truncated body. */
 	if (strcmp(m->origin_etag, w->etag) || !m->has_origin_size ||
-	    m->origin_size != w->size || (m->has_length && m->length != w->size))
+	    m->origin_size != w->size ||
+	    (m->has_length && m->length != w->size))
 		return TIER_MISMATCH;
 	if ((uint64_t)got != w->size)
 		return TIER_ERROR; /* cut short: a truncated body */
@@ -362,8 +367,8 @@ static uint64_t now_ns(const struct tier *t)
 static void breaker_open(struct tier *t, const char *why)
 {
 	uint64_t period = atomic_load(&t->open_ns);
-	uint64_t next = period * 2 < TIER_BREAK_MAX_NS ? period * 2
-						       : TIER_BREAK_MAX_NS;
+	uint64_t next =
+	    period * 2 < TIER_BREAK_MAX_NS ? period * 2 : TIER_BREAK_MAX_NS;
 
 	atomic_store(&t->open_until, now_ns(t) + period);
 	atomic_store(&t->open_ns, next);
@@ -396,9 +401,9 @@ bool tier_use(struct tier *t)
 		/* Half-open: one fetch probes, the others keep to the
 		 * origin until its answer. */
 		probe = atomic_load(&t->probe_until);
-		if (probe <= now && atomic_compare_exchange_strong(
-					&t->probe_until, &probe,
-					now + TIER_PROBE_NS))
+		if (probe <= now &&
+		    atomic_compare_exchange_strong(&t->probe_until, &probe,
+						   now + TIER_PROBE_NS))
 			return true;
 	}
 	add(&t->n.bypassed);
@@ -486,8 +491,8 @@ bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 	return true;
 }
 
-void tier_note_verdict(struct tier *t, enum tier_verdict v,
-		       enum tier_cut cut, bool waited)
+void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
+		       bool waited)
 {
 	switch (v) {
 	case TIER_HIT:
@@ -552,7 +557,8 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->put_pending = atomic_load(&t->n.put_pending);
 }
 
-/* ---- PUTs ------------------------------------------------------------------ */
+/* ---- PUTs ------------------------------------------------------------------
+ */
 
 static void job_free(struct tier_job *j)
 {
@@ -628,8 +634,8 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 static void put_one(struct tier *t, struct tier_job *j)
 {
 	char sum[17], size[24], mac[65], why[512];
-	struct tier_want w = tier_want_of(t, j->key, j->key_len, j->etag,
-					  j->size);
+	struct tier_want w =
+	    tier_want_of(t, j->key, j->key_len, j->etag, j->size);
 	struct s3_status st;
 	int rc;
 
@@ -643,10 +649,10 @@ static void put_one(struct tier *t, struct tier_job *j)
 	tier_sum_hex(j->data, j->size, sum);
 	snprintf(size, sizeof(size), "%" PRIu64, j->size);
 	const struct s3_meta_header meta[] = {
-		{ "hintfs-etag", j->etag },
-		{ "hintfs-size", size },
-		{ "hintfs-xxh3", sum },
-		{ "hintfs-mac", mac },
+	    {"hintfs-etag", j->etag},
+	    {"hintfs-size", size},
+	    {"hintfs-xxh3", sum},
+	    {"hintfs-mac", mac},
 	};
 	size_t n_meta = sizeof(meta) / sizeof(meta[0]);
 
@@ -693,7 +699,8 @@ static void *put_worker(void *arg)
 	return NULL;
 }
 
-/* ---- life -------------------------------------------------------------------- */
+/* ---- life
+ * -------------------------------------------------------------------- */
 
 int tier_start(const struct tier_config *cfg, struct tier **out)
 {
@@ -799,4 +806,3 @@ enum tier_verdict tier_check(const struct tier *t, ssize_t got,
 
 	return tier_judge(got, st, m, &w, body);
 }
-

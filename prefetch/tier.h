@@ -10,13 +10,13 @@
  * only when something the writer cannot forge binds its bytes to the
  * origin's version (tier_judge()): the origin's ETag where it is an MD5,
  * else an HMAC under a key only the cluster holds; anything else is a
- * mismatch, never served, and an object nothing can bind skips the tier. The engine (engine.c) decides where a GET goes and what its
- * answer means; this file owns the naming, the check, the background PUTs
- * of objects the origin served after a tier miss (a bounded queue: full
- * drops and counts, a reader never waits on it), the hedge budget, the
- * breaker that sends fetches straight to the origin while the tier fails
- * or hangs, and the counters.
- * hintfs never deletes on the tier: its lifecycle rules evict.
+ * mismatch, never served, and an object nothing can bind skips the tier. The
+ * engine (engine.c) decides where a GET goes and what its answer means; this
+ * file owns the naming, the check, the background PUTs of objects the origin
+ * served after a tier miss (a bounded queue: full drops and counts, a reader
+ * never waits on it), the hedge budget, the breaker that sends fetches straight
+ * to the origin while the tier fails or hangs, and the counters. hintfs never
+ * deletes on the tier: its lifecycle rules evict.
  */
 #ifndef HINTFS_PREFETCH_TIER_H
 #define HINTFS_PREFETCH_TIER_H
@@ -62,7 +62,7 @@ void tier_sum_hex(const void *data, size_t len, char out[17]);
 enum tier_etag {
 	TIER_ETAG_OPAQUE, /**< nothing known: SSE-C, most multipart, other
 			       servers' formats */
-	TIER_ETAG_MD5,    /**< 32 hex digits: the MD5 of the bytes (a
+	TIER_ETAG_MD5,	  /**< 32 hex digits: the MD5 of the bytes (a
 			       single-part upload without SSE-KMS/SSE-C) */
 	TIER_ETAG_MD5_1,  /**< "<32 hex>-1": a multipart upload of one part,
 			       the MD5 of the bytes' MD5 */
@@ -74,11 +74,11 @@ enum tier_etag tier_etag_kind(const char *etag);
 /** What a tier object must be to be served: the origin's listing of it,
  *  and the cluster's key (see tier_judge()). */
 struct tier_want {
-	const char *bucket;           /**< the origin bucket */
-	const char *key;              /**< the object key, @key_len bytes */
+	const char *bucket; /**< the origin bucket */
+	const char *key;    /**< the object key, @key_len bytes */
 	size_t key_len;
-	const char *etag;             /**< as listed, quotes included */
-	uint64_t size;                /**< as listed */
+	const char *etag;	      /**< as listed, quotes included */
+	uint64_t size;		      /**< as listed */
 	const unsigned char *mac_key; /**< -o shared_cache_key, or NULL */
 	size_t mac_key_len;
 };
@@ -115,47 +115,47 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 			     const struct tier_want *w, const void *body);
 
 struct tier_config {
-	struct s3_client *s3;      /**< the tier's client; not owned */
-	const char *origin_bucket; /**< names tier objects */
-	const char *prefix;        /**< "" or ending in '/' */
-	unsigned int hedge_ms;     /**< see tier_hedge_ms() */
-	uint64_t put_mem;          /**< bytes queued for PUT at most;
-				        0: default */
+	struct s3_client *s3;	      /**< the tier's client; not owned */
+	const char *origin_bucket;    /**< names tier objects */
+	const char *prefix;	      /**< "" or ending in '/' */
+	unsigned int hedge_ms;	      /**< see tier_hedge_ms() */
+	uint64_t put_mem;	      /**< bytes queued for PUT at most;
+					   0: default */
 	const unsigned char *mac_key; /**< -o shared_cache_key's bytes, or
 					   NULL; copied */
 	size_t mac_key_len;
 	uint64_t (*clock_ns)(void); /**< the breaker's and tier_hung()'s
-				         clock; NULL: mono_ns() (a test
-				         passes one it moves itself) */
+					 clock; NULL: mono_ns() (a test
+					 passes one it moves itself) */
 };
 
 /** Counters of one tier (a snapshot). */
 struct tier_stats {
-	uint64_t gets;        /**< tier GETs started */
-	uint64_t hits;        /**< answered with the object, checked */
-	uint64_t misses;      /**< not there */
-	uint64_t mismatches;  /**< there but not proven the origin's: not
-				   served */
-	uint64_t unbound;     /**< objects that skipped the tier: nothing
-				   binds their ETag to their bytes (no MAC
-				   key; or an MD5-shaped ETag that was not
-				   the bytes' MD5, not PUT) */
-	uint64_t fallbacks;   /**< errors, timeouts: read from the origin */
-	uint64_t hedged;      /**< too slow for a waiting reader: origin */
-	uint64_t hedge_denied; /**< hedges the budget refused: the reader
-				    waited on for the tier */
+	uint64_t gets;		 /**< tier GETs started */
+	uint64_t hits;		 /**< answered with the object, checked */
+	uint64_t misses;	 /**< not there */
+	uint64_t mismatches;	 /**< there but not proven the origin's: not
+				      served */
+	uint64_t unbound;	 /**< objects that skipped the tier: nothing
+				      binds their ETag to their bytes (no MAC
+				      key; or an MD5-shaped ETag that was not
+				      the bytes' MD5, not PUT) */
+	uint64_t fallbacks;	 /**< errors, timeouts: read from the origin */
+	uint64_t hedged;	 /**< too slow for a waiting reader: origin */
+	uint64_t hedge_denied;	 /**< hedges the budget refused: the reader
+				      waited on for the tier */
 	double hedge_budget_pct; /**< the budget: hedges per 100 tier GETs */
-	uint64_t bypassed;    /**< fetches sent to the origin while the
-				   breaker was open (tier failing), or cut
-				   when it opened */
-	uint64_t reader_stalls; /**< tier GETs a reader waited on that
-				     ended without an answer */
-	uint64_t breaker_opens; /**< times the breaker opened */
-	bool breaker_open;    /**< open or half-open now */
-	uint64_t puts;        /**< objects written to the tier */
-	uint64_t put_errors;  /**< PUTs that failed after their retries */
-	uint64_t put_dropped; /**< not queued: queue full */
-	uint64_t put_pending; /**< queued or being written now */
+	uint64_t bypassed;	 /**< fetches sent to the origin while the
+				      breaker was open (tier failing), or cut
+				      when it opened */
+	uint64_t reader_stalls;	 /**< tier GETs a reader waited on that
+				      ended without an answer */
+	uint64_t breaker_opens;	 /**< times the breaker opened */
+	bool breaker_open;	 /**< open or half-open now */
+	uint64_t puts;		 /**< objects written to the tier */
+	uint64_t put_errors;	 /**< PUTs that failed after their retries */
+	uint64_t put_dropped;	 /**< not queued: queue full */
+	uint64_t put_pending;	 /**< queued or being written now */
 };
 
 struct tier;
@@ -245,8 +245,8 @@ bool tier_open(const struct tier *t);
 
 /** Why a tier GET ended without an answer, if it was cut. */
 enum tier_cut {
-	TIER_CUT_NONE,    /**< not cut: its own answer, error or timeout */
-	TIER_CUT_HEDGE,   /**< a reader waited past the hedge */
+	TIER_CUT_NONE,	  /**< not cut: its own answer, error or timeout */
+	TIER_CUT_HEDGE,	  /**< a reader waited past the hedge */
 	TIER_CUT_BREAKER, /**< the breaker opened while it ran */
 };
 
@@ -256,8 +256,8 @@ enum tier_cut {
  *  timeout opens it again, its hedge ends the probe without a verdict.
  *  @waited: a reader waited on it. Any thread. */
 void tier_note_get(struct tier *t);
-void tier_note_verdict(struct tier *t, enum tier_verdict v,
-		       enum tier_cut cut, bool waited);
+void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
+		       bool waited);
 
 /**
  * Says a PUT will follow (the object is being read from the origin): it

@@ -40,15 +40,17 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 
 		rc[i] = 0;
 		if (f->kind == S3_ERR_STALE)
-			cache_invalidate(pf->cfg.cache, f->key, f->key_len, NULL);
+			cache_invalidate(pf->cfg.cache, f->key, f->key_len,
+					 NULL);
 		if (f->err)
 			continue;
 		rc[i] = cache_put_begin(pf->cfg.cache, f->key, f->key_len,
-					f->etag, f->size, pf_next_use(pf, f->id),
-					f->id, &put);
+					f->etag, f->size,
+					pf_next_use(pf, f->id), f->id, &put);
 		for (uint32_t k = 0; !rc[i] && k < f->n_parts; k++)
-			rc[i] = cache_put_write(put, f->parts[k].off,
-						f->parts[k].buf, f->parts[k].len);
+			rc[i] =
+			    cache_put_write(put, f->parts[k].off,
+					    f->parts[k].buf, f->parts[k].len);
 		if (rc[i] && put)
 			cache_put_abort(put);
 		else if (!rc[i]) {
@@ -88,7 +90,8 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 			 * readers read the object through from now on
 			 * rather than fetch it whole again and again. */
 			if (rc[i] == -EIO || rc[i] == -EINVAL)
-				pf->nocache[f->id / 8] |= (uint8_t)(1u << (f->id % 8));
+				pf->nocache[f->id / 8] |=
+				    (uint8_t)(1u << (f->id % 8));
 		}
 		if (ok)
 			pf->st.warm_done += f->warm_refs;
@@ -125,7 +128,8 @@ static long commit_delay_ms(void)
 	if (ms <= 0 || ms > 60000)
 		return 0;
 	log_warn("cache writer: HINTFS_FAULT_COMMIT_DELAY_MS=%ld: each commit "
-		 "waits %ld ms (a test hook)", ms, ms);
+		 "waits %ld ms (a test hook)",
+		 ms, ms);
 	return ms;
 }
 
@@ -157,9 +161,9 @@ void *pf_writer_main(void *arg)
 		memmove(pf->done, pf->done + n, pf->n_done * sizeof(*pf->done));
 		pthread_mutex_unlock(&pf->mu);
 		if (delay_ms)
-			nanosleep(&(struct timespec){ .tv_sec = delay_ms / 1000,
-						      .tv_nsec = delay_ms % 1000 *
-								 1000000 },
+			nanosleep(&(struct timespec){.tv_sec = delay_ms / 1000,
+						     .tv_nsec = delay_ms %
+								1000 * 1000000},
 				  NULL);
 		commit_batch(pf, batch, n);
 		pthread_mutex_lock(&pf->mu);
@@ -167,4 +171,3 @@ void *pf_writer_main(void *arg)
 	pthread_mutex_unlock(&pf->mu);
 	return NULL;
 }
-

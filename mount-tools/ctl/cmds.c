@@ -29,7 +29,8 @@
  * bar, rare enough to cost the daemon nothing. */
 #define WARM_POLL_S 0.2
 
-/* ---- input ---------------------------------------------------------------- */
+/* ---- input ----------------------------------------------------------------
+ */
 
 /* Reads FILE ("-": stdin) whole. Prints the error and returns -1. */
 static int slurp(const char *path, char **out, size_t *len)
@@ -74,8 +75,8 @@ static int send_ctl(const struct ctl_mount *m, const char *name,
 	}
 	rc = ctl_wclose(fd);
 	if (rc) {
-		ctl_err("the daemon refused %s/%s/%s: %s (see its log)", m->path,
-			CTL_DIR, name, strerror(-rc));
+		ctl_err("the daemon refused %s/%s/%s: %s (see its log)",
+			m->path, CTL_DIR, name, strerror(-rc));
 		return -1;
 	}
 	return 0;
@@ -111,7 +112,8 @@ static int add_path(const struct ctl_mount *m, const char *path, FILE *list)
 		n = real_mnt ? strlen(real_mnt) : 0;
 		if (!real_mnt || strncmp(real, real_mnt, n) ||
 		    (real[n] != '/' && real[n] != '\0' && n > 1)) {
-			ctl_err("'%s' is not under the mount %s", path, m->path);
+			ctl_err("'%s' is not under the mount %s", path,
+				m->path);
 			goto out;
 		}
 		rel = real + n;
@@ -123,8 +125,9 @@ static int add_path(const struct ctl_mount *m, const char *path, FILE *list)
 	} else {
 		snprintf(full, sizeof(full), "%s/%s", m->path, path);
 		if (stat(full, &st) < 0)
-			ctl_err("'%s': %s in %s", path, errno == ENOENT ?
-				"not there" : strerror(errno), m->path);
+			ctl_err("'%s': %s in %s", path,
+				errno == ENOENT ? "not there" : strerror(errno),
+				m->path);
 		else
 			rc = 0;
 	}
@@ -168,7 +171,8 @@ static int usage(const char *help, bool ok)
 	return ok ? CTL_OK : CTL_USAGE;
 }
 
-/* ---- hint ----------------------------------------------------------------- */
+/* ---- hint -----------------------------------------------------------------
+ */
 
 /*
  * The header the daemon reads: "#hintfs v1 [epoch=N] [stream=NAME]
@@ -199,7 +203,8 @@ static void hint_header(const char *text, size_t len, long long *epoch,
 
 		snprintf(old, sizeof(old), "%.*s", (int)line, text);
 		old[strcspn(old, "\r")] = '\0';
-		for (char *w = strstr(old, " replace"); w; w = strstr(w + 1, " replace"))
+		for (char *w = strstr(old, " replace"); w;
+		     w = strstr(w + 1, " replace"))
 			if (w[8] == '\0' || w[8] == ' ')
 				old_replace = true;
 		e = strstr(old, " epoch=");
@@ -243,7 +248,8 @@ static double stream_queued(const struct json *st, const char *name)
 {
 	const struct json *a = json_get(st, "hint.streams");
 
-	for (const struct json *s = a && a->type == JSON_ARRAY ? a->child : NULL;
+	for (const struct json *s = a && a->type == JSON_ARRAY ? a->child
+							       : NULL;
 	     s; s = s->next) {
 		const char *n = json_str(s, "name");
 
@@ -256,12 +262,11 @@ static double stream_queued(const struct json *st, const char *name)
 int cmd_hint(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "replace", no_argument, NULL, 'r' },
-		{ "epoch", required_argument, NULL, 'e' },
-		{ "stream", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	    {"replace", no_argument, NULL, 'r'},
+	    {"epoch", required_argument, NULL, 'e'},
+	    {"stream", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0}};
 	char hdr[96], x[4][32];
 	const char *stream = NULL;
 	long long epoch = -1;
@@ -283,15 +288,18 @@ int cmd_hint(int argc, char **argv)
 			errno = 0;
 			epoch = strtoll(optarg, &end, 10);
 			if (errno || *end || end == optarg || epoch < 0) {
-				ctl_err("hint: --epoch %s: expected a number, 0 "
-					"or more", optarg);
+				ctl_err(
+				    "hint: --epoch %s: expected a number, 0 "
+				    "or more",
+				    optarg);
 				return CTL_USAGE;
 			}
 			break;
 		case 's':
 			if (!stream_name_ok(optarg)) {
 				ctl_err("hint: --stream %s: expected 1-32 of "
-					"A-Z a-z 0-9 . _ -", optarg);
+					"A-Z a-z 0-9 . _ -",
+					optarg);
 				return CTL_USAGE;
 			}
 			stream = optarg;
@@ -303,7 +311,8 @@ int cmd_hint(int argc, char **argv)
 		}
 	}
 	if (optind + 2 != argc) {
-		ctl_err("hint: expected MOUNT and FILE; see hintfs-ctl hint --help");
+		ctl_err("hint: expected MOUNT and FILE; see hintfs-ctl hint "
+			"--help");
 		return CTL_USAGE;
 	}
 	if (ctl_mount_open(argv[optind], &m))
@@ -313,8 +322,8 @@ int cmd_hint(int argc, char **argv)
 	hint_header(text, len, &epoch, &stream, &replace, hdr, sizeof(hdr),
 		    &skip);
 	{
-		const char *bufs[] = { hdr, text + skip };
-		size_t lens[] = { strlen(hdr), len - skip };
+		const char *bufs[] = {hdr, text + skip};
+		size_t lens[] = {strlen(hdr), len - skip};
 
 		if (send_ctl(&m, "hint", bufs, lens, 2))
 			goto out_text;
@@ -325,13 +334,14 @@ int cmd_hint(int argc, char **argv)
 		static const struct {
 			const char *key, *what;
 		} why[] = {
-			{ "hint.last.unknown", "not in the listing" },
-			{ "hint.last.too_long", "longer than 4096 bytes" },
-			{ "hint.last.bad_utf8", "not UTF-8" },
-			{ "hint.last.dotdot", "with a '..'" },
-			{ "hint.last.outside", "outside the mount" },
+		    {"hint.last.unknown", "not in the listing"},
+		    {"hint.last.too_long", "longer than 4096 bytes"},
+		    {"hint.last.bad_utf8", "not UTF-8"},
+		    {"hint.last.dotdot", "with a '..'"},
+		    {"hint.last.outside", "outside the mount"},
 		};
-		uint64_t entries = (uint64_t)json_num(after, "hint.last.entries", 0);
+		uint64_t entries =
+		    (uint64_t)json_num(after, "hint.last.entries", 0);
 		uint64_t refused = 0;
 		double queued = stream_queued(after, stream);
 		char reasons[256] = "";
@@ -343,19 +353,21 @@ int cmd_hint(int argc, char **argv)
 			if (!v)
 				continue;
 			refused += v;
-			rl += (size_t)snprintf(reasons + rl, sizeof(reasons) - rl,
-					       "%s%s %s", rl ? ", " : "",
-					       fmt_count(v, x[2], sizeof(x[2])),
-					       why[i].what);
+			rl += (size_t)snprintf(
+			    reasons + rl, sizeof(reasons) - rl, "%s%s %s",
+			    rl ? ", " : "", fmt_count(v, x[2], sizeof(x[2])),
+			    why[i].what);
 			if (rl >= sizeof(reasons))
 				rl = sizeof(reasons) - 1;
 		}
-		printf("hint: %s entries", fmt_count(entries, x[0], sizeof(x[0])));
+		printf("hint: %s entries",
+		       fmt_count(entries, x[0], sizeof(x[0])));
 		if (epoch >= 0)
 			printf(" for epoch %lld", epoch);
 		if (replace)
 			printf("; replaced the hints queued before in stream "
-			       "%s\n", stream);
+			       "%s\n",
+			       stream);
 		else if (queued > 0)
 			printf("; queued: %s hint(s) wait behind the one in "
 			       "progress in stream %s\n",
@@ -364,13 +376,15 @@ int cmd_hint(int argc, char **argv)
 		else
 			printf("; in force now\n");
 		if (refused)
-			ctl_warn("hint: %s lines refused (%s); the daemon's log "
-				 "names the first", fmt_count(refused, x[3],
-							      sizeof(x[3])),
-				 reasons);
+			ctl_warn(
+			    "hint: %s lines refused (%s); the daemon's log "
+			    "names the first",
+			    fmt_count(refused, x[3], sizeof(x[3])), reasons);
 		if (!entries && refused) {
-			ctl_err("hint: no line names a file in %s: are the paths "
-				"relative to the mount?", m.path);
+			ctl_err(
+			    "hint: no line names a file in %s: are the paths "
+			    "relative to the mount?",
+			    m.path);
 			goto out_text;
 		}
 	}
@@ -383,7 +397,8 @@ out_mount:
 	return rc;
 }
 
-/* ---- warm ----------------------------------------------------------------- */
+/* ---- warm -----------------------------------------------------------------
+ */
 
 struct warm_counts {
 	double queued, done, failed, bytes;
@@ -397,7 +412,8 @@ static int warm_counts(const struct ctl_mount *m, struct warm_counts *w)
 		return -1;
 	if (!json_get(st, "warm")) {
 		ctl_err("%s/%s/stats has no \"warm\": the daemon is older than "
-			"this hintfs-ctl", m->path, CTL_DIR);
+			"this hintfs-ctl",
+			m->path, CTL_DIR);
 		json_free(st);
 		return -1;
 	}
@@ -429,22 +445,25 @@ static int warm_wait(const struct ctl_mount *m, const struct warm_counts *w0)
 		if (tty) {
 			double dt = ctl_now() - t0;
 
-			fprintf(stderr, "\rwarm %s %5.1f%% %s/%s objects, %s/s\033[K",
-				fmt_bar(total > 0 ? finished / total : 1, 30, x[0],
-					sizeof(x[0])),
-				total > 0 ? 100 * finished / total : 100,
-				fmt_count((uint64_t)finished, x[1], sizeof(x[1])),
-				fmt_count((uint64_t)total, x[2], sizeof(x[2])),
-				fmt_bytes(dt > 0 ? (w.bytes - w0->bytes) / dt : 0, x[3],
-					  sizeof(x[3])));
+			fprintf(
+			    stderr,
+			    "\rwarm %s %5.1f%% %s/%s objects, %s/s\033[K",
+			    fmt_bar(total > 0 ? finished / total : 1, 30, x[0],
+				    sizeof(x[0])),
+			    total > 0 ? 100 * finished / total : 100,
+			    fmt_count((uint64_t)finished, x[1], sizeof(x[1])),
+			    fmt_count((uint64_t)total, x[2], sizeof(x[2])),
+			    fmt_bytes(dt > 0 ? (w.bytes - w0->bytes) / dt : 0,
+				      x[3], sizeof(x[3])));
 		}
 		if (w.done + w.failed >= w.queued)
 			break;
 		if (!ctl_sleep(WARM_POLL_S)) {
 			if (tty)
 				fputc('\n', stderr);
-			ctl_err("warm: interrupted; the daemon goes on fetching "
-				"(hintfs-ctl stats shows the progress)");
+			ctl_err(
+			    "warm: interrupted; the daemon goes on fetching "
+			    "(hintfs-ctl stats shows the progress)");
 			return CTL_FAIL;
 		}
 	}
@@ -454,15 +473,17 @@ static int warm_wait(const struct ctl_mount *m, const struct warm_counts *w0)
 		double done = w.done - w0->done, failed = w.failed - w0->failed;
 		double dt = ctl_now() - t0;
 
-		printf("warm: %s objects in the cache, %s fetched in %s, %s failed\n",
+		printf("warm: %s objects in the cache, %s fetched in %s, %s "
+		       "failed\n",
 		       fmt_count((uint64_t)done, x[0], sizeof(x[0])),
 		       fmt_bytes(w.bytes - w0->bytes, x[1], sizeof(x[1])),
 		       fmt_seconds(dt, x[2], sizeof(x[2])),
 		       fmt_count((uint64_t)failed, x[3], sizeof(x[3])));
 		if (failed > 0) {
-			ctl_err("warm: %s objects could not be fetched or cached; "
-				"the daemon's log says why",
-				fmt_count((uint64_t)failed, x[4], sizeof(x[4])));
+			ctl_err(
+			    "warm: %s objects could not be fetched or cached; "
+			    "the daemon's log says why",
+			    fmt_count((uint64_t)failed, x[4], sizeof(x[4])));
 			return CTL_FAIL;
 		}
 	}
@@ -472,11 +493,10 @@ static int warm_wait(const struct ctl_mount *m, const struct warm_counts *w0)
 int cmd_warm(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "from", required_argument, NULL, 'f' },
-		{ "no-wait", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	    {"from", required_argument, NULL, 'f'},
+	    {"no-wait", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0}};
 	const char *from = NULL;
 	bool wait = true;
 	struct ctl_mount m;
@@ -508,12 +528,13 @@ int cmd_warm(int argc, char **argv)
 	if (ctl_mount_open(argv[optind], &m))
 		return CTL_FAIL;
 	if (from ? slurp(from, &text, &len)
-		 : build_list(&m, argc - optind - 1, argv + optind + 1, &text, &len))
+		 : build_list(&m, argc - optind - 1, argv + optind + 1, &text,
+			      &len))
 		goto out;
 	if (warm_counts(&m, &w0))
 		goto out;
 	{
-		const char *bufs[] = { text };
+		const char *bufs[] = {text};
 
 		if (send_ctl(&m, "warm", bufs, &len, 1))
 			goto out;
@@ -531,15 +552,14 @@ out:
 	return rc;
 }
 
-/* ---- evict ---------------------------------------------------------------- */
+/* ---- evict ----------------------------------------------------------------
+ */
 
 int cmd_evict(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "all", no_argument, NULL, 'a' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
+					     {"help", no_argument, NULL, 'h'},
+					     {0}};
 	bool all = false;
 	struct ctl_mount m;
 	struct json *before = NULL, *after = NULL;
@@ -580,20 +600,21 @@ int cmd_evict(int argc, char **argv)
 	if (ctl_stats(&m, &before))
 		goto out;
 	{
-		const char *bufs[] = { text };
+		const char *bufs[] = {text};
 
 		if (send_ctl(&m, "evict", bufs, &len, 1))
 			goto out;
 	}
 	if (ctl_stats(&m, &after))
 		goto out;
-	printf("evict: the cache holds %s objects, %s (before: %s, %s)\n",
-	       fmt_count((uint64_t)json_num(after, "cache.objects", 0), x[0],
-			 sizeof(x[0])),
-	       fmt_bytes(json_num(after, "cache.bytes", 0), x[1], sizeof(x[1])),
-	       fmt_count((uint64_t)json_num(before, "cache.objects", 0), x[2],
-			 sizeof(x[2])),
-	       fmt_bytes(json_num(before, "cache.bytes", 0), x[3], sizeof(x[3])));
+	printf(
+	    "evict: the cache holds %s objects, %s (before: %s, %s)\n",
+	    fmt_count((uint64_t)json_num(after, "cache.objects", 0), x[0],
+		      sizeof(x[0])),
+	    fmt_bytes(json_num(after, "cache.bytes", 0), x[1], sizeof(x[1])),
+	    fmt_count((uint64_t)json_num(before, "cache.objects", 0), x[2],
+		      sizeof(x[2])),
+	    fmt_bytes(json_num(before, "cache.bytes", 0), x[3], sizeof(x[3])));
 	rc = CTL_OK;
 out:
 	free(text);
@@ -603,14 +624,13 @@ out:
 	return rc;
 }
 
-/* ---- relist --------------------------------------------------------------- */
+/* ---- relist ---------------------------------------------------------------
+ */
 
 int cmd_relist(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
+					     {0}};
 	struct ctl_mount m;
 	struct json *st = NULL;
 	double t0;
@@ -620,15 +640,16 @@ int cmd_relist(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
 		return usage(ctl_help_relist, c == 'h');
 	if (optind + 1 != argc) {
-		ctl_err("relist: expected one MOUNT; see hintfs-ctl relist --help");
+		ctl_err(
+		    "relist: expected one MOUNT; see hintfs-ctl relist --help");
 		return CTL_USAGE;
 	}
 	if (ctl_mount_open(argv[optind], &m))
 		return CTL_FAIL;
 	t0 = ctl_now();
 	{
-		const char *bufs[] = { "relist\n" };
-		size_t lens[] = { 7 };
+		const char *bufs[] = {"relist\n"};
+		size_t lens[] = {7};
 
 		if (send_ctl(&m, "relist", bufs, lens, 1))
 			goto out;
@@ -656,15 +677,14 @@ out:
 	return rc;
 }
 
-/* ---- verify --------------------------------------------------------------- */
+/* ---- verify ---------------------------------------------------------------
+ */
 
 int cmd_verify(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+					     {"help", no_argument, NULL, 'h'},
+					     {0}};
 	bool as_json = false;
 	struct ctl_mount m;
 	struct json *rep = NULL;
@@ -681,7 +701,8 @@ int cmd_verify(int argc, char **argv)
 			return usage(ctl_help_verify, c == 'h');
 	}
 	if (optind + 1 != argc) {
-		ctl_err("verify: expected one MOUNT; see hintfs-ctl verify --help");
+		ctl_err(
+		    "verify: expected one MOUNT; see hintfs-ctl verify --help");
 		return CTL_USAGE;
 	}
 	if (ctl_mount_open(argv[optind], &m))
@@ -695,8 +716,8 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (json_parse(text, len, &rep, err, sizeof(err)) ||
 	    rep->type != JSON_OBJECT) {
-		ctl_err("%s/%s/verify is not a JSON object (%s)", m.path, CTL_DIR,
-			rep ? "another value" : err);
+		ctl_err("%s/%s/verify is not a JSON object (%s)", m.path,
+			CTL_DIR, rep ? "another value" : err);
 		goto out;
 	}
 	if (as_json)
@@ -712,12 +733,14 @@ int cmd_verify(int argc, char **argv)
 	if (!as_json && dropped && dropped->type == JSON_ARRAY) {
 		for (k = dropped->child; k; k = k->next)
 			if (k->type == JSON_STRING)
-				printf("  dropped (fetched again when read): %s\n",
-				       k->str);
+				printf(
+				    "  dropped (fetched again when read): %s\n",
+				    k->str);
 	}
 	e = json_get(rep, "error");
 	if (e && e->type == JSON_TRUE) {
-		ctl_err("verify: the check stopped early; the daemon's log says why");
+		ctl_err("verify: the check stopped early; the daemon's log "
+			"says why");
 		goto out;
 	}
 	rc = json_num(rep, "bad", 0) > 0 ? CTL_FAIL : CTL_OK;

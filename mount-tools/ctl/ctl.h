@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_OK 0
-#define CTL_FAIL 1
+#define CTL_OK	  0
+#define CTL_FAIL  1
 #define CTL_USAGE 2
 
 /** The name of the control directory inside a mount. */
@@ -37,13 +37,15 @@ int ctl_mount_open(const char *path, struct ctl_mount *m);
 void ctl_mount_fini(struct ctl_mount *m);
 
 /** "<mount>/.hintfs/@name" into @buf (@len bytes). */
-void ctl_path(const struct ctl_mount *m, const char *name, char *buf, size_t len);
+void ctl_path(const struct ctl_mount *m, const char *name, char *buf,
+	      size_t len);
 
 /**
  * Reads the control file @name whole into a malloc'd, NUL-terminated
  * buffer. Returns 0 or -errno (printing nothing).
  */
-int ctl_read(const struct ctl_mount *m, const char *name, char **out, size_t *len);
+int ctl_read(const struct ctl_mount *m, const char *name, char **out,
+	     size_t *len);
 
 /**
  * Reads and parses .hintfs/stats into *@st (free with json_free()).
@@ -66,10 +68,10 @@ void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ctl_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Formatting for people; each returns @buf. */
-char *fmt_count(uint64_t v, char *buf, size_t len);   /* 1,234,567 */
-char *fmt_bytes(double v, char *buf, size_t len);     /* 5.1 GiB */
-char *fmt_seconds(double s, char *buf, size_t len);   /* 850 ms, 3.2 s, 4 min */
-char *fmt_age(double s, char *buf, size_t len);       /* 3 h 5 min */
+char *fmt_count(uint64_t v, char *buf, size_t len); /* 1,234,567 */
+char *fmt_bytes(double v, char *buf, size_t len);   /* 5.1 GiB */
+char *fmt_seconds(double s, char *buf, size_t len); /* 850 ms, 3.2 s, 4 min */
+char *fmt_age(double s, char *buf, size_t len);	    /* 3 h 5 min */
 /** A bar of @width cells, @frac (0..1) of them full. */
 char *fmt_bar(double frac, int width, char *buf, size_t len);
 
@@ -88,7 +90,7 @@ bool ctl_parse_seconds(const char *s, double *out);
 
 /** The help texts, printed by --help and `hintfs-ctl help CMD`. */
 extern const char ctl_help_hint[], ctl_help_stats[], ctl_help_warm[],
-	ctl_help_evict[], ctl_help_relist[], ctl_help_verify[], ctl_help_info[];
+    ctl_help_evict[], ctl_help_relist[], ctl_help_verify[], ctl_help_info[];
 
 int cmd_hint(int argc, char **argv);
 int cmd_stats(int argc, char **argv);

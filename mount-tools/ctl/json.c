@@ -108,7 +108,7 @@ static long hex4(struct parser *p)
 /* A string at the opening quote; the decoded bytes go to *@out. */
 static int parse_string(struct parser *p, char **out, size_t *out_len)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 
 	p->pos++; /* the quote */
 	if (buf_append(&b, "", 0))
@@ -118,7 +118,8 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 		char c;
 
 		while (p->pos < p->len && p->s[p->pos] != '"' &&
-		       p->s[p->pos] != '\\' && (unsigned char)p->s[p->pos] >= 0x20)
+		       p->s[p->pos] != '\\' &&
+		       (unsigned char)p->s[p->pos] >= 0x20)
 			p->pos++;
 		if (buf_append(&b, p->s + start, p->pos - start))
 			goto oom;
@@ -140,15 +141,32 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 		}
 		c = p->s[p->pos++];
 		switch (c) {
-		case '"': case '\\': case '/':
+		case '"':
+		case '\\':
+		case '/':
 			if (buf_append(&b, &c, 1))
 				goto oom;
 			break;
-		case 'b': if (buf_append(&b, "\b", 1)) goto oom; break;
-		case 'f': if (buf_append(&b, "\f", 1)) goto oom; break;
-		case 'n': if (buf_append(&b, "\n", 1)) goto oom; break;
-		case 'r': if (buf_append(&b, "\r", 1)) goto oom; break;
-		case 't': if (buf_append(&b, "\t", 1)) goto oom; break;
+		case 'b':
+			if (buf_append(&b, "\b", 1))
+				goto oom;
+			break;
+		case 'f':
+			if (buf_append(&b, "\f", 1))
+				goto oom;
+			break;
+		case 'n':
+			if (buf_append(&b, "\n", 1))
+				goto oom;
+			break;
+		case 'r':
+			if (buf_append(&b, "\r", 1))
+				goto oom;
+			break;
+		case 't':
+			if (buf_append(&b, "\t", 1))
+				goto oom;
+			break;
 		case 'u': {
 			long cp = hex4(p);
 
@@ -158,8 +176,9 @@ static int parse_string(struct parser *p, char **out, size_t *out_len)
 			}
 			/* A surrogate pair is one code point; a lone half
 			 * becomes U+FFFD rather than invalid UTF-8. */
-			if (cp >= 0xD800 && cp <= 0xDBFF && p->len - p->pos >= 6 &&
-			    p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u') {
+			if (cp >= 0xD800 && cp <= 0xDBFF &&
+			    p->len - p->pos >= 6 && p->s[p->pos] == '\\' &&
+			    p->s[p->pos + 1] == 'u') {
 				size_t save = p->pos;
 				long lo;
 
@@ -227,7 +246,8 @@ static int parse_number(struct parser *p, struct json *v)
 	if (!v->str)
 		return nomem(p);
 	v->len = p->pos - start;
-	v->num = strtod(v->str, NULL); /* the grammar above is strtod's subset */
+	v->num =
+	    strtod(v->str, NULL); /* the grammar above is strtod's subset */
 	return 0;
 }
 
@@ -330,7 +350,10 @@ int json_parse(const char *text, size_t len, struct json **out, char *err,
 	       size_t err_len)
 {
 	struct parser p = {
-		.s = text, .len = len, .err = err, .err_len = err_len,
+	    .s = text,
+	    .len = len,
+	    .err = err,
+	    .err_len = err_len,
 	};
 	struct json *root = calloc(1, sizeof(*root));
 

@@ -28,13 +28,13 @@ enum json_type {
 
 struct json {
 	enum json_type type;
-	char *key;          /**< the member's name inside an object, else NULL */
-	char *str;          /**< STRING: the decoded UTF-8 (NUL-terminated; a
-				 \u0000 inside ends it early); NUMBER: the
-				 number as written, for exact output */
-	size_t len;         /**< STRING: decoded bytes */
-	double num;         /**< NUMBER: its value */
-	size_t n;           /**< ARRAY, OBJECT: number of children */
+	char *key;  /**< the member's name inside an object, else NULL */
+	char *str;  /**< STRING: the decoded UTF-8 (NUL-terminated; a
+			 \u0000 inside ends it early); NUMBER: the
+			 number as written, for exact output */
+	size_t len; /**< STRING: decoded bytes */
+	double num; /**< NUMBER: its value */
+	size_t n;   /**< ARRAY, OBJECT: number of children */
 	struct json *child; /**< ARRAY, OBJECT: the first child */
 	struct json *next;  /**< the next sibling */
 };

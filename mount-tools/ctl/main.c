@@ -31,128 +31,129 @@
 /* ---- help ---------------------------------------------------------------- */
 
 static const char help_main[] =
-	"usage: hintfs-ctl COMMAND MOUNT [ARGS...]\n"
-	"\n"
-	"Controls a running hintfs mount through the files of MOUNT/.hintfs/.\n"
-	"\n"
-	"commands:\n"
-	"  hint MOUNT FILE [--replace] [--epoch N]\n"
-	"                           supply the read order of the next epoch\n"
-	"  stats MOUNT [--json | --prometheus | --watch]\n"
-	"                           counters: cache, reads, stalls, requests\n"
-	"  warm MOUNT PATH... | --from FILE\n"
-	"                           fetch files or directories into the cache\n"
-	"  evict MOUNT PATH... | --all\n"
-	"                           drop files or directories from the cache\n"
-	"  relist MOUNT             list the bucket again for the next mount\n"
-	"  verify MOUNT             check the checksum of every cached blob\n"
-	"  info MOUNT               cache, listing age, credentials, version\n"
-	"  help [COMMAND]           this text, or a command's\n"
-	"\n"
-	"options:\n"
-	"  -h, --help               this text (COMMAND --help: the command's)\n"
-	"  -V, --version            the version\n"
-	"\n"
-	"Exit status: 0 done, 1 failed or found a problem, 2 bad usage.\n"
-	"See hintfs-ctl(1).\n";
+    "usage: hintfs-ctl COMMAND MOUNT [ARGS...]\n"
+    "\n"
+    "Controls a running hintfs mount through the files of MOUNT/.hintfs/.\n"
+    "\n"
+    "commands:\n"
+    "  hint MOUNT FILE [--replace] [--epoch N]\n"
+    "                           supply the read order of the next epoch\n"
+    "  stats MOUNT [--json | --prometheus | --watch]\n"
+    "                           counters: cache, reads, stalls, requests\n"
+    "  warm MOUNT PATH... | --from FILE\n"
+    "                           fetch files or directories into the cache\n"
+    "  evict MOUNT PATH... | --all\n"
+    "                           drop files or directories from the cache\n"
+    "  relist MOUNT             list the bucket again for the next mount\n"
+    "  verify MOUNT             check the checksum of every cached blob\n"
+    "  info MOUNT               cache, listing age, credentials, version\n"
+    "  help [COMMAND]           this text, or a command's\n"
+    "\n"
+    "options:\n"
+    "  -h, --help               this text (COMMAND --help: the command's)\n"
+    "  -V, --version            the version\n"
+    "\n"
+    "Exit status: 0 done, 1 failed or found a problem, 2 bad usage.\n"
+    "See hintfs-ctl(1).\n";
 
 const char ctl_help_hint[] =
-	"usage: hintfs-ctl hint MOUNT FILE [--replace] [--epoch N] [--stream NAME]\n"
-	"\n"
-	"Supplies a hint: the paths the next epoch will read, in order, one per\n"
-	"line (relative to MOUNT, or absolute under it). FILE '-' is standard\n"
-	"input. The hint is in force when the command returns, queued behind the\n"
-	"hints of its stream not yet read.\n"
-	"\n"
-	"  --replace      drop the stream's queued hints instead of queueing\n"
-	"                 (writes \"replace\" into the '#hintfs v1' header)\n"
-	"  --epoch N      name the epoch in the header (shown by stats)\n"
-	"  --stream NAME  the hint stream (1-32 of A-Z a-z 0-9 . _ -; default:\n"
-	"                 the header's, else ctl-<pid of hintfs-ctl's parent>)\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl hint MOUNT FILE [--replace] [--epoch N] [--stream "
+    "NAME]\n"
+    "\n"
+    "Supplies a hint: the paths the next epoch will read, in order, one per\n"
+    "line (relative to MOUNT, or absolute under it). FILE '-' is standard\n"
+    "input. The hint is in force when the command returns, queued behind the\n"
+    "hints of its stream not yet read.\n"
+    "\n"
+    "  --replace      drop the stream's queued hints instead of queueing\n"
+    "                 (writes \"replace\" into the '#hintfs v1' header)\n"
+    "  --epoch N      name the epoch in the header (shown by stats)\n"
+    "  --stream NAME  the hint stream (1-32 of A-Z a-z 0-9 . _ -; default:\n"
+    "                 the header's, else ctl-<pid of hintfs-ctl's parent>)\n"
+    "  -h, --help     this text\n";
 
 const char ctl_help_stats[] =
-	"usage: hintfs-ctl stats MOUNT [--json | --prometheus [--output FILE] |\n"
-	"                               --watch [--interval S] [--count N]]\n"
-	"\n"
-	"Shows the daemon's counters (MOUNT/.hintfs/stats) as a table.\n"
-	"\n"
-	"  --json         the JSON object as the daemon wrote it\n"
-	"  --prometheus   the text exposition format, metrics hintfs_* with a\n"
-	"                 mount=\"MOUNT\" label, for node_exporter's textfile\n"
-	"                 collector\n"
-	"  --output FILE  with --prometheus: write FILE atomically (a temporary\n"
-	"                 file renamed over it) instead of standard output; if\n"
-	"                 the mount does not answer, FILE says hintfs_up 0\n"
-	"  --watch        one live line: progress through the hinted epoch, hit\n"
-	"                 rate, stall time, GET/s; stops on Ctrl-C\n"
-	"  --interval S   seconds between --watch updates (default 1)\n"
-	"  --count N      stop --watch after N updates (default: never on a\n"
-	"                 terminal, 10 otherwise)\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl stats MOUNT [--json | --prometheus [--output FILE] |\n"
+    "                               --watch [--interval S] [--count N]]\n"
+    "\n"
+    "Shows the daemon's counters (MOUNT/.hintfs/stats) as a table.\n"
+    "\n"
+    "  --json         the JSON object as the daemon wrote it\n"
+    "  --prometheus   the text exposition format, metrics hintfs_* with a\n"
+    "                 mount=\"MOUNT\" label, for node_exporter's textfile\n"
+    "                 collector\n"
+    "  --output FILE  with --prometheus: write FILE atomically (a temporary\n"
+    "                 file renamed over it) instead of standard output; if\n"
+    "                 the mount does not answer, FILE says hintfs_up 0\n"
+    "  --watch        one live line: progress through the hinted epoch, hit\n"
+    "                 rate, stall time, GET/s; stops on Ctrl-C\n"
+    "  --interval S   seconds between --watch updates (default 1)\n"
+    "  --count N      stop --watch after N updates (default: never on a\n"
+    "                 terminal, 10 otherwise)\n"
+    "  -h, --help     this text\n";
 
 const char ctl_help_warm[] =
-	"usage: hintfs-ctl warm MOUNT PATH... | --from FILE [--no-wait]\n"
-	"\n"
-	"Fetches files into the cache before a job needs them. A PATH is a file\n"
-	"or a directory (everything under it; '.' is the whole mount), relative\n"
-	"to MOUNT or absolute under it. Shows a progress bar until every queued\n"
-	"object is fetched or failed; exits 1 if any failed.\n"
-	"\n"
-	"  --from FILE    read the paths from FILE, one per line ('-': stdin)\n"
-	"  --no-wait      queue them and return at once\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl warm MOUNT PATH... | --from FILE [--no-wait]\n"
+    "\n"
+    "Fetches files into the cache before a job needs them. A PATH is a file\n"
+    "or a directory (everything under it; '.' is the whole mount), relative\n"
+    "to MOUNT or absolute under it. Shows a progress bar until every queued\n"
+    "object is fetched or failed; exits 1 if any failed.\n"
+    "\n"
+    "  --from FILE    read the paths from FILE, one per line ('-': stdin)\n"
+    "  --no-wait      queue them and return at once\n"
+    "  -h, --help     this text\n";
 
 const char ctl_help_evict[] =
-	"usage: hintfs-ctl evict MOUNT PATH... | --all\n"
-	"\n"
-	"Drops files, or every file under directories, from the local cache.\n"
-	"The next read of them fetches them again.\n"
-	"\n"
-	"  --all          drop everything\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl evict MOUNT PATH... | --all\n"
+    "\n"
+    "Drops files, or every file under directories, from the local cache.\n"
+    "The next read of them fetches them again.\n"
+    "\n"
+    "  --all          drop everything\n"
+    "  -h, --help     this text\n";
 
 const char ctl_help_relist[] =
-	"usage: hintfs-ctl relist MOUNT\n"
-	"\n"
-	"Lists the bucket again and saves the listing in the cache. The running\n"
-	"mount keeps its snapshot (open files and inode numbers stay valid);\n"
-	"the next mount of the same bucket and prefix shows the new listing.\n"
-	"\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl relist MOUNT\n"
+    "\n"
+    "Lists the bucket again and saves the listing in the cache. The running\n"
+    "mount keeps its snapshot (open files and inode numbers stay valid);\n"
+    "the next mount of the same bucket and prefix shows the new listing.\n"
+    "\n"
+    "  -h, --help     this text\n";
 
 const char ctl_help_verify[] =
-	"usage: hintfs-ctl verify MOUNT [--json]\n"
-	"\n"
-	"Checks the checksum of every blob in the cache; a bad blob is dropped\n"
-	"(and fetched again when read). Prints how many were checked and the\n"
-	"keys dropped; exits 1 if any blob was bad.\n"
-	"\n"
-	"  --json         the daemon's report as JSON\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl verify MOUNT [--json]\n"
+    "\n"
+    "Checks the checksum of every blob in the cache; a bad blob is dropped\n"
+    "(and fetched again when read). Prints how many were checked and the\n"
+    "keys dropped; exits 1 if any blob was bad.\n"
+    "\n"
+    "  --json         the daemon's report as JSON\n"
+    "  -h, --help     this text\n";
 
 const char ctl_help_info[] =
-	"usage: hintfs-ctl info MOUNT\n"
-	"\n"
-	"Shows what is mounted: the source, the version of the daemon, the\n"
-	"cache directory, its size and capacity, the age of the listing, and\n"
-	"the credentials: their provider, the access key id's last four\n"
-	"characters, when they expire and how often they were refreshed.\n"
-	"\n"
-	"  -h, --help     this text\n";
+    "usage: hintfs-ctl info MOUNT\n"
+    "\n"
+    "Shows what is mounted: the source, the version of the daemon, the\n"
+    "cache directory, its size and capacity, the age of the listing, and\n"
+    "the credentials: their provider, the access key id's last four\n"
+    "characters, when they expire and how often they were refreshed.\n"
+    "\n"
+    "  -h, --help     this text\n";
 
 static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *help;
 } commands[] = {
-	{ "hint", cmd_hint, ctl_help_hint },
-	{ "stats", cmd_stats, ctl_help_stats },
-	{ "warm", cmd_warm, ctl_help_warm },
-	{ "evict", cmd_evict, ctl_help_evict },
-	{ "relist", cmd_relist, ctl_help_relist },
-	{ "verify", cmd_verify, ctl_help_verify },
-	{ "info", cmd_info, ctl_help_info },
+    {"hint", cmd_hint, ctl_help_hint},
+    {"stats", cmd_stats, ctl_help_stats},
+    {"warm", cmd_warm, ctl_help_warm},
+    {"evict", cmd_evict, ctl_help_evict},
+    {"relist", cmd_relist, ctl_help_relist},
+    {"verify", cmd_verify, ctl_help_verify},
+    {"info", cmd_info, ctl_help_info},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -183,7 +184,8 @@ void ctl_warn(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* ---- the mount and its control files -------------------------------------- */
+/* ---- the mount and its control files --------------------------------------
+ */
 
 int ctl_mount_open(const char *path, struct ctl_mount *m)
 {
@@ -213,8 +215,8 @@ int ctl_mount_open(const char *path, struct ctl_mount *m)
 	}
 	if (errno == ENOTCONN)
 		ctl_err("'%s': the hintfs daemon is gone (%s); unmount it with "
-			"'fusermount3 -u %s' and mount again", path,
-			strerror(errno), path);
+			"'fusermount3 -u %s' and mount again",
+			path, strerror(errno), path);
 	else if (stat(path, &st) < 0)
 		ctl_err("'%s': %s", path, strerror(errno));
 	else if (!S_ISDIR(st.st_mode))
@@ -230,13 +232,15 @@ void ctl_mount_fini(struct ctl_mount *m)
 	m->path = NULL;
 }
 
-void ctl_path(const struct ctl_mount *m, const char *name, char *buf, size_t len)
+void ctl_path(const struct ctl_mount *m, const char *name, char *buf,
+	      size_t len)
 {
 	snprintf(buf, len, "%s%s%s/%s", m->path,
 		 strcmp(m->path, "/") ? "/" : "", CTL_DIR, name);
 }
 
-int ctl_read(const struct ctl_mount *m, const char *name, char **out, size_t *len)
+int ctl_read(const struct ctl_mount *m, const char *name, char **out,
+	     size_t *len)
 {
 	char path[4200];
 
@@ -258,7 +262,8 @@ int ctl_stats(const struct ctl_mount *m, struct json **st)
 	free(text);
 	if (rc) {
 		ctl_err("%s/%s/stats is not JSON (%s): is the daemon the same "
-			"version as hintfs-ctl?", m->path, CTL_DIR, err);
+			"version as hintfs-ctl?",
+			m->path, CTL_DIR, err);
 		return -1;
 	}
 	if ((*st)->type != JSON_OBJECT) {
@@ -309,7 +314,8 @@ int ctl_wclose(int fd)
 	return rc;
 }
 
-/* ---- formatting ----------------------------------------------------------- */
+/* ---- formatting -----------------------------------------------------------
+ */
 
 char *fmt_count(uint64_t v, char *buf, size_t len)
 {
@@ -328,8 +334,8 @@ char *fmt_count(uint64_t v, char *buf, size_t len)
 
 char *fmt_bytes(double v, char *buf, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB",
-					     "PiB" };
+	static const char *const units[] = {"B",   "KiB", "MiB",
+					    "GiB", "TiB", "PiB"};
 	int u = 0;
 
 	if (!(v >= 0))
@@ -341,8 +347,11 @@ char *fmt_bytes(double v, char *buf, size_t len)
 	if (u == 0)
 		snprintf(buf, len, "%.0f B", v);
 	else
-		snprintf(buf, len, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v,
-			 units[u]);
+		snprintf(buf, len, "%.*f %s",
+			 v < 10	   ? 2
+			 : v < 100 ? 1
+				   : 0,
+			 v, units[u]);
 	return buf;
 }
 
@@ -370,7 +379,8 @@ char *fmt_age(double s, char *buf, size_t len)
 	else if (t < 86400)
 		snprintf(buf, len, "%llu h %llu min", t / 3600, t % 3600 / 60);
 	else
-		snprintf(buf, len, "%llu d %llu h", t / 86400, t % 86400 / 3600);
+		snprintf(buf, len, "%llu d %llu h", t / 86400,
+			 t % 86400 / 3600);
 	return buf;
 }
 
@@ -407,7 +417,7 @@ static void on_signal(int sig)
 
 void ctl_catch_signals(void)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 
 	/* No SA_RESTART: a sleep or a read returns at once with EINTR. */
 	sigemptyset(&sa.sa_mask);
@@ -418,8 +428,8 @@ void ctl_catch_signals(void)
 bool ctl_sleep(double s)
 {
 	struct timespec ts = {
-		.tv_sec = (time_t)s,
-		.tv_nsec = (long)((s - (double)(time_t)s) * 1e9),
+	    .tv_sec = (time_t)s,
+	    .tv_nsec = (long)((s - (double)(time_t)s) * 1e9),
 	};
 
 	if (ctl_interrupted)
@@ -477,7 +487,8 @@ int main(int argc, char **argv)
 		}
 		i = find_command(argv[2]);
 		if (i < 0) {
-			ctl_err("no command '%s'; see hintfs-ctl --help", argv[2]);
+			ctl_err("no command '%s'; see hintfs-ctl --help",
+				argv[2]);
 			return CTL_USAGE;
 		}
 		fputs(commands[i].help, stdout);

@@ -22,14 +22,16 @@
 /* The keys of the daemon's stats, by the ids of fs/stats.def: K(reads_total)
  * is "reads.total", and a key that is not a row does not compile. */
 enum stat_id {
-#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) STAT_##id,
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)        \
+	STAT_##id,
 #include "fs/stats.def"
 #undef HINTFS_STAT
 	STAT_N
 };
 
 static const char *const stat_keys[STAT_N] = {
-#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) [STAT_##id] = path,
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)        \
+	[STAT_##id] = path,
 #include "fs/stats.def"
 #undef HINTFS_STAT
 };
@@ -48,10 +50,11 @@ static double pct(double part, double whole)
 	return whole > 0 ? 100.0 * part / whole : 0;
 }
 
-/* ---- the table ------------------------------------------------------------ */
+/* ---- the table ------------------------------------------------------------
+ */
 
 /* Buffers for the numbers of one printf: each argument needs its own. */
-#define NB 10
+#define NB	10
 #define N(i, v) fmt_count((v), x[i], sizeof(x[i]))
 #define B(i, v) fmt_bytes((v), x[i], sizeof(x[i]))
 
@@ -87,10 +90,12 @@ static void show_fuse(const struct json *st)
 static void show_table(const struct ctl_mount *m, const struct json *st)
 {
 	char x[NB][48];
-	const char *src = json_str(st, "source"), *ver = json_str(st, "version");
+	const char *src = json_str(st, "source"),
+		   *ver = json_str(st, "version");
 	double now = (double)time(NULL);
 
-	printf("hintfs %s: %s on %s\n", ver ? ver : "?", src ? src : "?", m->path);
+	printf("hintfs %s: %s on %s\n", ver ? ver : "?", src ? src : "?",
+	       m->path);
 
 	if (json_get(st, "listing")) {
 		double saved = json_num(st, K(listing_saved_at), 0);
@@ -99,9 +104,10 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		       N(0, u64(st, K(listing_files))),
 		       B(1, json_num(st, K(listing_bytes), 0)));
 		if (!is_true(st, "listing.from_cache"))
-			printf("; listed in %s",
-			       fmt_seconds(json_num(st, K(listing_ms), 0) / 1000,
-					   x[0], sizeof(x[0])));
+			printf(
+			    "; listed in %s",
+			    fmt_seconds(json_num(st, K(listing_ms), 0) / 1000,
+					x[0], sizeof(x[0])));
 		else if (saved > 0)
 			printf("; from the cache, listed %s ago",
 			       fmt_age(now - saved, x[0], sizeof(x[0])));
@@ -120,23 +126,25 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		       N(0, u64(st, K(cache_objects))), B(1, bytes), B(2, cap),
 		       pct(bytes, cap), dir ? dir : "?");
 		printf("  %-9s %s hits, %s misses, %s evictions, %s corrupt, "
-		       "%s write errors, %s read errors\n", "",
-		       N(0, u64(st, K(cache_hits))), N(1, u64(st, K(cache_misses))),
+		       "%s write errors, %s read errors\n",
+		       "", N(0, u64(st, K(cache_hits))),
+		       N(1, u64(st, K(cache_misses))),
 		       N(2, u64(st, K(cache_evictions))),
 		       N(3, u64(st, K(cache_corrupt))),
 		       N(4, u64(st, K(cache_write_errors))),
 		       N(5, u64(st, K(cache_read_errors))));
 	}
 	if (json_get(st, "reads"))
-		printf("  %-9s %s, %.1f%% from the cache; %s joined a prefetch, "
-		       "%s fetched on demand, %s read through, %s failed\n",
-		       "reads", N(0, u64(st, K(reads_total))),
-		       pct(json_num(st, K(reads_cache_hits), 0),
-			   json_num(st, K(reads_total), 0)),
-		       N(1, u64(st, K(reads_prefetch_joins))),
-		       N(2, u64(st, K(reads_demand_fetches))),
-		       N(3, u64(st, K(reads_read_through))),
-		       N(4, u64(st, K(reads_failed))));
+		printf(
+		    "  %-9s %s, %.1f%% from the cache; %s joined a prefetch, "
+		    "%s fetched on demand, %s read through, %s failed\n",
+		    "reads", N(0, u64(st, K(reads_total))),
+		    pct(json_num(st, K(reads_cache_hits), 0),
+			json_num(st, K(reads_total), 0)),
+		    N(1, u64(st, K(reads_prefetch_joins))),
+		    N(2, u64(st, K(reads_demand_fetches))),
+		    N(3, u64(st, K(reads_read_through))),
+		    N(4, u64(st, K(reads_failed))));
 	if (json_get(st, "stalls"))
 		printf("  %-9s %s reads waited on the network, %s in all\n",
 		       "stalls", N(0, u64(st, K(stalls_count))),
@@ -144,8 +152,8 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 				   sizeof(x[1])));
 	if (json_get(st, "requests")) {
 		printf("  %-9s %s GET (%s), %s LIST, %s retries; %s objects "
-		       "prefetched, %s not cached\n", "requests",
-		       N(0, u64(st, K(requests_get))),
+		       "prefetched, %s not cached\n",
+		       "requests", N(0, u64(st, K(requests_get))),
 		       B(1, json_num(st, K(requests_bytes), 0)),
 		       N(2, u64(st, K(requests_list))),
 		       N(3, u64(st, K(requests_retries))),
@@ -155,24 +163,26 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		       N(0, u64(st, K(requests_in_flight))),
 		       N(1, u64(st, K(requests_in_flight_limit))));
 		if (json_get(st, K(requests_fetch_mem_limit)))
-			printf("; fetch memory %s of %s (peak %s)",
-			       B(2, json_num(st, K(requests_fetch_mem), 0)),
-			       B(3, json_num(st, K(requests_fetch_mem_limit), 0)),
-			       B(4, json_num(st, K(requests_fetch_mem_peak), 0)));
+			printf(
+			    "; fetch memory %s of %s (peak %s)",
+			    B(2, json_num(st, K(requests_fetch_mem), 0)),
+			    B(3, json_num(st, K(requests_fetch_mem_limit), 0)),
+			    B(4, json_num(st, K(requests_fetch_mem_peak), 0)));
 		printf("\n");
 	}
 	if (json_get(st, "tier")) {
 		printf("  %-9s %s GET: %s hits, %s misses, %s mismatches, "
-		       "%s fallbacks, %s hedged (%s over budget)\n", "tier",
-		       N(0, u64(st, K(tier_gets))), N(1, u64(st, K(tier_hits))),
+		       "%s fallbacks, %s hedged (%s over budget)\n",
+		       "tier", N(0, u64(st, K(tier_gets))),
+		       N(1, u64(st, K(tier_hits))),
 		       N(2, u64(st, K(tier_misses))),
 		       N(3, u64(st, K(tier_mismatches))),
 		       N(4, u64(st, K(tier_fallbacks))),
 		       N(5, u64(st, K(tier_hedged))),
 		       N(6, u64(st, K(tier_hedge_denied))));
 		printf("  %-9s %s PUT, %s failed, %s dropped, %s pending; "
-		       "%s bypassed, breaker opened %s times\n", "",
-		       N(0, u64(st, K(tier_puts))),
+		       "%s bypassed, breaker opened %s times\n",
+		       "", N(0, u64(st, K(tier_puts))),
 		       N(1, u64(st, K(tier_put_errors))),
 		       N(2, u64(st, K(tier_put_dropped))),
 		       N(3, u64(st, K(tier_put_pending))),
@@ -181,8 +191,8 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 	}
 	if (json_get(st, "errors"))
 		printf("  %-9s %s slowdown, %s server, %s network, %s stale, "
-		       "%s other\n", "errors",
-		       N(0, u64(st, K(errors_slowdown))),
+		       "%s other\n",
+		       "errors", N(0, u64(st, K(errors_slowdown))),
 		       N(1, u64(st, K(errors_server))),
 		       N(2, u64(st, K(errors_network))),
 		       N(3, u64(st, K(errors_stale))),
@@ -209,11 +219,13 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			printf("none in progress");
 		}
 		printf("; %s queued; %s received, %s rejected\n",
-		       N(0, u64(st, K(hint_queued))), N(1, u64(st, K(hint_received))),
+		       N(0, u64(st, K(hint_queued))),
+		       N(1, u64(st, K(hint_received))),
 		       N(2, u64(st, K(hint_rejected))));
-		for (const struct json *s = json_get(st, "hint.streams")
-						    ? json_get(st, "hint.streams")->child
-						    : NULL;
+		for (const struct json *s =
+			 json_get(st, "hint.streams")
+			     ? json_get(st, "hint.streams")->child
+			     : NULL;
 		     s; s = s->next) {
 			const char *name = json_str(s, "name");
 			double slen = json_num(s, "length", 0);
@@ -225,8 +237,8 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 				if (sep >= 0)
 					printf("epoch %.0f: ", sep);
 				printf("%s of %s read %.1f%%",
-				       N(0, (uint64_t)spos), N(1, (uint64_t)slen),
-				       pct(spos, slen));
+				       N(0, (uint64_t)spos),
+				       N(1, (uint64_t)slen), pct(spos, slen));
 			} else {
 				printf("no hint");
 			}
@@ -235,16 +247,19 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			       json_num(s, "stall_seconds", 0));
 			if (json_num(s, "owner", 0) > 0)
 				printf("; pid %.0f", json_num(s, "owner", 0));
-			printf("; idle %.0f s\n", json_num(s, "idle_seconds", 0));
+			printf("; idle %.0f s\n",
+			       json_num(s, "idle_seconds", 0));
 		}
 		if (u64(st, K(hint_reclaimed_exited)) ||
 		    u64(st, K(hint_reclaimed_idle))) {
-			const struct json *r = json_get(st, "hint.reclaimed.recent");
+			const struct json *r =
+			    json_get(st, "hint.reclaimed.recent");
 
-			printf("  %-9s reclaimed: %s whose writer ended, %s idle "
-			       "10 minutes; latest:", "",
-			       N(0, u64(st, K(hint_reclaimed_exited))),
-			       N(1, u64(st, K(hint_reclaimed_idle))));
+			printf(
+			    "  %-9s reclaimed: %s whose writer ended, %s idle "
+			    "10 minutes; latest:",
+			    "", N(0, u64(st, K(hint_reclaimed_exited))),
+			    N(1, u64(st, K(hint_reclaimed_idle))));
 			for (r = r ? r->child : NULL; r; r = r->next) {
 				const char *name = json_str(r, "name");
 				const char *why = json_str(r, "why");
@@ -255,19 +270,22 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			printf("\n");
 		}
 		if (refused)
-			printf("  %-9s last: %s entries, %s lines refused (%s not "
-			       "in the listing, %s too long, %s not UTF-8, %s with "
-			       "'..', %s outside the mount)\n", "",
-			       N(0, u64(st, K(hint_last_entries))), N(1, refused),
-			       N(2, u64(st, K(hint_last_unknown))),
-			       N(3, u64(st, K(hint_last_too_long))),
-			       N(4, u64(st, "hint.last.bad_utf8")),
-			       N(5, u64(st, K(hint_last_dotdot))),
-			       N(6, u64(st, K(hint_last_outside))));
+			printf(
+			    "  %-9s last: %s entries, %s lines refused (%s not "
+			    "in the listing, %s too long, %s not UTF-8, %s "
+			    "with "
+			    "'..', %s outside the mount)\n",
+			    "", N(0, u64(st, K(hint_last_entries))),
+			    N(1, refused), N(2, u64(st, K(hint_last_unknown))),
+			    N(3, u64(st, K(hint_last_too_long))),
+			    N(4, u64(st, "hint.last.bad_utf8")),
+			    N(5, u64(st, K(hint_last_dotdot))),
+			    N(6, u64(st, K(hint_last_outside))));
 	}
 	if (json_get(st, "warm"))
-		printf("  %-9s %s objects asked for, %s cached, %s failed\n", "warm",
-		       N(0, u64(st, K(warm_queued))), N(1, u64(st, K(warm_done))),
+		printf("  %-9s %s objects asked for, %s cached, %s failed\n",
+		       "warm", N(0, u64(st, K(warm_queued))),
+		       N(1, u64(st, K(warm_done))),
 		       N(2, u64(st, K(warm_failed))));
 	show_fuse(st);
 }
@@ -275,22 +293,23 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 #undef N
 #undef B
 
-/* ---- Prometheus ------------------------------------------------------------ */
+/* ---- Prometheus ------------------------------------------------------------
+ */
 
 enum metric_type { STAT_GAUGE, STAT_COUNTER };
 
 /* One stats key (a row of fs/stats.def) as one sample. Rows of one metric
  * name are adjacent, so that its HELP and TYPE lines are written once. */
 static const struct metric {
-	const char *key;    /* dotted stats key */
-	const char *name;   /* metric name */
+	const char *key;  /* dotted stats key */
+	const char *name; /* metric name */
 	enum metric_type type;
-	const char *label;  /* extra label, e.g. kind="get", or NULL */
-	double scale;       /* value x scale (ms -> s); 0: as written */
-	const char *help;   /* the first row of a name: the metric's */
+	const char *label; /* extra label, e.g. kind="get", or NULL */
+	double scale;	   /* value x scale (ms -> s); 0: as written */
+	const char *help;  /* the first row of a name: the metric's */
 } metrics[] = {
-#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)               \
-	[STAT_##id] = { path, prom, type, label, scale, help },
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)        \
+	[STAT_##id] = {path, prom, type, label, scale, help},
 #include "fs/stats.def"
 #undef HINTFS_STAT
 };
@@ -315,7 +334,8 @@ static void prom_label(FILE *f, const char *s)
 static void prom_up(FILE *f, const char *mount, int up)
 {
 	fputs("# HELP hintfs_up Whether the mount answered (1) or not (0).\n"
-	      "# TYPE hintfs_up gauge\nhintfs_up{mount=", f);
+	      "# TYPE hintfs_up gauge\nhintfs_up{mount=",
+	      f);
 	prom_label(f, mount);
 	fprintf(f, "} %d\n", up);
 }
@@ -324,11 +344,13 @@ static void show_prometheus(FILE *f, const struct ctl_mount *m,
 			    const struct json *st)
 {
 	const char *said = NULL;
-	const char *src = json_str(st, "source"), *ver = json_str(st, "version");
+	const char *src = json_str(st, "source"),
+		   *ver = json_str(st, "version");
 
 	prom_up(f, m->path, 1);
 	fputs("# HELP hintfs_info What is mounted, as labels.\n"
-	      "# TYPE hintfs_info gauge\nhintfs_info{mount=", f);
+	      "# TYPE hintfs_info gauge\nhintfs_info{mount=",
+	      f);
 	prom_label(f, m->path);
 	fputs(",source=", f);
 	prom_label(f, src ? src : "");
@@ -396,7 +418,8 @@ static int write_prometheus(const char *path, const struct ctl_mount *m,
 	return st ? CTL_OK : CTL_FAIL;
 }
 
-/* ---- the live line ---------------------------------------------------------- */
+/* ---- the live line ----------------------------------------------------------
+ */
 
 static int term_width(void)
 {
@@ -413,7 +436,8 @@ static void watch_line(char *out, size_t len, const struct json *st,
 		       const struct json *prev, double dt, int width)
 {
 	char bar[128], rate[32], a[32], b[32], c[32], d[32], e[32];
-	double hl = json_num(st, K(hint_length), 0), hp = json_num(st, K(hint_position), 0);
+	double hl = json_num(st, K(hint_length), 0),
+	       hp = json_num(st, K(hint_position), 0);
 	double epoch = json_num(st, K(hint_epoch), -1);
 	double reads = json_num(st, K(reads_total), 0);
 	double hits = json_num(st, K(reads_cache_hits), 0);
@@ -437,9 +461,10 @@ static void watch_line(char *out, size_t len, const struct json *st,
 		snprintf(head, sizeof(head), "epoch %.0f", epoch);
 	else
 		snprintf(head, sizeof(head), hl > 0 ? "hint" : "no hint");
-	snprintf(out, len, "%s %s %5.1f%% %s/%s | hit %5.1f%% | stalled %s | "
-		 "%s GET/s %s/s | %s in flight", head,
-		 fmt_bar(hl > 0 ? hp / hl : 0, bar_w, bar, sizeof(bar)),
+	snprintf(out, len,
+		 "%s %s %5.1f%% %s/%s | hit %5.1f%% | stalled %s | "
+		 "%s GET/s %s/s | %s in flight",
+		 head, fmt_bar(hl > 0 ? hp / hl : 0, bar_w, bar, sizeof(bar)),
 		 pct(hp, hl), fmt_count((uint64_t)hp, a, sizeof(a)),
 		 fmt_count((uint64_t)hl, b, sizeof(b)), pct(d_hits, d_reads),
 		 fmt_seconds(json_num(st, K(stalls_seconds), 0), c, sizeof(c)),
@@ -491,20 +516,20 @@ static int watch(const struct ctl_mount *m, double interval, long count)
 	return rc;
 }
 
-/* ---- the commands ----------------------------------------------------------- */
+/* ---- the commands -----------------------------------------------------------
+ */
 
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "prometheus", no_argument, NULL, 'p' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "watch", no_argument, NULL, 'w' },
-		{ "interval", required_argument, NULL, 'i' },
-		{ "count", required_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	    {"json", no_argument, NULL, 'j'},
+	    {"prometheus", no_argument, NULL, 'p'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"watch", no_argument, NULL, 'w'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"count", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0}};
 	int mode = 0, c, rc;
 	const char *output = NULL;
 	double interval = 1;
@@ -514,10 +539,13 @@ int cmd_stats(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "jpo:wi:n:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': case 'p': case 'w':
+		case 'j':
+		case 'p':
+		case 'w':
 			if (mode && mode != c) {
-				ctl_err("stats: --json, --prometheus and --watch "
-					"exclude each other");
+				ctl_err(
+				    "stats: --json, --prometheus and --watch "
+				    "exclude each other");
 				return CTL_USAGE;
 			}
 			mode = c;
@@ -527,8 +555,10 @@ int cmd_stats(int argc, char **argv)
 			break;
 		case 'i':
 			if (!ctl_parse_seconds(optarg, &interval)) {
-				ctl_err("stats: --interval %s: expected seconds "
-					"such as 0.5 or 2", optarg);
+				ctl_err(
+				    "stats: --interval %s: expected seconds "
+				    "such as 0.5 or 2",
+				    optarg);
 				return CTL_USAGE;
 			}
 			break;
@@ -539,7 +569,8 @@ int cmd_stats(int argc, char **argv)
 			count = strtol(optarg, &end, 10);
 			if (errno || *end || end == optarg || count < 1) {
 				ctl_err("stats: --count %s: expected a number "
-					"of updates, 1 or more", optarg);
+					"of updates, 1 or more",
+					optarg);
 				return CTL_USAGE;
 			}
 			break;
@@ -553,7 +584,8 @@ int cmd_stats(int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc) {
-		ctl_err("stats: expected one MOUNT; see hintfs-ctl stats --help");
+		ctl_err(
+		    "stats: expected one MOUNT; see hintfs-ctl stats --help");
 		return CTL_USAGE;
 	}
 	if (output && mode != 'p') {
@@ -578,7 +610,8 @@ int cmd_stats(int argc, char **argv)
 		 * this must be able to trust that it parses. */
 		rc = ctl_read(&m, "stats", &text, &len);
 		if (rc) {
-			ctl_err("%s/%s/stats: %s", m.path, CTL_DIR, strerror(-rc));
+			ctl_err("%s/%s/stats: %s", m.path, CTL_DIR,
+				strerror(-rc));
 			ctl_mount_fini(&m);
 			return CTL_FAIL;
 		}
@@ -639,7 +672,8 @@ static void print_creds(const struct json *st, double now)
 		time_t tt = (time_t)exp;
 		char when[64];
 
-		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime(&tt));
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z",
+			 localtime(&tt));
 		if (exp > now)
 			printf(", expires %s (in %s)", when,
 			       fmt_age(exp - now, a, sizeof(a)));
@@ -653,10 +687,8 @@ static void print_creds(const struct json *st, double now)
 
 int cmd_info(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
+					     {0}};
 	char a[64], b[64], c[64];
 	struct ctl_mount m;
 	struct json *st;
@@ -699,7 +731,8 @@ int cmd_info(int argc, char **argv)
 	printf("%-14s %s\n", "cache dir", s ? s : "?");
 	printf("%-14s %s of %s (%.1f%%), %s objects\n", "cache size",
 	       fmt_bytes(bytes, a, sizeof(a)), fmt_bytes(cap, b, sizeof(b)),
-	       pct(bytes, cap), fmt_count(u64(st, K(cache_objects)), c, sizeof(c)));
+	       pct(bytes, cap),
+	       fmt_count(u64(st, K(cache_objects)), c, sizeof(c)));
 	printf("%-14s %s files, %s\n", "listing",
 	       fmt_count(u64(st, K(listing_files)), a, sizeof(a)),
 	       fmt_bytes(json_num(st, K(listing_bytes), 0), b, sizeof(b)));
@@ -709,17 +742,21 @@ int cmd_info(int argc, char **argv)
 		time_t tt = (time_t)t;
 		char when[64];
 
-		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime(&tt));
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z",
+			 localtime(&tt));
 		printf("%-14s %s (listed %s)%s\n", "listing age",
 		       fmt_age(now - t, a, sizeof(a)), when,
-		       fc && fc->type == JSON_TRUE ? "; this mount uses the "
-		       "listing saved in the cache" : "");
+		       fc && fc->type == JSON_TRUE
+			   ? "; this mount uses the "
+			     "listing saved in the cache"
+			   : "");
 	}
 	if (mounted > 0) {
 		time_t tt = (time_t)mounted;
 		char when[64];
 
-		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime(&tt));
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z",
+			 localtime(&tt));
 		printf("%-14s %s (%s ago)\n", "mounted", when,
 		       fmt_age(now - mounted, a, sizeof(a)));
 	}

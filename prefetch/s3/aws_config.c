@@ -94,7 +94,7 @@ static char *scratch_set(struct scratch *sc, const char *pre, const char *s,
 
 int aws_ini_parse(const char *text, size_t len, aws_ini_cb cb, void *arg)
 {
-	struct scratch sec = { 0 }, key = { 0 }, val = { 0 }, nest = { 0 };
+	struct scratch sec = {0}, key = {0}, val = {0}, nest = {0};
 	bool in_section = false, nested = false;
 	const char *p = text, *end = text + len;
 	int rc = 0;
@@ -122,7 +122,8 @@ int aws_ini_parse(const char *text, size_t len, aws_ini_cb cb, void *arg)
 			nested = false;
 			in_section = false;
 			if (!rb)
-				continue; /* garbage: skip up to the next header */
+				continue; /* garbage: skip up to the next header
+					   */
 			nn = (size_t)(rb - name);
 			trim(&name, &nn);
 			if (!scratch_set(&sec, NULL, name, nn, false)) {
@@ -249,33 +250,33 @@ static char *file_path(const char *given, const char *var, const char *base)
 /* ---- one profile --------------------------------------------------------- */
 
 static const char *const prof_keys[AWS_PK_COUNT] = {
-	[AWS_PK_ACCESS_KEY] = "aws_access_key_id",
-	[AWS_PK_SECRET_KEY] = "aws_secret_access_key",
-	[AWS_PK_TOKEN] = "aws_session_token",
-	[AWS_PK_REGION] = "region",
-	[AWS_PK_ENDPOINT] = "endpoint_url",
-	[AWS_PK_S3_ENDPOINT] = "s3.endpoint_url",
-	[AWS_PK_ROLE_ARN] = "role_arn",
-	[AWS_PK_CRED_PROCESS] = "credential_process",
-	[AWS_PK_SSO] = "sso_start_url",
-	[AWS_PK_WEB_IDENTITY] = "web_identity_token_file",
-	[AWS_PK_SOURCE_PROFILE] = "source_profile",
-	[AWS_PK_CRED_SOURCE] = "credential_source",
-	[AWS_PK_SESSION_NAME] = "role_session_name",
-	[AWS_PK_EXTERNAL_ID] = "external_id",
-	[AWS_PK_DURATION] = "duration_seconds",
-	[AWS_PK_STS_REGIONAL] = "sts_regional_endpoints",
-	[AWS_PK_STS_ENDPOINT] = "sts.endpoint_url",
-	[AWS_PK_IMDS_ENDPOINT] = "ec2_metadata_service_endpoint",
-	[AWS_PK_IMDS_V1_DISABLED] = "ec2_metadata_v1_disabled",
+    [AWS_PK_ACCESS_KEY] = "aws_access_key_id",
+    [AWS_PK_SECRET_KEY] = "aws_secret_access_key",
+    [AWS_PK_TOKEN] = "aws_session_token",
+    [AWS_PK_REGION] = "region",
+    [AWS_PK_ENDPOINT] = "endpoint_url",
+    [AWS_PK_S3_ENDPOINT] = "s3.endpoint_url",
+    [AWS_PK_ROLE_ARN] = "role_arn",
+    [AWS_PK_CRED_PROCESS] = "credential_process",
+    [AWS_PK_SSO] = "sso_start_url",
+    [AWS_PK_WEB_IDENTITY] = "web_identity_token_file",
+    [AWS_PK_SOURCE_PROFILE] = "source_profile",
+    [AWS_PK_CRED_SOURCE] = "credential_source",
+    [AWS_PK_SESSION_NAME] = "role_session_name",
+    [AWS_PK_EXTERNAL_ID] = "external_id",
+    [AWS_PK_DURATION] = "duration_seconds",
+    [AWS_PK_STS_REGIONAL] = "sts_regional_endpoints",
+    [AWS_PK_STS_ENDPOINT] = "sts.endpoint_url",
+    [AWS_PK_IMDS_ENDPOINT] = "ec2_metadata_service_endpoint",
+    [AWS_PK_IMDS_V1_DISABLED] = "ec2_metadata_v1_disabled",
 };
 
 /* What one file says about one profile. */
 struct prof {
 	const char *name;
-	bool config;       /* config file: sections are "profile NAME" */
-	bool in_section;   /* the section being parsed is ours */
-	bool found;        /* the file has a section for the profile */
+	bool config;	 /* config file: sections are "profile NAME" */
+	bool in_section; /* the section being parsed is ours */
+	bool found;	 /* the file has a section for the profile */
 	char *val[AWS_PK_COUNT];
 };
 
@@ -368,7 +369,7 @@ int aws_profile_read(const char *cred_path, const char *conf_path,
 		     const char *name, struct aws_profile *out, char *err,
 		     size_t err_len)
 {
-	struct prof cr = { .name = name }, cf = { .name = name, .config = true };
+	struct prof cr = {.name = name}, cf = {.name = name, .config = true};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -389,7 +390,7 @@ int aws_profile_read(const char *cred_path, const char *conf_path,
 
 void aws_profile_fini(struct aws_profile *p)
 {
-	struct prof a = { 0 }, b = { 0 };
+	struct prof a = {0}, b = {0};
 
 	memcpy(a.val, p->cred, sizeof(a.val));
 	memcpy(b.val, p->conf, sizeof(b.val));
@@ -419,7 +420,8 @@ static int dup_to(char **dst, const char *src)
 static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 		      const char *from, char *err, size_t err_len)
 {
-	const char *ak = p->val[AWS_PK_ACCESS_KEY], *sk = p->val[AWS_PK_SECRET_KEY];
+	const char *ak = p->val[AWS_PK_ACCESS_KEY],
+		   *sk = p->val[AWS_PK_SECRET_KEY];
 
 	if (!ak && !sk)
 		return 0;
@@ -437,7 +439,8 @@ static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 }
 
 /* The kind of credentials a profile asks for that hintfs cannot get. */
-static const char *unsupported_creds(const struct prof *cr, const struct prof *cf)
+static const char *unsupported_creds(const struct prof *cr,
+				     const struct prof *cf)
 {
 	/* role_arn, credential_process and web identity are the chain's
 	 * (prefetch/s3/creds_chain.c); only Identity Center needs a browser. */
@@ -459,8 +462,9 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 	const char *profile = req->profile, *profile_from = NULL;
 	const char *ak = env("AWS_ACCESS_KEY_ID");
 	const char *sk = env("AWS_SECRET_ACCESS_KEY");
-	struct prof cr = { 0 }, cf = { 0 };
-	bool named = true, ignore_ep = env_true("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
+	struct prof cr = {0}, cf = {0};
+	bool named = true,
+	     ignore_ep = env_true("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
 	const char *e;
 	int rc;
 
@@ -477,9 +481,11 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 	}
 	if (dup_to(&c->profile, profile))
 		return -ENOMEM;
-	c->credentials_path = file_path(req->credentials_file,
-					"AWS_SHARED_CREDENTIALS_FILE", "credentials");
-	c->config_path = file_path(req->config_file, "AWS_CONFIG_FILE", "config");
+	c->credentials_path =
+	    file_path(req->credentials_file, "AWS_SHARED_CREDENTIALS_FILE",
+		      "credentials");
+	c->config_path =
+	    file_path(req->config_file, "AWS_CONFIG_FILE", "config");
 
 	cr.name = cf.name = c->profile;
 	cf.config = true;
@@ -494,7 +500,8 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 		rc = -ENOENT;
 		snprintf(err, err_len, "profile '%s'%s not found in %s or %s",
 			 profile, profile_from ? profile_from : "",
-			 c->credentials_path ? c->credentials_path : "~/.aws/credentials",
+			 c->credentials_path ? c->credentials_path
+					     : "~/.aws/credentials",
 			 c->config_path ? c->config_path : "~/.aws/config");
 		goto out;
 	}
@@ -556,7 +563,9 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 	if (!e)
 		e = env("AWS_DEFAULT_REGION");
 	if (!e)
-		e = cf.val[AWS_PK_REGION] && *cf.val[AWS_PK_REGION] ? cf.val[AWS_PK_REGION] : NULL;
+		e = cf.val[AWS_PK_REGION] && *cf.val[AWS_PK_REGION]
+			? cf.val[AWS_PK_REGION]
+			: NULL;
 	if (dup_to(&c->region, e)) {
 		rc = -ENOMEM;
 		goto out;
@@ -568,7 +577,8 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 		if (!e)
 			e = env("AWS_ENDPOINT_URL");
 		/* The "s3 =" sub-section is the more specific one. */
-		if (!e && cf.val[AWS_PK_S3_ENDPOINT] && *cf.val[AWS_PK_S3_ENDPOINT])
+		if (!e && cf.val[AWS_PK_S3_ENDPOINT] &&
+		    *cf.val[AWS_PK_S3_ENDPOINT])
 			e = cf.val[AWS_PK_S3_ENDPOINT];
 		if (!e && cf.val[AWS_PK_ENDPOINT] && *cf.val[AWS_PK_ENDPOINT])
 			e = cf.val[AWS_PK_ENDPOINT];

@@ -31,15 +31,15 @@
 
 /** What the caller already knows (all may be NULL / false). */
 struct aws_config_req {
-	const char *profile;          /**< named explicitly (-o profile=) */
+	const char *profile;	      /**< named explicitly (-o profile=) */
 	const char *credentials_file; /**< -o credentials_file= */
 	const char *config_file;      /**< -o config_file= */
-	bool need_credentials;        /**< false with -o no_sign */
+	bool need_credentials;	      /**< false with -o no_sign */
 };
 
 /** The result; every string malloc'd (NULL when not found). */
 struct aws_config {
-	char *profile;       /**< the profile that was read */
+	char *profile; /**< the profile that was read */
 	char *access_key;
 	char *secret_key;
 	char *session_token;
@@ -49,7 +49,7 @@ struct aws_config {
 	 *  "credentials file", "config file" (static), or NULL. */
 	const char *creds_from;
 	char *credentials_path; /**< the credentials file looked at */
-	char *config_path;      /**< the config file looked at */
+	char *config_path;	/**< the config file looked at */
 };
 
 /**
@@ -95,7 +95,6 @@ int aws_ini_parse(const char *text, size_t len, aws_ini_cb cb, void *arg);
  */
 const char *aws_home_dir(void);
 
-
 /** The profile keys hintfs reads (aws_profile_read()). */
 enum aws_pkey {
 	AWS_PK_ACCESS_KEY,
@@ -122,9 +121,9 @@ enum aws_pkey {
 
 /** What the two files say about one profile; values malloc'd or NULL. */
 struct aws_profile {
-	bool found;                /**< a section for it in either file */
-	char *cred[AWS_PK_COUNT];  /**< from the credentials file */
-	char *conf[AWS_PK_COUNT];  /**< from the config file */
+	bool found;		  /**< a section for it in either file */
+	char *cred[AWS_PK_COUNT]; /**< from the credentials file */
+	char *conf[AWS_PK_COUNT]; /**< from the config file */
 };
 
 /**

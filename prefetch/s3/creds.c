@@ -44,7 +44,7 @@
  * never gives up: old credentials may still be valid, and a provider
  * that comes back must be found again. */
 #define CREDS_BACKOFF_BASE_MS 1000
-#define CREDS_BACKOFF_CAP_MS 60000
+#define CREDS_BACKOFF_CAP_MS  60000
 /* Never two fetches within 1 s: a server that keeps saying "expired"
  * (a skewed clock) must not make us hammer STS. */
 #define CREDS_MIN_GAP_MS 1000
@@ -57,15 +57,15 @@ struct snap {
 
 struct creds {
 	struct creds_provider *p;
-	pthread_mutex_t mu;    /* guards everything below */
-	pthread_cond_t wake;   /* the refresh thread waits on it */
-	pthread_cond_t newer;  /* creds_wait_newer() waits on it */
+	pthread_mutex_t mu;   /* guards everything below */
+	pthread_cond_t wake;  /* the refresh thread waits on it */
+	pthread_cond_t newer; /* creds_wait_newer() waits on it */
 	struct snap *cur;
 	uint64_t gen;
-	uint64_t kicked_gen;   /* the generation creds_expired() named */
-	bool kick;             /* refresh now */
+	uint64_t kicked_gen; /* the generation creds_expired() named */
+	bool kick;	     /* refresh now */
 	bool stop;
-	bool thread;           /* the refresh thread runs */
+	bool thread; /* the refresh thread runs */
 	pthread_t th;
 	uint64_t refreshes;
 	uint64_t failures;
@@ -129,13 +129,13 @@ struct creds_provider *creds_static_create(const char *name,
 
 	if (!s)
 		return NULL;
-	s->base = (struct creds_provider){ .fetch = static_fetch,
-					   .destroy = static_destroy };
+	s->base = (struct creds_provider){.fetch = static_fetch,
+					  .destroy = static_destroy};
 	s->name = strdup(name);
 	s->v.access_key = dup_or_null(access_key);
 	s->v.secret_key = dup_or_null(secret_key);
-	s->v.session_token = session_token && *session_token
-				 ? strdup(session_token) : NULL;
+	s->v.session_token =
+	    session_token && *session_token ? strdup(session_token) : NULL;
 	s->base.name = s->name;
 	if (!s->name || !s->v.access_key || !s->v.secret_key ||
 	    (session_token && *session_token && !s->v.session_token)) {
@@ -178,8 +178,8 @@ struct creds_provider *creds_absent_create(const char *name, int err,
 
 	if (!a)
 		return NULL;
-	a->base = (struct creds_provider){ .fetch = absent_fetch,
-					   .destroy = absent_destroy };
+	a->base = (struct creds_provider){.fetch = absent_fetch,
+					  .destroy = absent_destroy};
 	a->name = strdup(name);
 	a->reason = strdup(reason);
 	a->err = err;
@@ -191,7 +191,8 @@ struct creds_provider *creds_absent_create(const char *name, int err,
 	return &a->base;
 }
 
-/* ---- snapshots ------------------------------------------------------------ */
+/* ---- snapshots ------------------------------------------------------------
+ */
 
 static struct snap *snap_new(struct creds_value *v, uint64_t gen)
 {
@@ -203,9 +204,11 @@ static struct snap *snap_new(struct creds_value *v, uint64_t gen)
 	memset(v, 0, sizeof(*v));
 	atomic_init(&s->ref, 1);
 	s->pub = (struct creds_snap){
-		.access_key = s->v.access_key, .secret_key = s->v.secret_key,
-		.session_token = s->v.session_token, .expires = s->v.expires,
-		.gen = gen,
+	    .access_key = s->v.access_key,
+	    .secret_key = s->v.secret_key,
+	    .session_token = s->v.session_token,
+	    .expires = s->v.expires,
+	    .gen = gen,
 	};
 	return s;
 }
@@ -249,7 +252,8 @@ static int install(struct creds *c, struct creds_value *v)
 	return 0;
 }
 
-/* ---- refresh -------------------------------------------------------------- */
+/* ---- refresh --------------------------------------------------------------
+ */
 
 /* When, in monotonic ms, the value fetched at @fetched_ms that expires
  * at @expires (epoch s) is due for a refresh; UINT64_MAX: never. */
@@ -280,8 +284,8 @@ static void *refresh_main(void *arg)
 {
 	struct creds *c = arg;
 	const struct retry_policy backoff = {
-		.base_ms = CREDS_BACKOFF_BASE_MS,
-		.cap_ms = CREDS_BACKOFF_CAP_MS,
+	    .base_ms = CREDS_BACKOFF_BASE_MS,
+	    .cap_ms = CREDS_BACKOFF_CAP_MS,
 	};
 	unsigned int seed = (unsigned int)mono_ns();
 	uint64_t due, backoff_ms;
@@ -332,7 +336,8 @@ static void *refresh_main(void *arg)
 		if (!rc && v.expires && v.expires <= time(NULL)) {
 			creds_value_fini(&v);
 			rc = -EKEYEXPIRED;
-			snprintf(err, sizeof(err), "it gave credentials that "
+			snprintf(err, sizeof(err),
+				 "it gave credentials that "
 				 "have already expired (check the clock)");
 		}
 		pthread_mutex_lock(&c->mu);
@@ -349,12 +354,12 @@ static void *refresh_main(void *arg)
 			fmt_time(c->cur->pub.expires, when, sizeof(when));
 			if (retry)
 				log_info("credentials: %s works again (key "
-					 "...%s, until %s)", c->p->name,
-					 c->key_tail, when);
+					 "...%s, until %s)",
+					 c->p->name, c->key_tail, when);
 			else
 				log_debug("credentials: refreshed from %s "
-					  "(key ...%s, until %s)", c->p->name,
-					  c->key_tail, when);
+					  "(key ...%s, until %s)",
+					  c->p->name, c->key_tail, when);
 			retry = false;
 			failed = 0;
 			continue;
@@ -372,7 +377,8 @@ static void *refresh_main(void *arg)
 
 			fmt_time(exp, when, sizeof(when));
 			log_warn("credentials: refresh from %s failed: %s; %s "
-				 "%s; next try in %llu s", c->p->name, err,
+				 "%s; next try in %llu s",
+				 c->p->name, err,
 				 valid ? "keeping the current ones, valid until"
 				       : "the current ones expired at",
 				 when, (unsigned long long)(backoff_ms / 1000));
@@ -431,7 +437,8 @@ void creds_get_info(struct creds *c, struct creds_info *out)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- the chain ------------------------------------------------------------ */
+/* ---- the chain ------------------------------------------------------------
+ */
 
 /* Appends "@name: @reason" to the one-line report in @buf. */
 static void report_add(char *buf, size_t len, const char *name,
@@ -449,7 +456,7 @@ int creds_start(struct creds_provider **chain, size_t n, struct creds **out,
 		char *err, size_t err_len)
 {
 	struct creds *c = NULL;
-	struct creds_value v = { 0 };
+	struct creds_value v = {0};
 	char report[1024] = "", why[512];
 	size_t chosen = n;
 	int rc = -ENOENT;
@@ -466,7 +473,8 @@ int creds_start(struct creds_provider **chain, size_t n, struct creds **out,
 		if (!rc && v.expires && v.expires <= time(NULL)) {
 			creds_value_fini(&v);
 			rc = -EKEYEXPIRED;
-			snprintf(why, sizeof(why), "it gave credentials that "
+			snprintf(why, sizeof(why),
+				 "it gave credentials that "
 				 "have already expired (check the clock)");
 		}
 		if (!rc) {

@@ -65,8 +65,8 @@ void creds_provider_destroy(struct creds_provider *p);
 /** Network settings the HTTP providers share (copied by each create). */
 struct creds_net {
 	const char *ca_file; /**< extra CA bundle, or NULL */
-	bool insecure;       /**< no TLS verification (-o insecure) */
-	int timeout_ms;      /**< per request; 0: the provider's default */
+	bool insecure;	     /**< no TLS verification (-o insecure) */
+	int timeout_ms;	     /**< per request; 0: the provider's default */
 };
 
 /* ---- providers (each returns NULL when out of memory) ------------------ */
@@ -91,9 +91,8 @@ struct creds_provider *creds_absent_create(const char *name, int err,
  * Version 1). The child gets our environment minus the AWS secrets it does
  * not need (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, ...).
  */
-struct creds_provider *creds_process_create(const char *name,
-					    const char *command,
-					    int timeout_ms);
+struct creds_provider *
+creds_process_create(const char *name, const char *command, int timeout_ms);
 
 /** Where and how to call STS. */
 struct creds_sts_config {
@@ -106,19 +105,21 @@ struct creds_sts_config {
  * AssumeRoleWithWebIdentity with the token read from @token_file at each
  * fetch (the file is watched for changes). @session_name may be NULL.
  */
-struct creds_provider *creds_web_identity_create(const char *name,
-	const struct creds_sts_config *sts, const char *role_arn,
-	const char *token_file, const char *session_name);
+struct creds_provider *
+creds_web_identity_create(const char *name, const struct creds_sts_config *sts,
+			  const char *role_arn, const char *token_file,
+			  const char *session_name);
 
 /**
  * AssumeRole signed with the credentials of @source (owned from here on,
  * also when this returns NULL). @external_id and @session_name may be
  * NULL; @duration_s 0 lets STS choose.
  */
-struct creds_provider *creds_assume_role_create(const char *name,
-	const struct creds_sts_config *sts, struct creds_provider *source,
-	const char *role_arn, const char *session_name,
-	const char *external_id, int duration_s);
+struct creds_provider *
+creds_assume_role_create(const char *name, const struct creds_sts_config *sts,
+			 struct creds_provider *source, const char *role_arn,
+			 const char *session_name, const char *external_id,
+			 int duration_s);
 
 /**
  * The container credentials endpoint (ECS task role, EKS Pod Identity):
@@ -126,15 +127,17 @@ struct creds_provider *creds_assume_role_create(const char *name,
  * fetch, else @token (either may be NULL).
  */
 struct creds_provider *creds_container_create(const char *url,
-	const char *token, const char *token_file, const struct creds_net *net);
+					      const char *token,
+					      const char *token_file,
+					      const struct creds_net *net);
 
 /**
  * EC2 instance metadata at @endpoint ("http://169.254.169.254"): IMDSv2
  * (a session token from PUT /latest/api/token), falling back to IMDSv1
  * when the PUT is refused (403, 404, 405) unless @v1_disabled.
  */
-struct creds_provider *creds_imds_create(const char *endpoint,
-	bool v1_disabled, const struct creds_net *net);
+struct creds_provider *creds_imds_create(const char *endpoint, bool v1_disabled,
+					 const struct creds_net *net);
 
 /* ---- the credentials of one mount -------------------------------------- */
 
@@ -145,8 +148,8 @@ struct creds_snap {
 	const char *access_key;
 	const char *secret_key;
 	const char *session_token; /**< NULL when none */
-	int64_t expires;           /**< 0: never */
-	uint64_t gen;              /**< bumps at each change */
+	int64_t expires;	   /**< 0: never */
+	uint64_t gen;		   /**< bumps at each change */
 };
 
 /**
@@ -190,12 +193,12 @@ bool creds_wait_newer(struct creds *c, uint64_t gen, int timeout_ms);
 
 /** For stats and hintfs-ctl info: a snapshot, no secret in it. */
 struct creds_info {
-	char provider[64];     /**< the provider in use */
-	char key_tail[5];      /**< last four characters of the key id */
-	int64_t expires;       /**< 0: never */
-	uint64_t refreshes;    /**< successful fetches after the first */
+	char provider[64];  /**< the provider in use */
+	char key_tail[5];   /**< last four characters of the key id */
+	int64_t expires;    /**< 0: never */
+	uint64_t refreshes; /**< successful fetches after the first */
 	uint64_t refresh_failures;
-	int64_t last_refresh;  /**< seconds since the epoch; 0: none yet */
+	int64_t last_refresh; /**< seconds since the epoch; 0: none yet */
 };
 
 /** Fills @out. Any thread. */
@@ -230,8 +233,8 @@ int creds_parse_process_json(const char *text, size_t len,
  * (AccessKeyId, SecretAccessKey, Token, Expiration; IMDS's Code must be
  * "Success" when present). Returns 0, -EINVAL with @err, or -ENOMEM.
  */
-int creds_parse_http_json(const char *text, size_t len,
-			  struct creds_value *out, char *err, size_t err_len);
+int creds_parse_http_json(const char *text, size_t len, struct creds_value *out,
+			  char *err, size_t err_len);
 
 /**
  * Parses an STS answer (AssumeRoleResponse or

@@ -29,8 +29,8 @@
 #define CHAIN_MAX_DEPTH 4
 /* The ECS agent's address: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is a
  * path on it. */
-#define CONTAINER_HOST "http://169.254.170.2"
-#define IMDS_ENDPOINT "http://169.254.169.254"
+#define CONTAINER_HOST	 "http://169.254.170.2"
+#define IMDS_ENDPOINT	 "http://169.254.169.254"
 #define IMDS_ENDPOINT_V6 "http://[fd00:ec2::254]"
 
 static const char *env(const char *name)
@@ -83,11 +83,13 @@ static int profile_fetch(struct creds_provider *p, struct creds_value *out,
 	/* NOTE(s3): the credentials file's pair beats the config file's. */
 	if (prof.cred[AWS_PK_ACCESS_KEY] && prof.cred[AWS_PK_SECRET_KEY]) {
 		vals = prof.cred;
-	} else if (prof.conf[AWS_PK_ACCESS_KEY] && prof.conf[AWS_PK_SECRET_KEY]) {
+	} else if (prof.conf[AWS_PK_ACCESS_KEY] &&
+		   prof.conf[AWS_PK_SECRET_KEY]) {
 		vals = prof.conf;
 	}
 	if (!vals || !*vals[AWS_PK_ACCESS_KEY] || !*vals[AWS_PK_SECRET_KEY]) {
-		snprintf(err, err_len, "profile '%s' no longer has "
+		snprintf(err, err_len,
+			 "profile '%s' no longer has "
 			 "aws_access_key_id and aws_secret_access_key",
 			 pp->profile);
 		aws_profile_fini(&prof);
@@ -96,9 +98,11 @@ static int profile_fetch(struct creds_provider *p, struct creds_value *out,
 	out->access_key = strdup(vals[AWS_PK_ACCESS_KEY]);
 	out->secret_key = strdup(vals[AWS_PK_SECRET_KEY]);
 	out->session_token = vals[AWS_PK_TOKEN] && *vals[AWS_PK_TOKEN]
-				 ? strdup(vals[AWS_PK_TOKEN]) : NULL;
+				 ? strdup(vals[AWS_PK_TOKEN])
+				 : NULL;
 	if (!out->access_key || !out->secret_key ||
-	    (vals[AWS_PK_TOKEN] && *vals[AWS_PK_TOKEN] && !out->session_token)) {
+	    (vals[AWS_PK_TOKEN] && *vals[AWS_PK_TOKEN] &&
+	     !out->session_token)) {
 		creds_value_fini(out);
 		rc = -ENOMEM;
 	}
@@ -134,13 +138,14 @@ static struct creds_provider *profile_create(const struct aws_config *aws,
 
 	if (!pp)
 		return NULL;
-	pp->base = (struct creds_provider){ .fetch = profile_fetch,
-					    .changed = profile_changed,
-					    .destroy = profile_destroy };
+	pp->base = (struct creds_provider){.fetch = profile_fetch,
+					   .changed = profile_changed,
+					   .destroy = profile_destroy};
 	if (asprintf(&pp->name, "profile '%s'", profile) < 0)
 		pp->name = NULL;
 	pp->profile = strdup(profile);
-	pp->cred_path = aws->credentials_path ? strdup(aws->credentials_path) : NULL;
+	pp->cred_path =
+	    aws->credentials_path ? strdup(aws->credentials_path) : NULL;
 	pp->conf_path = aws->config_path ? strdup(aws->config_path) : NULL;
 	pp->base.name = pp->name;
 	if (!pp->name || !pp->profile ||
@@ -152,17 +157,20 @@ static struct creds_provider *profile_create(const struct aws_config *aws,
 	return &pp->base;
 }
 
-/* ---- STS ------------------------------------------------------------------- */
+/* ---- STS -------------------------------------------------------------------
+ */
 
 /* NOTE(s3): the regions whose "legacy" STS endpoint is the global one
  * (botocore's _LEGACY_GLOBAL_STS_REGIONS). */
 static bool legacy_global(const char *r)
 {
 	static const char *const g[] = {
-		"ap-northeast-1", "ap-south-1", "ap-southeast-1",
-		"ap-southeast-2", "aws-global", "ca-central-1", "eu-central-1",
-		"eu-north-1", "eu-west-1", "eu-west-2", "eu-west-3",
-		"sa-east-1", "us-east-1", "us-east-2", "us-west-1", "us-west-2",
+	    "ap-northeast-1", "ap-south-1", "ap-southeast-1",
+	    "ap-southeast-2", "aws-global", "ca-central-1",
+	    "eu-central-1",   "eu-north-1", "eu-west-1",
+	    "eu-west-2",      "eu-west-3",  "sa-east-1",
+	    "us-east-1",      "us-east-2",  "us-west-1",
+	    "us-west-2",
 	};
 
 	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
@@ -200,29 +208,32 @@ static void sts_setup(struct ctx *x, const struct aws_profile *prof)
 			 "https://sts.%s.amazonaws.com%s", region,
 			 strncmp(region, "cn-", 3) ? "" : ".cn");
 	}
-	x->net = (struct creds_net){ .ca_file = x->rq->ca_file,
-				     .insecure = x->rq->insecure };
+	x->net = (struct creds_net){.ca_file = x->rq->ca_file,
+				    .insecure = x->rq->insecure};
 	x->sts = (struct creds_sts_config){
-		.endpoint = x->sts_endpoint,
-		.region = region ? region : "us-east-1",
-		.net = x->net,
+	    .endpoint = x->sts_endpoint,
+	    .region = region ? region : "us-east-1",
+	    .net = x->net,
 	};
 }
 
-/* ---- sources -------------------------------------------------------------- */
+/* ---- sources --------------------------------------------------------------
+ */
 
 static struct creds_provider *env_provider(void)
 {
-	const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+	const char *ak = env("AWS_ACCESS_KEY_ID"),
+		   *sk = env("AWS_SECRET_ACCESS_KEY");
 
 	if (ak && sk)
 		return creds_static_create("environment", ak, sk,
 					   env("AWS_SESSION_TOKEN"));
 	if (ak || sk)
-		return creds_absent_create(
-		    "environment", -EINVAL,
-		    ak ? "AWS_ACCESS_KEY_ID is set but not AWS_SECRET_ACCESS_KEY"
-		       : "AWS_SECRET_ACCESS_KEY is set but not AWS_ACCESS_KEY_ID");
+		return creds_absent_create("environment", -EINVAL,
+					   ak ? "AWS_ACCESS_KEY_ID is set but "
+						"not AWS_SECRET_ACCESS_KEY"
+					      : "AWS_SECRET_ACCESS_KEY is set "
+						"but not AWS_ACCESS_KEY_ID");
 	return creds_absent_create("environment", 0,
 				   "AWS_ACCESS_KEY_ID not set");
 }
@@ -237,7 +248,8 @@ static void quote_url(const char *url, char *out, size_t out_len)
 	size_t k = 0;
 
 	auth = auth ? auth + 3 : url;
-	for (const char *q = auth; *q && *q != '/' && *q != '?' && *q != '#'; q++)
+	for (const char *q = auth; *q && *q != '/' && *q != '?' && *q != '#';
+	     q++)
 		if (*q == '@')
 			at = q;
 	for (const char *q = url; *q && k + 4 < out_len; q++) {
@@ -259,7 +271,7 @@ static void quote_url(const char *url, char *out, size_t out_len)
  * "127.0.0.1.evil.example" through. */
 static bool container_host_ok(const char *host)
 {
-	static const char *const agents6[] = { "::1", "fd00:ec2::23" };
+	static const char *const agents6[] = {"::1", "fd00:ec2::23"};
 	struct in6_addr a6, b6;
 	struct in_addr a;
 	char bare[INET6_ADDRSTRLEN];
@@ -289,7 +301,9 @@ int creds_container_url_check(const char *url, char **out, char *why,
 			      size_t why_len)
 {
 	static const CURLUPart userinfo[] = {
-		CURLUPART_USER, CURLUPART_PASSWORD, CURLUPART_OPTIONS,
+	    CURLUPART_USER,
+	    CURLUPART_PASSWORD,
+	    CURLUPART_OPTIONS,
 	};
 	CURLU *u = curl_url();
 	char *scheme = NULL, *host = NULL, *part = NULL;
@@ -303,15 +317,19 @@ int creds_container_url_check(const char *url, char **out, char *why,
 	quote_url(url, q, sizeof(q));
 	uc = curl_url_set(u, CURLUPART_URL, url, 0);
 	if (uc) {
-		snprintf(why, why_len, "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
-			 "is not a URL (%s)", q, curl_url_strerror(uc));
+		snprintf(why, why_len,
+			 "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
+			 "is not a URL (%s)",
+			 q, curl_url_strerror(uc));
 		goto out;
 	}
 	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) ||
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) ||
 	    (strcasecmp(scheme, "http") && strcasecmp(scheme, "https"))) {
-		snprintf(why, why_len, "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
-			 "is not an http or https URL with a host", q);
+		snprintf(why, why_len,
+			 "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
+			 "is not an http or https URL with a host",
+			 q);
 		goto out;
 	}
 	/* user:password@ would go to the host as Basic auth, and fools a
@@ -330,9 +348,11 @@ int creds_container_url_check(const char *url, char **out, char *why,
 	/* NOTE(s3): the SDKs send the authorization token to any https
 	 * host, and over plain http only to the loopback or the agents. */
 	if (strcasecmp(scheme, "https") && !container_host_ok(host)) {
-		snprintf(why, why_len, "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
+		snprintf(why, why_len,
+			 "AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' "
 			 "is plain http to a host other than the loopback or "
-			 "the ECS/EKS agent", q);
+			 "the ECS/EKS agent",
+			 q);
 		goto out;
 	}
 	/* The URL as checked is the URL fetched: libcurl's own spelling, so
@@ -366,20 +386,21 @@ static struct creds_provider *container_provider(const struct ctx *x)
 			return NULL;
 	} else if (full) {
 		char why[700];
-		int rc = creds_container_url_check(full, &url, why,
-						   sizeof(why));
+		int rc =
+		    creds_container_url_check(full, &url, why, sizeof(why));
 
 		if (rc == -ENOMEM)
 			return NULL;
 		if (rc)
-			return creds_absent_create("container credentials",
-						   rc, why);
+			return creds_absent_create("container credentials", rc,
+						   why);
 	} else {
-		return creds_absent_create(
-		    "container credentials", 0,
-		    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and _FULL_URI not set");
+		return creds_absent_create("container credentials", 0,
+					   "AWS_CONTAINER_CREDENTIALS_RELATIVE_"
+					   "URI and _FULL_URI not set");
 	}
-	p = creds_container_create(url, tok_file ? NULL : tok, tok_file, &x->net);
+	p = creds_container_create(url, tok_file ? NULL : tok, tok_file,
+				   &x->net);
 	free(url);
 	return p;
 }
@@ -404,8 +425,9 @@ static struct creds_provider *imds_provider(const struct ctx *x,
 	return creds_imds_create(ep, is_true(v1), &x->net);
 }
 
-static struct creds_provider *web_identity(const struct ctx *x, const char *name,
-					   const char *role, const char *file,
+static struct creds_provider *web_identity(const struct ctx *x,
+					   const char *name, const char *role,
+					   const char *file,
 					   const char *session)
 {
 	return creds_web_identity_create(name, &x->sts, role, file, session);
@@ -413,7 +435,7 @@ static struct creds_provider *web_identity(const struct ctx *x, const char *name
 
 /* A configuration mistake in the profile: a provider that fails with it. */
 static struct creds_provider *bad(const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static struct creds_provider *bad(const char *name, const char *fmt, ...)
 {
@@ -445,15 +467,21 @@ static struct creds_provider *profile_provider(const struct ctx *x,
 			      &prof, why, sizeof(why));
 	if (rc) {
 		aws_profile_fini(&prof);
-		return rc == -ENOMEM ? NULL : creds_absent_create(label, rc, why);
+		return rc == -ENOMEM ? NULL
+				     : creds_absent_create(label, rc, why);
 	}
 	if (!prof.found) {
-		p = depth ? bad(label, "source_profile '%s' is in neither %s "
-				"nor %s", name,
-				aws->credentials_path ? aws->credentials_path : "?",
-				aws->config_path ? aws->config_path : "?")
-			  : creds_absent_create(label, 0, "no such profile in "
-						"the credentials or config file");
+		p = depth
+			? bad(label,
+			      "source_profile '%s' is in neither %s "
+			      "nor %s",
+			      name,
+			      aws->credentials_path ? aws->credentials_path
+						    : "?",
+			      aws->config_path ? aws->config_path : "?")
+			: creds_absent_create(label, 0,
+					      "no such profile in "
+					      "the credentials or config file");
 		goto out;
 	}
 	role = aws_profile_get(&prof, AWS_PK_ROLE_ARN);
@@ -461,7 +489,8 @@ static struct creds_provider *profile_provider(const struct ctx *x,
 	cs = aws_profile_get(&prof, AWS_PK_CRED_SOURCE);
 	wif = aws_profile_get(&prof, AWS_PK_WEB_IDENTITY);
 	if (role && wif && !sp && !cs) {
-		snprintf(label, sizeof(label), "web identity (profile '%s')", name);
+		snprintf(label, sizeof(label), "web identity (profile '%s')",
+			 name);
 		p = web_identity(x, label, role, wif,
 				 aws_profile_get(&prof, AWS_PK_SESSION_NAME));
 		goto out;
@@ -472,7 +501,7 @@ static struct creds_provider *profile_provider(const struct ctx *x,
 
 		if (sp && cs) {
 			p = bad(label, "has both source_profile and "
-				"credential_source; keep one");
+				       "credential_source; keep one");
 			goto out;
 		}
 		if (dur) {
@@ -480,8 +509,10 @@ static struct creds_provider *profile_provider(const struct ctx *x,
 			long v = strtol(dur, &end, 10);
 
 			if (*end || v < 900 || v > 43200) {
-				p = bad(label, "duration_seconds '%.20s' is not "
-					"900 to 43200", dur);
+				p = bad(label,
+					"duration_seconds '%.20s' is not "
+					"900 to 43200",
+					dur);
 				goto out;
 			}
 			dur_s = (int)v;
@@ -492,8 +523,10 @@ static struct creds_provider *profile_provider(const struct ctx *x,
 			src = profile_create(aws, name);
 		} else if (sp) {
 			if (depth >= CHAIN_MAX_DEPTH) {
-				p = bad(label, "source_profile chain deeper than "
-					"%d (a loop?)", CHAIN_MAX_DEPTH);
+				p = bad(label,
+					"source_profile chain deeper than "
+					"%d (a loop?)",
+					CHAIN_MAX_DEPTH);
 				goto out;
 			}
 			src = profile_provider(x, sp, depth + 1);
@@ -504,38 +537,45 @@ static struct creds_provider *profile_provider(const struct ctx *x,
 		} else if (cs && !strcmp(cs, "EcsContainer")) {
 			src = container_provider(x);
 		} else if (cs) {
-			p = bad(label, "credential_source '%.40s' is not "
+			p = bad(label,
+				"credential_source '%.40s' is not "
 				"Environment, Ec2InstanceMetadata or "
-				"EcsContainer", cs);
+				"EcsContainer",
+				cs);
 			goto out;
 		} else {
-			p = bad(label, "role_arn needs source_profile, "
+			p = bad(label,
+				"role_arn needs source_profile, "
 				"credential_source or web_identity_token_file");
 			goto out;
 		}
-		snprintf(label, sizeof(label), "assume role (profile '%s')", name);
-		p = creds_assume_role_create(label, &x->sts, src, role,
-			aws_profile_get(&prof, AWS_PK_SESSION_NAME),
-			aws_profile_get(&prof, AWS_PK_EXTERNAL_ID), dur_s);
+		snprintf(label, sizeof(label), "assume role (profile '%s')",
+			 name);
+		p = creds_assume_role_create(
+		    label, &x->sts, src, role,
+		    aws_profile_get(&prof, AWS_PK_SESSION_NAME),
+		    aws_profile_get(&prof, AWS_PK_EXTERNAL_ID), dur_s);
 		goto out;
 	}
 	if (prof.cred[AWS_PK_ACCESS_KEY] || prof.cred[AWS_PK_SECRET_KEY]) {
 		p = profile_create(aws, name);
 	} else if (aws_profile_get(&prof, AWS_PK_CRED_PROCESS)) {
-		snprintf(label, sizeof(label), "credential_process (profile '%s')",
-			 name);
-		p = creds_process_create(label,
-					 aws_profile_get(&prof, AWS_PK_CRED_PROCESS),
-					 x->rq->process_timeout_ms);
-	} else if (prof.conf[AWS_PK_ACCESS_KEY] || prof.conf[AWS_PK_SECRET_KEY]) {
+		snprintf(label, sizeof(label),
+			 "credential_process (profile '%s')", name);
+		p = creds_process_create(
+		    label, aws_profile_get(&prof, AWS_PK_CRED_PROCESS),
+		    x->rq->process_timeout_ms);
+	} else if (prof.conf[AWS_PK_ACCESS_KEY] ||
+		   prof.conf[AWS_PK_SECRET_KEY]) {
 		p = profile_create(aws, name);
 	} else if (aws_profile_get(&prof, AWS_PK_SSO)) {
 		p = bad(label, "IAM Identity Center (sso_*) is not supported: "
-			"use credential_process with 'aws configure "
-			"export-credentials', or static keys");
+			       "use credential_process with 'aws configure "
+			       "export-credentials', or static keys");
 	} else {
-		p = depth ? bad(label, "source_profile has no credentials")
-			  : creds_absent_create(label, 0, "no credentials in it");
+		p = depth
+			? bad(label, "source_profile has no credentials")
+			: creds_absent_create(label, 0, "no credentials in it");
 	}
 out:
 	aws_profile_fini(&prof);
@@ -546,9 +586,10 @@ int creds_chain_build(const struct creds_chain_req *rq,
 		      struct creds_provider **chain, size_t *n)
 {
 	const struct aws_config *aws = rq->aws;
-	struct ctx x = { .rq = rq };
+	struct ctx x = {.rq = rq};
 	struct aws_profile prof;
-	const char *role = env("AWS_ROLE_ARN"), *wif = env("AWS_WEB_IDENTITY_TOKEN_FILE");
+	const char *role = env("AWS_ROLE_ARN"),
+		   *wif = env("AWS_WEB_IDENTITY_TOKEN_FILE");
 	char why[512];
 	size_t k = 0;
 	int rc;
@@ -573,10 +614,12 @@ int creds_chain_build(const struct creds_chain_req *rq,
 		chain[k++] = web_identity(&x, "web identity", role, wif,
 					  env("AWS_ROLE_SESSION_NAME"));
 	else if (role || wif)
-		chain[k++] = creds_absent_create(
-		    "web identity", -EINVAL,
-		    role ? "AWS_ROLE_ARN is set but not AWS_WEB_IDENTITY_TOKEN_FILE"
-			 : "AWS_WEB_IDENTITY_TOKEN_FILE is set but not AWS_ROLE_ARN");
+		chain[k++] =
+		    creds_absent_create("web identity", -EINVAL,
+					role ? "AWS_ROLE_ARN is set but not "
+					       "AWS_WEB_IDENTITY_TOKEN_FILE"
+					     : "AWS_WEB_IDENTITY_TOKEN_FILE is "
+					       "set but not AWS_ROLE_ARN");
 	else
 		chain[k++] = creds_absent_create("web identity", 0,
 						 "AWS_ROLE_ARN not set");

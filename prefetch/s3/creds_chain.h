@@ -35,10 +35,10 @@
 
 struct creds_chain_req {
 	const struct aws_config *aws; /**< resolved profile, files, region */
-	bool profile_named;           /**< -o profile= given */
-	const char *ca_file;          /**< for https STS / container URLs */
+	bool profile_named;	      /**< -o profile= given */
+	const char *ca_file;	      /**< for https STS / container URLs */
 	bool insecure;
-	int process_timeout_ms;       /**< credential_process; 0: default */
+	int process_timeout_ms; /**< credential_process; 0: default */
 };
 
 /**

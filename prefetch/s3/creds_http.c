@@ -88,7 +88,7 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *out,
 	       char *err, size_t err_len)
 {
 	struct curl_slist *hl = NULL;
-	struct sink s = { .b = { .secret = true } };
+	struct sink s = {.b = {.secret = true}};
 	char cerr[CURL_ERROR_SIZE] = "";
 	CURLcode cc;
 	CURL *h;
@@ -132,7 +132,8 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *out,
 	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
 	if (!strcmp(rq->method, "POST") || !strcmp(rq->method, "PUT")) {
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body ? rq->body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+				 rq->body ? rq->body : "");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)rq->body_len);
 	}
 	if (rq->net && rq->net->insecure) {
@@ -146,13 +147,14 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *out,
 		rc = s.overflow ? -EPROTO : curl_errno(cc);
 		snprintf(err, err_len, "%s %s: %s", rq->method, rq->url,
 			 s.overflow ? "answer larger than 64 KiB"
-				    : cerr[0] ? cerr : curl_easy_strerror(cc));
+			 : cerr[0]  ? cerr
+				    : curl_easy_strerror(cc));
 		goto out;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
 	out->body = s.b.data ? s.b.data : strdup("");
 	out->len = s.b.len;
-	s.b = (struct buf){ 0 };
+	s.b = (struct buf){0};
 	if (!out->body)
 		rc = -ENOMEM;
 out:
@@ -221,14 +223,15 @@ static char *file_error(const char *what, const char *path, int rc, char *err,
 	return err;
 }
 
-/* ---- the container endpoint ------------------------------------------------ */
+/* ---- the container endpoint ------------------------------------------------
+ */
 
 struct container_prov {
 	struct creds_provider base;
 	char *url;
-	char *token;      /* AWS_CONTAINER_AUTHORIZATION_TOKEN */
+	char *token;	  /* AWS_CONTAINER_AUTHORIZATION_TOKEN */
 	char *token_file; /* AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE */
-	char stamp[64];   /* of token_file at the last fetch */
+	char stamp[64];	  /* of token_file at the last fetch */
 	struct creds_net net;
 	char *ca_file;
 };
@@ -239,7 +242,7 @@ static int container_fetch(struct creds_provider *p, struct creds_value *out,
 	struct container_prov *cp = (struct container_prov *)p;
 	struct creds_http_resp r;
 	char *tok = NULL, *auth = NULL;
-	const char *hdrs[2] = { NULL, NULL };
+	const char *hdrs[2] = {NULL, NULL};
 	char why[256];
 	int rc;
 
@@ -253,26 +256,32 @@ static int container_fetch(struct creds_provider *p, struct creds_value *out,
 		}
 	}
 	if (tok || cp->token) {
-		if (asprintf(&auth, "Authorization: %s", tok ? tok : cp->token) < 0) {
+		if (asprintf(&auth, "Authorization: %s",
+			     tok ? tok : cp->token) < 0) {
 			auth = NULL;
 			rc = -ENOMEM;
 			goto out;
 		}
 		hdrs[0] = auth;
 	}
-	rc = creds_http(&(struct creds_http_req){
-		.method = "GET", .url = cp->url, .headers = hdrs,
+	rc = creds_http(
+	    &(struct creds_http_req){
+		.method = "GET",
+		.url = cp->url,
+		.headers = hdrs,
 		.net = &cp->net,
 		.timeout_ms = cp->net.timeout_ms ? cp->net.timeout_ms
 						 : CREDS_CONTAINER_TIMEOUT_MS,
-	}, &r, err, err_len);
+	    },
+	    &r, err, err_len);
 	if (rc)
 		goto out;
 	if (r.status != 200) {
 		rc = r.status == 401 || r.status == 403 ? -EACCES : -EIO;
 		snprintf(err, err_len, "GET %s: HTTP %ld", cp->url, r.status);
 	} else {
-		rc = creds_parse_http_json(r.body, r.len, out, why, sizeof(why));
+		rc =
+		    creds_parse_http_json(r.body, r.len, out, why, sizeof(why));
 		if (rc)
 			snprintf(err, err_len, "GET %s: %s", cp->url, why);
 	}
@@ -306,16 +315,19 @@ static void container_destroy(struct creds_provider *p)
 }
 
 struct creds_provider *creds_container_create(const char *url,
-	const char *token, const char *token_file, const struct creds_net *net)
+					      const char *token,
+					      const char *token_file,
+					      const struct creds_net *net)
 {
 	struct container_prov *cp = calloc(1, sizeof(*cp));
 
 	if (!cp)
 		return NULL;
 	cp->base = (struct creds_provider){
-		.name = "container credentials", .fetch = container_fetch,
-		.changed = token_file ? container_changed : NULL,
-		.destroy = container_destroy,
+	    .name = "container credentials",
+	    .fetch = container_fetch,
+	    .changed = token_file ? container_changed : NULL,
+	    .destroy = container_destroy,
 	};
 	cp->url = strdup(url);
 	cp->token = token ? strdup(token) : NULL;
@@ -334,7 +346,8 @@ struct creds_provider *creds_container_create(const char *url,
 	return &cp->base;
 }
 
-/* ---- EC2 instance metadata ------------------------------------------------- */
+/* ---- EC2 instance metadata -------------------------------------------------
+ */
 
 struct imds_prov {
 	struct creds_provider base;
@@ -348,7 +361,7 @@ static int imds_get(struct imds_prov *ip, const char *path, const char *token,
 		    struct creds_http_resp *r, char *err, size_t err_len)
 {
 	char url[512], *hdr = NULL;
-	const char *hdrs[2] = { NULL, NULL };
+	const char *hdrs[2] = {NULL, NULL};
 	int rc;
 
 	snprintf(url, sizeof(url), "%s%s", ip->endpoint, path);
@@ -357,16 +370,21 @@ static int imds_get(struct imds_prov *ip, const char *path, const char *token,
 			return -ENOMEM;
 		hdrs[0] = hdr;
 	}
-	rc = creds_http(&(struct creds_http_req){
-		.method = "GET", .url = url, .headers = hdrs, .net = &ip->net,
+	rc = creds_http(
+	    &(struct creds_http_req){
+		.method = "GET",
+		.url = url,
+		.headers = hdrs,
+		.net = &ip->net,
 		.timeout_ms = ip->net.timeout_ms ? ip->net.timeout_ms
 						 : CREDS_IMDS_TIMEOUT_MS,
-	}, r, err, err_len);
+	    },
+	    r, err, err_len);
 	creds_wipe_free(hdr);
 	if (!rc && r->status != 200) {
 		snprintf(err, err_len, "GET %s: HTTP %ld%s", url, r->status,
-			 r->status == 404 ? " (no IAM role attached to the "
-					    "instance?)"
+			 r->status == 404   ? " (no IAM role attached to the "
+					      "instance?)"
 			 : r->status == 401 ? " (the IMDSv2 token was refused)"
 					    : "");
 		rc = r->status == 404 ? -ENOENT : -EIO;
@@ -380,21 +398,24 @@ static int imds_fetch(struct creds_provider *p, struct creds_value *out,
 {
 	struct imds_prov *ip = (struct imds_prov *)p;
 	static const char *const tok_hdrs[] = {
-		"X-aws-ec2-metadata-token-ttl-seconds: " CREDS_IMDS_TOKEN_TTL,
-		NULL
-	};
+	    "X-aws-ec2-metadata-token-ttl-seconds: " CREDS_IMDS_TOKEN_TTL,
+	    NULL};
 	struct creds_http_resp r;
 	char url[512], path[512], why[256], *token = NULL, *role, *nl;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(url, sizeof(url), "%s/latest/api/token", ip->endpoint);
-	rc = creds_http(&(struct creds_http_req){
-		.method = "PUT", .url = url, .headers = tok_hdrs,
+	rc = creds_http(
+	    &(struct creds_http_req){
+		.method = "PUT",
+		.url = url,
+		.headers = tok_hdrs,
 		.net = &ip->net,
 		.timeout_ms = ip->net.timeout_ms ? ip->net.timeout_ms
 						 : CREDS_IMDS_TIMEOUT_MS,
-	}, &r, err, err_len);
+	    },
+	    &r, err, err_len);
 	if (rc)
 		return rc == -ENOMEM ? rc : -ENOENT; /* not on EC2 */
 	if (r.status == 200 && r.len) {
@@ -409,7 +430,8 @@ static int imds_fetch(struct creds_provider *p, struct creds_value *out,
 	} else {
 		snprintf(err, err_len, "PUT %s: HTTP %ld%s", url, r.status,
 			 ip->v1_disabled ? " (and AWS_EC2_METADATA_V1_DISABLED "
-					   "forbids IMDSv1)" : "");
+					   "forbids IMDSv1)"
+					 : "");
 		creds_http_resp_fini(&r);
 		return -EIO;
 	}
@@ -423,13 +445,14 @@ static int imds_fetch(struct creds_provider *p, struct creds_value *out,
 	if (nl)
 		*nl = '\0';
 	if (!*role || strchr(role, '/') || strlen(role) > 128) {
-		snprintf(err, err_len, "instance metadata names no usable IAM role");
+		snprintf(err, err_len,
+			 "instance metadata names no usable IAM role");
 		rc = -ENOENT;
 		creds_http_resp_fini(&r);
 		goto out;
 	}
-	snprintf(path, sizeof(path), "/latest/meta-data/iam/security-credentials/%s",
-		 role);
+	snprintf(path, sizeof(path),
+		 "/latest/meta-data/iam/security-credentials/%s", role);
 	creds_http_resp_fini(&r);
 	rc = imds_get(ip, path, token, &r, err, err_len);
 	if (rc)
@@ -452,8 +475,8 @@ static void imds_destroy(struct creds_provider *p)
 	free(ip);
 }
 
-struct creds_provider *creds_imds_create(const char *endpoint,
-	bool v1_disabled, const struct creds_net *net)
+struct creds_provider *creds_imds_create(const char *endpoint, bool v1_disabled,
+					 const struct creds_net *net)
 {
 	struct imds_prov *ip = calloc(1, sizeof(*ip));
 	size_t n;
@@ -461,8 +484,9 @@ struct creds_provider *creds_imds_create(const char *endpoint,
 	if (!ip)
 		return NULL;
 	ip->base = (struct creds_provider){
-		.name = "instance metadata", .fetch = imds_fetch,
-		.destroy = imds_destroy,
+	    .name = "instance metadata",
+	    .fetch = imds_fetch,
+	    .destroy = imds_destroy,
 	};
 	ip->endpoint = strdup(endpoint);
 	ip->v1_disabled = v1_disabled;

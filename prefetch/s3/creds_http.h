@@ -13,18 +13,18 @@
 #include <stddef.h>
 
 struct creds_http_req {
-	const char *method;        /**< "GET", "PUT", "POST" */
+	const char *method; /**< "GET", "PUT", "POST" */
 	const char *url;
 	const char *const *headers; /**< "Name: value" lines, NULL-ended */
-	const char *body;          /**< POST/PUT body, or NULL */
+	const char *body;	    /**< POST/PUT body, or NULL */
 	size_t body_len;
 	const struct creds_net *net;
-	int timeout_ms;            /**< whole exchange */
+	int timeout_ms; /**< whole exchange */
 };
 
 struct creds_http_resp {
-	long status;  /**< 0 when no answer came */
-	char *body;   /**< malloc'd, NUL-terminated; wipe it (secrets) */
+	long status; /**< 0 when no answer came */
+	char *body;  /**< malloc'd, NUL-terminated; wipe it (secrets) */
 	size_t len;
 };
 

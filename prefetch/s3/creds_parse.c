@@ -65,12 +65,13 @@ static int digits(const char **p, int n, int *out)
 
 int creds_parse_time(const char *s, int64_t *out)
 {
-	struct tm tm = { 0 };
+	struct tm tm = {0};
 	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
 	const char *p = s;
 
 	if (!s || digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) ||
-	    *p++ != '-' || digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
+	    *p++ != '-' || digits(&p, 2, &d) ||
+	    (*p != 'T' && *p != 't' && *p != ' '))
 		return -EINVAL;
 	p++;
 	if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) ||
@@ -94,7 +95,8 @@ int creds_parse_time(const char *s, int64_t *out)
 		if (digits(&p, 2, &om))
 			return -EINVAL;
 	} else {
-		return -EINVAL; /* NOTE(s3): a time without a zone is ambiguous */
+		return -EINVAL; /* NOTE(s3): a time without a zone is ambiguous
+				 */
 	}
 	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
 	    sec > 60 || oh > 23 || om > 59)
@@ -129,20 +131,20 @@ enum jf {
 };
 
 static const char *const jf_names[JF_COUNT] = {
-	[JF_VERSION] = "Version",
-	[JF_ACCESS_KEY] = "AccessKeyId",
-	[JF_SECRET_KEY] = "SecretAccessKey",
-	[JF_SESSION_TOKEN] = "SessionToken",
-	[JF_TOKEN] = "Token",
-	[JF_EXPIRATION] = "Expiration",
-	[JF_CODE] = "Code",
+    [JF_VERSION] = "Version",
+    [JF_ACCESS_KEY] = "AccessKeyId",
+    [JF_SECRET_KEY] = "SecretAccessKey",
+    [JF_SESSION_TOKEN] = "SessionToken",
+    [JF_TOKEN] = "Token",
+    [JF_EXPIRATION] = "Expiration",
+    [JF_CODE] = "Code",
 };
 
 struct jfields {
-	char *str[JF_COUNT];    /* string values, malloc'd */
+	char *str[JF_COUNT]; /* string values, malloc'd */
 	bool present[JF_COUNT];
 	bool is_string[JF_COUNT];
-	double num[JF_COUNT];   /* number values */
+	double num[JF_COUNT]; /* number values */
 };
 
 static void jfields_fini(struct jfields *f)
@@ -223,12 +225,26 @@ static int jstring(struct jp *j, char **out)
 			}
 			c = (unsigned char)*j->p++;
 			switch (c) {
-			case '"': case '\\': case '/': tmp[0] = (char)c; break;
-			case 'b': tmp[0] = '\b'; break;
-			case 'f': tmp[0] = '\f'; break;
-			case 'n': tmp[0] = '\n'; break;
-			case 'r': tmp[0] = '\r'; break;
-			case 't': tmp[0] = '\t'; break;
+			case '"':
+			case '\\':
+			case '/':
+				tmp[0] = (char)c;
+				break;
+			case 'b':
+				tmp[0] = '\b';
+				break;
+			case 'f':
+				tmp[0] = '\f';
+				break;
+			case 'n':
+				tmp[0] = '\n';
+				break;
+			case 'r':
+				tmp[0] = '\r';
+				break;
+			case 't':
+				tmp[0] = '\t';
+				break;
 			case 'u': {
 				unsigned u, lo;
 
@@ -236,9 +252,10 @@ static int jstring(struct jp *j, char **out)
 				if (rc)
 					break;
 				if (u >= 0xd800 && u < 0xdc00) {
-					if (j->end - j->p < 6 || j->p[0] != '\\' ||
-					    j->p[1] != 'u') {
-						rc = jfail(j, "a lone surrogate");
+					if (j->end - j->p < 6 ||
+					    j->p[0] != '\\' || j->p[1] != 'u') {
+						rc = jfail(j,
+							   "a lone surrogate");
 						break;
 					}
 					j->p += 2;
@@ -246,10 +263,12 @@ static int jstring(struct jp *j, char **out)
 					if (rc)
 						break;
 					if (lo < 0xdc00 || lo > 0xdfff) {
-						rc = jfail(j, "a lone surrogate");
+						rc = jfail(j,
+							   "a lone surrogate");
 						break;
 					}
-					u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+					u = 0x10000 + ((u - 0xd800) << 10) +
+					    (lo - 0xdc00);
 				} else if (u >= 0xdc00 && u < 0xe000) {
 					rc = jfail(j, "a lone surrogate");
 					break;
@@ -309,9 +328,9 @@ static int jnumber(struct jp *j, double *out)
 		j->p++;
 	if (j->p >= j->end || *j->p < '0' || *j->p > '9')
 		return jfail(j, "a bad value");
-	while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || *j->p == '.' ||
-				 *j->p == 'e' || *j->p == 'E' || *j->p == '+' ||
-				 *j->p == '-'))
+	while (j->p < j->end &&
+	       ((*j->p >= '0' && *j->p <= '9') || *j->p == '.' ||
+		*j->p == 'e' || *j->p == 'E' || *j->p == '+' || *j->p == '-'))
 		j->p++;
 	n = (size_t)(j->p - s);
 	if (n >= sizeof(buf))
@@ -408,12 +427,13 @@ static int jvalue_skip(struct jp *j, int depth)
 static int json_fields(const char *text, size_t len, struct jfields *f,
 		       char *err, size_t err_len)
 {
-	struct jp j = { text, text + len, NULL };
+	struct jp j = {text, text + len, NULL};
 	int rc = 0;
 
 	memset(f, 0, sizeof(*f));
 	if (len > CREDS_DOC_MAX_BYTES) {
-		snprintf(err, err_len, "more than 64 KiB of output: not credentials");
+		snprintf(err, err_len,
+			 "more than 64 KiB of output: not credentials");
 		return -EINVAL;
 	}
 	ws(&j);
@@ -537,9 +557,11 @@ static int take_all(struct jfields *f, int rc, enum jf token,
 		    struct creds_value *out, char *err, size_t err_len)
 {
 	if (!rc)
-		rc = take(f, JF_ACCESS_KEY, &out->access_key, true, err, err_len);
+		rc = take(f, JF_ACCESS_KEY, &out->access_key, true, err,
+			  err_len);
 	if (!rc)
-		rc = take(f, JF_SECRET_KEY, &out->secret_key, true, err, err_len);
+		rc = take(f, JF_SECRET_KEY, &out->secret_key, true, err,
+			  err_len);
 	if (!rc)
 		rc = take(f, token, &out->session_token, false, err, err_len);
 	if (!rc)
@@ -553,8 +575,7 @@ static int take_all(struct jfields *f, int rc, enum jf token,
 }
 
 int creds_parse_process_json(const char *text, size_t len,
-			     struct creds_value *out, char *err,
-			     size_t err_len)
+			     struct creds_value *out, char *err, size_t err_len)
 {
 	struct jfields f;
 	int rc;
@@ -573,8 +594,8 @@ int creds_parse_process_json(const char *text, size_t len,
 	return take_all(&f, rc, JF_SESSION_TOKEN, out, err, err_len);
 }
 
-int creds_parse_http_json(const char *text, size_t len,
-			  struct creds_value *out, char *err, size_t err_len)
+int creds_parse_http_json(const char *text, size_t len, struct creds_value *out,
+			  char *err, size_t err_len)
 {
 	struct jfields f;
 	int rc = 0;
@@ -584,8 +605,8 @@ int creds_parse_http_json(const char *text, size_t len,
 	if (rc)
 		return rc;
 	/* NOTE(s3): IMDS says Code "Success"; anything else has no keys. */
-	if (f.present[JF_CODE] && (!f.is_string[JF_CODE] ||
-				   strcmp(f.str[JF_CODE], "Success"))) {
+	if (f.present[JF_CODE] &&
+	    (!f.is_string[JF_CODE] || strcmp(f.str[JF_CODE], "Success"))) {
 		rc = -EINVAL;
 		snprintf(err, err_len, "Code is '%.40s', not Success",
 			 f.is_string[JF_CODE] ? f.str[JF_CODE] : "?");
@@ -593,16 +614,17 @@ int creds_parse_http_json(const char *text, size_t len,
 	return take_all(&f, rc, JF_TOKEN, out, err, err_len);
 }
 
-/* ---- STS XML -------------------------------------------------------------- */
+/* ---- STS XML --------------------------------------------------------------
+ */
 
 enum sx_field { SX_NONE, SX_AK, SX_SK, SX_TOKEN, SX_EXP, SX_CODE, SX_MSG };
 
 struct sx {
 	XML_Parser xp;
 	int depth;
-	bool in_creds;       /* inside <Credentials> */
-	bool in_error;       /* inside <Error> */
-	bool is_sts;         /* the root is one STS knows */
+	bool in_creds;	     /* inside <Credentials> */
+	bool in_error;	     /* inside <Error> */
+	bool is_sts;	     /* the root is one STS knows */
 	enum sx_field field; /* the element whose text we collect */
 	char *text[SX_MSG + 1];
 	size_t text_len[SX_MSG + 1];
@@ -711,7 +733,7 @@ static void strip(char *s)
 int creds_parse_sts_xml(const char *text, size_t len, struct creds_value *out,
 			char *err, size_t err_len)
 {
-	struct sx s = { 0 };
+	struct sx s = {0};
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -728,7 +750,8 @@ int creds_parse_sts_xml(const char *text, size_t len, struct creds_value *out,
 	if (XML_Parse(s.xp, text, (int)len, XML_TRUE) != XML_STATUS_OK) {
 		rc = s.oom ? -ENOMEM : -EINVAL;
 		if (!s.oom)
-			snprintf(err, err_len, "STS answer is not XML: %s at line %lu",
+			snprintf(err, err_len,
+				 "STS answer is not XML: %s at line %lu",
 				 XML_ErrorString(XML_GetErrorCode(s.xp)),
 				 (unsigned long)XML_GetCurrentLineNumber(s.xp));
 		goto out;
@@ -749,7 +772,8 @@ int creds_parse_sts_xml(const char *text, size_t len, struct creds_value *out,
 	if (!s.is_sts || !s.text[SX_AK] || !*s.text[SX_AK] || !s.text[SX_SK] ||
 	    !*s.text[SX_SK]) {
 		rc = -EINVAL;
-		snprintf(err, err_len, "STS answer has no Credentials with "
+		snprintf(err, err_len,
+			 "STS answer has no Credentials with "
 			 "AccessKeyId and SecretAccessKey");
 		goto out;
 	}
@@ -760,8 +784,8 @@ int creds_parse_sts_xml(const char *text, size_t len, struct creds_value *out,
 	}
 	out->access_key = s.text[SX_AK];
 	out->secret_key = s.text[SX_SK];
-	out->session_token = s.text[SX_TOKEN] && *s.text[SX_TOKEN]
-				 ? s.text[SX_TOKEN] : NULL;
+	out->session_token =
+	    s.text[SX_TOKEN] && *s.text[SX_TOKEN] ? s.text[SX_TOKEN] : NULL;
 	if (!out->session_token && s.text[SX_TOKEN])
 		free(s.text[SX_TOKEN]);
 	s.text[SX_AK] = s.text[SX_SK] = s.text[SX_TOKEN] = NULL;

@@ -42,8 +42,11 @@ extern char **environ;
  * (if the chain got this far they are not ours to give away) and the
  * container endpoint's token. */
 static const char *const env_strip[] = {
-	"AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=", "AWS_SECURITY_TOKEN=",
-	"AWS_ACCESS_KEY_ID=", "AWS_CONTAINER_AUTHORIZATION_TOKEN=",
+    "AWS_SECRET_ACCESS_KEY=",
+    "AWS_SESSION_TOKEN=",
+    "AWS_SECURITY_TOKEN=",
+    "AWS_ACCESS_KEY_ID=",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN=",
 };
 
 struct process_prov {
@@ -67,8 +70,10 @@ static char **child_env(void)
 	for (size_t i = 0; i < n; i++) {
 		bool drop = false;
 
-		for (size_t j = 0; j < sizeof(env_strip) / sizeof(env_strip[0]); j++)
-			if (!strncmp(environ[i], env_strip[j], strlen(env_strip[j])))
+		for (size_t j = 0; j < sizeof(env_strip) / sizeof(env_strip[0]);
+		     j++)
+			if (!strncmp(environ[i], env_strip[j],
+				     strlen(env_strip[j])))
 				drop = true;
 		if (!drop)
 			e[k++] = environ[i];
@@ -81,7 +86,8 @@ static void last_line(const char *s, size_t n, char *out, size_t len)
 {
 	size_t end = n, start;
 
-	while (end && (s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == ' '))
+	while (end &&
+	       (s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == ' '))
 		end--;
 	start = end;
 	while (start && s[start - 1] != '\n')
@@ -98,8 +104,8 @@ static int process_fetch(struct creds_provider *p, struct creds_value *out,
 	struct process_prov *pp = (struct process_prov *)p;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	int opipe[2] = { -1, -1 }, epipe[2] = { -1, -1 }, rc = 0, status = 0;
-	char *argv[] = { "sh", "-c", pp->command, NULL };
+	int opipe[2] = {-1, -1}, epipe[2] = {-1, -1}, rc = 0, status = 0;
+	char *argv[] = {"sh", "-c", pp->command, NULL};
 	char *obuf = NULL, ebuf[2048], why[300];
 	size_t olen = 0, elen = 0;
 	bool timed_out = false, too_much = false;
@@ -134,7 +140,8 @@ static int process_fetch(struct creds_provider *p, struct creds_value *out,
 	posix_spawnattr_setsigdefault(&at, &dfl);
 	posix_spawnattr_setpgroup(&at, 0);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-				 POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+					  POSIX_SPAWN_SETSIGDEF |
+					  POSIX_SPAWN_SETPGROUP);
 	rc = -posix_spawn(&pid, "/bin/sh", &fa, &at, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
@@ -149,8 +156,8 @@ static int process_fetch(struct creds_provider *p, struct creds_value *out,
 	}
 
 	while (opipe[0] >= 0 || epipe[0] >= 0) {
-		struct pollfd pf[2] = { { opipe[0], POLLIN, 0 },
-					{ epipe[0], POLLIN, 0 } };
+		struct pollfd pf[2] = {{opipe[0], POLLIN, 0},
+				       {epipe[0], POLLIN, 0}};
 		uint64_t now = mono_ms();
 		int r;
 
@@ -168,7 +175,8 @@ static int process_fetch(struct creds_provider *p, struct creds_value *out,
 			char tmp[4096];
 			ssize_t n;
 
-			if (*fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (*fd < 0 ||
+			    !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			n = read(*fd, tmp, sizeof(tmp));
 			if (n < 0 && errno == EINTR)
@@ -189,13 +197,16 @@ static int process_fetch(struct creds_provider *p, struct creds_value *out,
 			} else {
 				/* keep the tail: the last line says why */
 				if ((size_t)n >= sizeof(ebuf)) {
-					memcpy(ebuf, tmp + n - sizeof(ebuf), sizeof(ebuf));
+					memcpy(ebuf, tmp + n - sizeof(ebuf),
+					       sizeof(ebuf));
 					elen = sizeof(ebuf);
 				} else {
 					if (elen + (size_t)n > sizeof(ebuf)) {
-						size_t drop = elen + (size_t)n - sizeof(ebuf);
+						size_t drop = elen + (size_t)n -
+							      sizeof(ebuf);
 
-						memmove(ebuf, ebuf + drop, elen - drop);
+						memmove(ebuf, ebuf + drop,
+							elen - drop);
 						elen -= drop;
 					}
 					memcpy(ebuf + elen, tmp, (size_t)n);
@@ -230,14 +241,18 @@ stop:
 	pid = -1;
 	if (timed_out) {
 		rc = -ETIMEDOUT;
-		snprintf(err, err_len, "%s gave no answer within %g s and was "
-			 "killed", pp->prog, pp->timeout_ms / 1000.0);
+		snprintf(err, err_len,
+			 "%s gave no answer within %g s and was "
+			 "killed",
+			 pp->prog, pp->timeout_ms / 1000.0);
 		goto out;
 	}
 	if (too_much) {
 		rc = -EINVAL;
-		snprintf(err, err_len, "%s printed more than 64 KiB: not "
-			 "credentials", pp->prog);
+		snprintf(err, err_len,
+			 "%s printed more than 64 KiB: not "
+			 "credentials",
+			 pp->prog);
 		goto out;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
@@ -287,16 +302,15 @@ static void process_destroy(struct creds_provider *p)
 }
 
 struct creds_provider *creds_process_create(const char *name,
-					    const char *command,
-					    int timeout_ms)
+					    const char *command, int timeout_ms)
 {
 	struct process_prov *pp = calloc(1, sizeof(*pp));
 	size_t i = 0, n;
 
 	if (!pp)
 		return NULL;
-	pp->base = (struct creds_provider){ .fetch = process_fetch,
-					    .destroy = process_destroy };
+	pp->base = (struct creds_provider){.fetch = process_fetch,
+					   .destroy = process_destroy};
 	pp->name = strdup(name);
 	pp->command = strdup(command);
 	pp->timeout_ms = timeout_ms > 0 ? timeout_ms : CREDS_PROCESS_TIMEOUT_MS;

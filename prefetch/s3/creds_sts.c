@@ -24,7 +24,7 @@
 /* STS answers in tens of ms; 10 s covers a slow regional endpoint while
  * the current credentials, refreshed 5 min ahead, are still good. */
 #define CREDS_STS_TIMEOUT_MS 10000
-#define STS_API_VERSION "2011-06-15"
+#define STS_API_VERSION	     "2011-06-15"
 
 struct sts_prov {
 	struct creds_provider base;
@@ -76,7 +76,8 @@ static int form_start(const struct sts_prov *sp, const char *action,
 	if (sp->session_name && *sp->session_name)
 		snprintf(sess, sizeof(sess), "%s", sp->session_name);
 	else
-		snprintf(sess, sizeof(sess), "hintfs-%lld", (long long)time(NULL));
+		snprintf(sess, sizeof(sess), "hintfs-%lld",
+			 (long long)time(NULL));
 	rc = form_add(body, "Action", action);
 	if (!rc)
 		rc = form_add(body, "Version", STS_API_VERSION);
@@ -115,11 +116,13 @@ static int sts_call(struct sts_prov *sp, const char *action, const char *body,
 		    const struct creds_value *src, struct creds_value *out,
 		    char *err, size_t err_len)
 {
-	const char *hdrs[6] = { "Content-Type: application/x-www-form-urlencoded; "
-				"charset=utf-8", NULL };
+	const char *hdrs[6] = {
+	    "Content-Type: application/x-www-form-urlencoded; "
+	    "charset=utf-8",
+	    NULL};
 	char host[300], date[17], why[400], *auth = NULL, *tok = NULL,
-	     *date_h = NULL, *url = NULL;
-	struct sigv4_result sig = { 0 };
+					    *date_h = NULL, *url = NULL;
+	struct sigv4_result sig = {0};
 	struct creds_http_resp r;
 	size_t nh = 1;
 	int rc;
@@ -140,34 +143,39 @@ static int sts_call(struct sts_prov *sp, const char *action, const char *body,
 				 sp->endpoint);
 			goto out;
 		}
-		if (!EVP_Digest(body, strlen(body), md, NULL, EVP_sha256(), NULL)) {
+		if (!EVP_Digest(body, strlen(body), md, NULL, EVP_sha256(),
+				NULL)) {
 			rc = -ENOMEM;
 			goto out;
 		}
 		for (int i = 0; i < 32; i++)
 			snprintf(hex + 2 * i, 3, "%02x", md[i]);
 		sigv4_format_date((long long)time(NULL), date);
-		sh[n++] = (struct sigv4_header){ "Host", host };
+		sh[n++] = (struct sigv4_header){"Host", host};
 		sh[n++] = (struct sigv4_header){
-			"Content-Type",
-			"application/x-www-form-urlencoded; charset=utf-8" };
-		sh[n++] = (struct sigv4_header){ "X-Amz-Date", date };
-		rc = sigv4_sign(&(struct sigv4_creds){ src->access_key,
-						       src->secret_key,
-						       src->session_token },
-				&(struct sigv4_request){
-					.method = "POST", .path = "/",
-					.query = "", .headers = sh,
-					.n_headers = n, .payload_hash = hex,
-					.amz_date = date, .region = sp->region,
-					.service = "sts" },
+		    "Content-Type",
+		    "application/x-www-form-urlencoded; charset=utf-8"};
+		sh[n++] = (struct sigv4_header){"X-Amz-Date", date};
+		rc = sigv4_sign(&(struct sigv4_creds){src->access_key,
+						      src->secret_key,
+						      src->session_token},
+				&(struct sigv4_request){.method = "POST",
+							.path = "/",
+							.query = "",
+							.headers = sh,
+							.n_headers = n,
+							.payload_hash = hex,
+							.amz_date = date,
+							.region = sp->region,
+							.service = "sts"},
 				&sig);
 		if (rc) {
 			snprintf(err, err_len, "cannot sign AssumeRole: %s",
 				 strerror(-rc));
 			goto out;
 		}
-		if (asprintf(&auth, "Authorization: %s", sig.authorization) < 0 ||
+		if (asprintf(&auth, "Authorization: %s", sig.authorization) <
+			0 ||
 		    asprintf(&date_h, "X-Amz-Date: %s", date) < 0 ||
 		    (src->session_token &&
 		     asprintf(&tok, "X-Amz-Security-Token: %s",
@@ -180,12 +188,18 @@ static int sts_call(struct sts_prov *sp, const char *action, const char *body,
 		if (tok)
 			hdrs[nh++] = tok;
 	}
-	rc = creds_http(&(struct creds_http_req){
-		.method = "POST", .url = url, .headers = hdrs, .body = body,
-		.body_len = strlen(body), .net = &sp->net,
+	rc = creds_http(
+	    &(struct creds_http_req){
+		.method = "POST",
+		.url = url,
+		.headers = hdrs,
+		.body = body,
+		.body_len = strlen(body),
+		.net = &sp->net,
 		.timeout_ms = sp->net.timeout_ms ? sp->net.timeout_ms
 						 : CREDS_STS_TIMEOUT_MS,
-	}, &r, err, err_len);
+	    },
+	    &r, err, err_len);
 	if (rc)
 		goto out;
 	rc = creds_parse_sts_xml(r.body, r.len, out, why, sizeof(why));
@@ -245,7 +259,7 @@ static int assume_role_fetch(struct creds_provider *p, struct creds_value *out,
 			     char *err, size_t err_len)
 {
 	struct sts_prov *sp = (struct sts_prov *)p;
-	struct creds_value src = { 0 };
+	struct creds_value src = {0};
 	char *body = NULL, why[400], dur[16];
 	int rc;
 
@@ -326,9 +340,10 @@ static struct sts_prov *sts_new(const char *name,
 	return sp;
 }
 
-struct creds_provider *creds_web_identity_create(const char *name,
-	const struct creds_sts_config *sts, const char *role_arn,
-	const char *token_file, const char *session_name)
+struct creds_provider *
+creds_web_identity_create(const char *name, const struct creds_sts_config *sts,
+			  const char *role_arn, const char *token_file,
+			  const char *session_name)
 {
 	struct sts_prov *sp = sts_new(name, sts, role_arn, session_name);
 
@@ -344,13 +359,14 @@ struct creds_provider *creds_web_identity_create(const char *name,
 	return &sp->base;
 }
 
-struct creds_provider *creds_assume_role_create(const char *name,
-	const struct creds_sts_config *sts, struct creds_provider *source,
-	const char *role_arn, const char *session_name,
-	const char *external_id, int duration_s)
+struct creds_provider *
+creds_assume_role_create(const char *name, const struct creds_sts_config *sts,
+			 struct creds_provider *source, const char *role_arn,
+			 const char *session_name, const char *external_id,
+			 int duration_s)
 {
-	struct sts_prov *sp = source ? sts_new(name, sts, role_arn, session_name)
-				     : NULL;
+	struct sts_prov *sp =
+	    source ? sts_new(name, sts, role_arn, session_name) : NULL;
 
 	if (!sp) {
 		creds_provider_destroy(source);

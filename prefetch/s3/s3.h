@@ -28,29 +28,29 @@
 
 /** Where and how to reach the bucket. All strings are copied by create. */
 struct s3_config {
-	const char *bucket;        /**< "my-bucket" */
-	const char *endpoint;      /**< "https://host[:port]", no path */
-	const char *region;        /**< signing region, "us-east-1" */
-	bool path_style;           /**< /bucket/key instead of bucket.host/key */
-	bool no_sign;              /**< anonymous requests, no Authorization */
-	bool insecure;             /**< skip TLS verification (-o insecure) */
-	const char *ca_file;       /**< extra CA bundle, or NULL */
-	struct creds *creds;       /**< not owned, outlives the client; NULL:
-				        fixed keys from the three below */
-	const char *access_key;    /**< NULL with no_sign or creds */
+	const char *bucket;	/**< "my-bucket" */
+	const char *endpoint;	/**< "https://host[:port]", no path */
+	const char *region;	/**< signing region, "us-east-1" */
+	bool path_style;	/**< /bucket/key instead of bucket.host/key */
+	bool no_sign;		/**< anonymous requests, no Authorization */
+	bool insecure;		/**< skip TLS verification (-o insecure) */
+	const char *ca_file;	/**< extra CA bundle, or NULL */
+	struct creds *creds;	/**< not owned, outlives the client; NULL:
+				     fixed keys from the three below */
+	const char *access_key; /**< NULL with no_sign or creds */
 	const char *secret_key;
 	const char *session_token; /**< NULL when none */
-	int max_attempts;          /**< tries per request; 0 = default (10);
-				        the one budget: the engine's GETs
-				        follow it too (common/retry.h) */
-	int retry_time_ms;         /**< give up retrying after this long;
-				        0 = default (60 s) */
-	int stall_timeout_s;       /**< abandon an attempt that moves no byte
-				        for this long; 0 = default (5 s) */
-	int list_workers;          /**< ListObjectsV2 requests in flight for
-				        a listing of more than one page;
-				        0 = default (16), 1 = one page after
-				        another */
+	int max_attempts;	   /**< tries per request; 0 = default (10);
+					the one budget: the engine's GETs
+					follow it too (common/retry.h) */
+	int retry_time_ms;	   /**< give up retrying after this long;
+					0 = default (60 s) */
+	int stall_timeout_s;	   /**< abandon an attempt that moves no byte
+					for this long; 0 = default (5 s) */
+	int list_workers;	   /**< ListObjectsV2 requests in flight for
+					a listing of more than one page;
+					0 = default (16), 1 = one page after
+					another */
 };
 
 /**
@@ -60,35 +60,35 @@ struct s3_config {
  * invalidates on STALE) and never look at a status themselves.
  */
 enum s3_err_kind {
-	S3_ERR_NONE = 0,  /**< no request failed (a local error, or none) */
-	S3_ERR_SLOWDOWN,  /**< throttled: 503 SlowDown, 429; back off */
-	S3_ERR_SERVER,    /**< any other 5xx */
-	S3_ERR_NETWORK,   /**< no answer: reset, timeout, refused, TLS,
-			       truncated body */
-	S3_ERR_STALE,     /**< the object changed or went since the listing
-			       (412 on If-Match, NoSuchKey) */
-	S3_ERR_DENIED,    /**< credentials or signature refused (401/403) */
-	S3_ERR_OTHER,     /**< anything else: another 4xx, a malformed
-			       answer */
+	S3_ERR_NONE = 0, /**< no request failed (a local error, or none) */
+	S3_ERR_SLOWDOWN, /**< throttled: 503 SlowDown, 429; back off */
+	S3_ERR_SERVER,	 /**< any other 5xx */
+	S3_ERR_NETWORK,	 /**< no answer: reset, timeout, refused, TLS,
+			      truncated body */
+	S3_ERR_STALE,	 /**< the object changed or went since the listing
+			      (412 on If-Match, NoSuchKey) */
+	S3_ERR_DENIED,	 /**< credentials or signature refused (401/403) */
+	S3_ERR_OTHER,	 /**< anything else: another 4xx, a malformed
+			      answer */
 };
 
 /** What the server or the connection said when a request failed. */
 struct s3_status {
 	enum s3_err_kind kind; /**< S3_ERR_NONE when no request failed */
-	long http;         /**< HTTP status, 0 when no response came; for
-			        messages (s3_status_describe()) only */
-	char code[64];     /**< S3 error code ("NoSuchBucket"), or curl's
-			        reason when no response came; "" if none */
-	char message[256]; /**< server's <Message> or curl's text */
+	long http;	       /**< HTTP status, 0 when no response came; for
+				    messages (s3_status_describe()) only */
+	char code[64];	       /**< S3 error code ("NoSuchBucket"), or curl's
+				    reason when no response came; "" if none */
+	char message[256];     /**< server's <Message> or curl's text */
 };
 
 /** One listed object, passed to an s3_list_cb. */
 struct s3_object {
-	const char *key;  /**< full key (prefix included), decoded; may
-			       hold any byte but NUL */
+	const char *key; /**< full key (prefix included), decoded; may
+			      hold any byte but NUL */
 	size_t key_len;
 	uint64_t size;
-	int64_t mtime;    /**< LastModified, seconds since the epoch */
+	int64_t mtime;	  /**< LastModified, seconds since the epoch */
 	const char *etag; /**< as sent, quotes included */
 };
 
@@ -151,8 +151,9 @@ struct s3_meta_header {
  * a -errno with details in @st (may be NULL). Any thread; blocks.
  */
 int s3_put_object(struct s3_client *c, const char *key, size_t key_len,
-		  const void *data, size_t len, const struct s3_meta_header *meta,
-		  size_t n_meta, struct s3_status *st);
+		  const void *data, size_t len,
+		  const struct s3_meta_header *meta, size_t n_meta,
+		  struct s3_status *st);
 
 /**
  * The requests sent so far (attempts, retries included): ListObjectsV2

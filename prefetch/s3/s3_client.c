@@ -96,7 +96,8 @@ static int parse_endpoint(struct s3_client *c, const char *ep, char *err,
 
 	const char *bkt = c->path_style ? "" : c->bucket;
 	const char *dot = c->path_style ? "" : ".";
-	if (asprintf(&c->host_header, "%s%s%s%s", bkt, dot, c->host, portpart) < 0 ||
+	if (asprintf(&c->host_header, "%s%s%s%s", bkt, dot, c->host, portpart) <
+		0 ||
 	    asprintf(&c->base_url, "%s://%s", c->scheme, c->host_header) < 0) {
 		c->host_header = c->base_url = NULL;
 		return -ENOMEM;
@@ -120,7 +121,8 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 		return -ENOMEM;
 	if (!cfg->bucket || !*cfg->bucket)
 		return fail_einval(err, err_len, "no bucket given");
-	if (!cfg->no_sign && !cfg->creds && (!cfg->access_key || !cfg->secret_key))
+	if (!cfg->no_sign && !cfg->creds &&
+	    (!cfg->access_key || !cfg->secret_key))
 		return fail_einval(
 		    err, err_len,
 		    "no credentials: set AWS_ACCESS_KEY_ID "
@@ -144,9 +146,9 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	c->region = strdup(cfg->region ? cfg->region : "us-east-1");
 	c->creds = cfg->no_sign ? NULL : cfg->creds;
 	if (!cfg->no_sign && !cfg->creds) {
-		struct creds_provider *p = creds_static_create(
-		    "options", cfg->access_key, cfg->secret_key,
-		    cfg->session_token);
+		struct creds_provider *p =
+		    creds_static_create("options", cfg->access_key,
+					cfg->secret_key, cfg->session_token);
 
 		rc = creds_start(&p, 1, &c->creds, err, err_len);
 		if (rc)

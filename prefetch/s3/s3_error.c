@@ -18,20 +18,20 @@ struct s3_code_map {
 };
 
 static const struct s3_code_map s3_codes[] = {
-	{ "NoSuchBucket", -ENOENT },
-	{ "NoSuchKey", -ESTALE },         /* deleted since the listing */
-	{ "PreconditionFailed", -ESTALE }, /* If-Match: changed since */
-	{ "AccessDenied", -EACCES },
-	{ "SignatureDoesNotMatch", -EACCES },
-	{ "InvalidAccessKeyId", -EACCES },
-	{ "ExpiredToken", -EACCES },
-	{ "InvalidToken", -EACCES },
-	{ "RequestTimeTooSkewed", -EACCES },
-	{ "InvalidBucketName", -EINVAL },
-	{ "SlowDown", -EAGAIN },
-	{ "RequestTimeout", -ETIMEDOUT },
-	{ "InternalError", -EIO },
-	{ "ServiceUnavailable", -EAGAIN },
+    {"NoSuchBucket", -ENOENT},
+    {"NoSuchKey", -ESTALE},	     /* deleted since the listing */
+    {"PreconditionFailed", -ESTALE}, /* If-Match: changed since */
+    {"AccessDenied", -EACCES},
+    {"SignatureDoesNotMatch", -EACCES},
+    {"InvalidAccessKeyId", -EACCES},
+    {"ExpiredToken", -EACCES},
+    {"InvalidToken", -EACCES},
+    {"RequestTimeTooSkewed", -EACCES},
+    {"InvalidBucketName", -EINVAL},
+    {"SlowDown", -EAGAIN},
+    {"RequestTimeout", -ETIMEDOUT},
+    {"InternalError", -EIO},
+    {"ServiceUnavailable", -EAGAIN},
 };
 
 int s3_errno(long http, const char *code, CURLcode cc)
@@ -130,10 +130,11 @@ void s3_status_describe(const struct s3_status *st, int err, char *buf,
 	if (st->http)
 		snprintf(buf, len, "%s%s%s (HTTP %ld)%s",
 			 st->code[0] ? st->code : "error",
-			 st->message[0] ? ": " : "", st->message, st->http, hint);
-	else
-		snprintf(buf, len, "%s%s", st->message[0] ? st->message : strerror(-err),
+			 st->message[0] ? ": " : "", st->message, st->http,
 			 hint);
+	else
+		snprintf(buf, len, "%s%s",
+			 st->message[0] ? st->message : strerror(-err), hint);
 }
 
 void s3_status_from_curl(struct s3_status *st, CURLcode cc,

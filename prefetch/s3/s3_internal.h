@@ -9,7 +9,8 @@
  * kind; s3_request.c builds, signs and performs one exchange (the handle
  * pool, the sinks, the retries of the blocking path) and arms and
  * concludes the engine's transfers (s3_xfer.h); s3_object.c reads objects
- * on top of it; s3_list.c is ListObjectsV2, serial and parallel. Nothing outside these files sees the structs below.
+ * on top of it; s3_list.c is ListObjectsV2, serial and parallel. Nothing
+ * outside these files sees the structs below.
  */
 #ifndef HINTFS_PREFETCH_S3_S3_INTERNAL_H
 #define HINTFS_PREFETCH_S3_S3_INTERNAL_H
@@ -25,7 +26,6 @@
 #include "common/buf.h"
 #include "common/retry.h"
 #include "prefetch/s3/sigv4.h"
-
 
 /* A list page of 1,000 keys is ~300 KB; 16 MiB means a broken server. */
 #define S3_LIST_BODY_MAX (16u << 20)
@@ -50,13 +50,13 @@
 #define S3_LIST_DISCOVERY	  16
 struct s3_client {
 	char *bucket;
-	char *scheme;      /* "http" or "https" */
-	char *host;        /* host part of the endpoint, no port */
+	char *scheme;	   /* "http" or "https" */
+	char *host;	   /* host part of the endpoint, no port */
 	char *host_header; /* what we send and sign as Host */
-	char *base_url;    /* scheme://host[:port], bucket host if vhost */
+	char *base_url;	   /* scheme://host[:port], bucket host if vhost */
 	char *region;
-	struct creds *creds;    /* NULL with no_sign */
-	bool own_creds;         /* made from cfg's fixed keys */
+	struct creds *creds; /* NULL with no_sign */
+	bool own_creds;	     /* made from cfg's fixed keys */
 	char *ca_file;
 	bool path_style;
 	bool no_sign;
@@ -65,9 +65,9 @@ struct s3_client {
 	int stall_timeout_s;
 	int list_workers;
 
-	_Atomic uint64_t n_lists;  /* ListObjectsV2 attempts sent */
-	_Atomic uint64_t n_gets;   /* object GET attempts sent */
-	_Atomic uint64_t n_puts;   /* object PUT attempts sent */
+	_Atomic uint64_t n_lists;    /* ListObjectsV2 attempts sent */
+	_Atomic uint64_t n_gets;     /* object GET attempts sent */
+	_Atomic uint64_t n_puts;     /* object PUT attempts sent */
 	_Atomic uint64_t n_connects; /* connections opened (a reused one
 					counts 0): CURLINFO_NUM_CONNECTS */
 
@@ -88,8 +88,8 @@ struct s3_client {
  */
 struct s3_body {
 	struct buf b;
-	size_t max;     /* more than this is a protocol error */
-	bool fixed;     /* b.data is the caller's buffer */
+	size_t max; /* more than this is a protocol error */
+	bool fixed; /* b.data is the caller's buffer */
 	bool overflow;
 };
 
@@ -104,7 +104,6 @@ struct s3_req {
 
 /* A PUT's user metadata: at most this many x-amz-meta-* headers. */
 #define S3_META_MAX 8
-
 
 /*
  * The body of a 2xx answer goes to the caller's sink; any other body is an
@@ -124,22 +123,22 @@ struct s3_sink {
  */
 struct s3_xfer {
 	struct s3_client *c;
-	struct s3_req rq;        /* owns rq.path and rq.query */
-	struct s3_body body;     /* where a 2xx body goes */
-	struct s3_body errbody;  /* where any other body goes */
+	struct s3_req rq;	/* owns rq.path and rq.query */
+	struct s3_body body;	/* where a 2xx body goes */
+	struct s3_body errbody; /* where any other body goes */
 	struct s3_sink sink;
 	struct curl_slist *hdrs;
 	char *url;
-	CURL *h;                 /* from the pool while armed, else NULL */
-	char *etag;              /* If-Match value, owned */
-	bool ranged;             /* a GET of [off, off + body.max) */
-	bool whole;              /* ... which is the whole object */
+	CURL *h;     /* from the pool while armed, else NULL */
+	char *etag;  /* If-Match value, owned */
+	bool ranged; /* a GET of [off, off + body.max) */
+	bool whole;  /* ... which is the whole object */
 	uint64_t off;
 	char curl_err[CURL_ERROR_SIZE];
-	void *user;              /* the caller's, see s3_xfer_user() */
-	uint64_t creds_gen;      /* the credentials this attempt signed with */
+	void *user;	    /* the caller's, see s3_xfer_user() */
+	uint64_t creds_gen; /* the credentials this attempt signed with */
 	int64_t creds_expires;
-	bool auth_retry;         /* "expired": the last attempt earned a retry */
+	bool auth_retry; /* "expired": the last attempt earned a retry */
 	/* A PUT: its body (the caller's, outlives the exchange), how far
 	 * curl has read it in this attempt, and its x-amz-meta-* headers
 	 * ("x-amz-meta-NAME", value; owned). */
@@ -152,7 +151,8 @@ struct s3_xfer {
 	struct s3_obj_meta meta;
 };
 
-/* ---- s3_error.c ----------------------------------------------------------- */
+/* ---- s3_error.c -----------------------------------------------------------
+ */
 
 /** The errno of an answer: HTTP status @http with S3 code @code, or curl's
  *  @cc when no answer came (then @http and @code are ignored). */
@@ -170,7 +170,8 @@ bool s3_retryable(int err, long http);
 void s3_status_from_curl(struct s3_status *st, CURLcode cc,
 			 const char *curl_err);
 
-/* ---- s3_request.c --------------------------------------------------------- */
+/* ---- s3_request.c ---------------------------------------------------------
+ */
 
 /**
  * Performs @x in the calling thread with retries, within the client's

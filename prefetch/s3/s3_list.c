@@ -431,8 +431,11 @@ int s3_list(struct s3_client *c, const char *prefix, s3_list_cb cb, void *arg,
 		for (size_t i = 0; i < page.n_entries && !rc; i++) {
 			const struct s3_list_entry *e = &page.entries[i];
 			struct s3_object o = {
-				.key = e->key, .key_len = e->key_len,
-				.size = e->size, .mtime = e->mtime, .etag = e->etag,
+			    .key = e->key,
+			    .key_len = e->key_len,
+			    .size = e->size,
+			    .mtime = e->mtime,
+			    .etag = e->etag,
 			};
 
 			/* NOTE(s3): ranges rely on S3's byte order of keys;

@@ -51,9 +51,9 @@ int s3_xfer_create(struct s3_client *c, const char *key, size_t key_len,
 	x->user = user;
 	x->rq.method = "GET";
 	x->rq.if_match = NULL;
-	x->body = (struct s3_body){ .b = { .data = buf, .cap = len },
-				    .max = len, .fixed = true };
-	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
+	x->body = (struct s3_body){
+	    .b = {.data = buf, .cap = len}, .max = len, .fixed = true};
+	x->errbody = (struct s3_body){.max = S3_ERROR_BODY_MAX};
 	x->ranged = true;
 	x->off = off;
 	x->rq.path = object_path(c, key, key_len);
@@ -112,11 +112,13 @@ const struct s3_obj_meta *s3_xfer_meta(const struct s3_xfer *x)
 	return &x->meta;
 }
 
-/* ---- PUT ------------------------------------------------------------------ */
+/* ---- PUT ------------------------------------------------------------------
+ */
 
 int s3_put_object(struct s3_client *c, const char *key, size_t key_len,
-		  const void *data, size_t len, const struct s3_meta_header *meta,
-		  size_t n_meta, struct s3_status *st)
+		  const void *data, size_t len,
+		  const struct s3_meta_header *meta, size_t n_meta,
+		  struct s3_status *st)
 {
 	struct s3_xfer *x;
 	int rc = -ENOMEM;
@@ -129,14 +131,15 @@ int s3_put_object(struct s3_client *c, const char *key, size_t key_len,
 	x->c = c;
 	x->rq.method = "PUT";
 	/* The answer to a PUT is empty or an error document. */
-	x->body = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
-	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
+	x->body = (struct s3_body){.max = S3_ERROR_BODY_MAX};
+	x->errbody = (struct s3_body){.max = S3_ERROR_BODY_MAX};
 	x->put_data = data;
 	x->put_len = len;
 	x->rq.path = object_path(c, key, key_len);
 	x->rq.query = strdup("");
 	for (size_t i = 0; i < n_meta; i++) {
-		if (asprintf(&x->meta_names[i], "x-amz-meta-%s", meta[i].name) < 0) {
+		if (asprintf(&x->meta_names[i], "x-amz-meta-%s", meta[i].name) <
+		    0) {
 			x->meta_names[i] = NULL;
 			goto out;
 		}

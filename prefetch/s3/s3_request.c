@@ -125,10 +125,10 @@ static int build_headers(struct s3_client *c, const struct s3_xfer *x,
 			 const struct creds_snap *cr, struct curl_slist **out)
 {
 	const struct s3_req *rq = &x->rq;
-	const char *payload = x->put_data ? SIGV4_UNSIGNED_PAYLOAD
-					  : SIGV4_EMPTY_SHA256;
+	const char *payload =
+	    x->put_data ? SIGV4_UNSIGNED_PAYLOAD : SIGV4_EMPTY_SHA256;
 	struct sigv4_header hdrs[8 + S3_META_MAX];
-	struct sigv4_result sig = { 0 };
+	struct sigv4_result sig = {0};
 	struct curl_slist *l = NULL;
 	char date[17];
 	size_t n = 0;
@@ -136,31 +136,36 @@ static int build_headers(struct s3_client *c, const struct s3_xfer *x,
 	int rc = 0;
 
 	sigv4_format_date((long long)time(NULL), date);
-	hdrs[n++] = (struct sigv4_header){ "Host", c->host_header };
-	hdrs[n++] = (struct sigv4_header){ "x-amz-content-sha256", payload };
-	hdrs[n++] = (struct sigv4_header){ "x-amz-date", date };
+	hdrs[n++] = (struct sigv4_header){"Host", c->host_header};
+	hdrs[n++] = (struct sigv4_header){"x-amz-content-sha256", payload};
+	hdrs[n++] = (struct sigv4_header){"x-amz-date", date};
 	if (cr && cr->session_token)
-		hdrs[n++] = (struct sigv4_header){ "x-amz-security-token",
-						   cr->session_token };
+		hdrs[n++] = (struct sigv4_header){"x-amz-security-token",
+						  cr->session_token};
 	if (rq->range[0])
-		hdrs[n++] = (struct sigv4_header){ "Range", rq->range };
+		hdrs[n++] = (struct sigv4_header){"Range", rq->range};
 	if (rq->if_match)
-		hdrs[n++] = (struct sigv4_header){ "If-Match", rq->if_match };
+		hdrs[n++] = (struct sigv4_header){"If-Match", rq->if_match};
 	/* NOTE(s3): every x-amz-* header sent must be signed. */
 	for (size_t i = 0; i < x->n_meta; i++)
-		hdrs[n++] = (struct sigv4_header){ x->meta_names[i],
-						   x->meta_values[i] };
+		hdrs[n++] =
+		    (struct sigv4_header){x->meta_names[i], x->meta_values[i]};
 
 	for (size_t i = 0; i < n; i++)
 		l = append_header(l, &ok, hdrs[i].name, hdrs[i].value);
 	if (cr && ok) {
-		struct sigv4_creds sc = { cr->access_key, cr->secret_key,
-					  cr->session_token };
+		struct sigv4_creds sc = {cr->access_key, cr->secret_key,
+					 cr->session_token};
 		struct sigv4_request sr = {
-			.method = rq->method, .path = rq->path, .query = rq->query,
-			.headers = hdrs, .n_headers = n,
-			.payload_hash = payload, .amz_date = date,
-			.region = c->region, .service = "s3",
+		    .method = rq->method,
+		    .path = rq->path,
+		    .query = rq->query,
+		    .headers = hdrs,
+		    .n_headers = n,
+		    .payload_hash = payload,
+		    .amz_date = date,
+		    .region = c->region,
+		    .service = "s3",
 		};
 		/* The creds snapshot may differ from the last request's (a
 		 * refresh): sigv4_sign_key() notices the secret changed. */
@@ -168,11 +173,12 @@ static int build_headers(struct s3_client *c, const struct s3_xfer *x,
 		rc = sigv4_sign_key(&sc, &sr, &c->sign_key, &sig);
 		pthread_mutex_unlock(&c->sign_lock);
 		if (!rc)
-			l = append_header(l, &ok, "Authorization", sig.authorization);
+			l = append_header(l, &ok, "Authorization",
+					  sig.authorization);
 		sigv4_result_fini(&sig);
 	}
-	/* curl adds an "Accept: any" header on its own; "Accept:" removes it, so every
-	 * header on the wire is one we chose. */
+	/* curl adds an "Accept: any" header on its own; "Accept:" removes it,
+	 * so every header on the wire is one we chose. */
 	if (ok) {
 		struct curl_slist *nl = curl_slist_append(l, "Accept:");
 
@@ -290,7 +296,7 @@ static void xfer_disarm(struct s3_xfer *x, bool healthy)
 	free(x->url);
 	x->url = NULL;
 	buf_fini(&x->errbody.b);
-	x->errbody = (struct s3_body){ .max = S3_ERROR_BODY_MAX };
+	x->errbody = (struct s3_body){.max = S3_ERROR_BODY_MAX};
 }
 
 /*
@@ -340,10 +346,12 @@ static int xfer_arm(struct s3_xfer *x, bool retry)
 	if (!h)
 		return -ENOMEM;
 	atomic_fetch_add(x->put_data ? &c->n_puts
-		       : x->ranged ? &c->n_gets : &c->n_lists, 1);
+			 : x->ranged ? &c->n_gets
+				     : &c->n_lists,
+			 1);
 	x->put_off = 0;
 	memset(&x->meta, 0, sizeof(x->meta));
-	x->sink = (struct s3_sink){ h, &x->body, &x->errbody };
+	x->sink = (struct s3_sink){h, &x->body, &x->errbody};
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, x->url);
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
@@ -395,7 +403,8 @@ static bool auth_expired(const struct s3_xfer *x, long http, const char *code)
 {
 	if (!x->c->creds)
 		return false;
-	if (!strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired"))
+	if (!strcmp(code, "ExpiredToken") ||
+	    !strcmp(code, "TokenRefreshRequired"))
 		return true;
 	return (http == 403 || http == 400) && x->creds_expires &&
 	       x->creds_expires <= (int64_t)time(NULL);
@@ -416,9 +425,11 @@ static int xfer_conclude(struct s3_xfer *x, CURLcode cc, struct s3_status *st,
 	memset(st, 0, sizeof(*st));
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, http);
 	if (curl_easy_getinfo(x->h, CURLINFO_NUM_CONNECTS, &connects) ==
-		    CURLE_OK && connects > 0)
+		CURLE_OK &&
+	    connects > 0)
 		atomic_fetch_add(&x->c->n_connects, (uint64_t)connects);
-	if (cc == CURLE_WRITE_ERROR && (x->body.overflow || x->errbody.overflow)) {
+	if (cc == CURLE_WRITE_ERROR &&
+	    (x->body.overflow || x->errbody.overflow)) {
 		st->http = *http;
 		snprintf(st->code, sizeof(st->code), "BodyTooLarge");
 		snprintf(st->message, sizeof(st->message),

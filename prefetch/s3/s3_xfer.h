@@ -76,12 +76,12 @@ const struct retry_policy *s3_client_retry(const struct s3_client *c);
  * "" or has_* false when the answer did not carry them.
  */
 struct s3_obj_meta {
-	char origin_etag[128];   /**< x-amz-meta-hintfs-etag */
-	char sum[32];            /**< x-amz-meta-hintfs-xxh3, hex */
-	char mac[72];            /**< x-amz-meta-hintfs-mac, hex (64) */
-	uint64_t origin_size;    /**< x-amz-meta-hintfs-size */
+	char origin_etag[128]; /**< x-amz-meta-hintfs-etag */
+	char sum[32];	       /**< x-amz-meta-hintfs-xxh3, hex */
+	char mac[72];	       /**< x-amz-meta-hintfs-mac, hex (64) */
+	uint64_t origin_size;  /**< x-amz-meta-hintfs-size */
 	bool has_origin_size;
-	uint64_t length;         /**< Content-Length of a 2xx answer */
+	uint64_t length; /**< Content-Length of a 2xx answer */
 	bool has_length;
 };
 

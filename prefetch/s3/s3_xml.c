@@ -48,16 +48,16 @@
 struct xml_base {
 	XML_Parser parser;
 	const char *what; /* prefix of reasons: "ListObjectsV2", ... */
-	char *err;        /* caller's reason buffer, may be NULL */
+	char *err;	  /* caller's reason buffer, may be NULL */
 	size_t err_len;
-	int depth;        /* of the element being parsed, root = 1 */
-	bool in_parse;    /* XML_StopParser() is only legal inside a handler */
-	bool failed;      /* first failure wins; later handlers do nothing */
-	int rc;           /* -EPROTO or -ENOMEM once failed */
+	int depth;	  /* of the element being parsed, root = 1 */
+	bool in_parse;	  /* XML_StopParser() is only legal inside a handler */
+	bool failed;	  /* first failure wins; later handlers do nothing */
+	int rc;		  /* -EPROTO or -ENOMEM once failed */
 	const char *leaf; /* static name of the leaf being captured, or NULL */
-	bool text_cut;    /* error docs: keep the head of over-long text */
+	bool text_cut;	  /* error docs: keep the head of over-long text */
 	size_t text_max;  /* capturing more fails (or, with text_cut, cuts) */
-	char *text;       /* text_max + 1 bytes; captured text, NUL-ended */
+	char *text;	  /* text_max + 1 bytes; captured text, NUL-ended */
 	size_t text_len;
 };
 
@@ -268,17 +268,17 @@ enum list_field {
 };
 
 static const char *const list_field_names[] = {
-	[LF_IS_TRUNCATED] = "IsTruncated",
-	[LF_NEXT_TOKEN] = "NextContinuationToken",
-	[LF_ENCODING_TYPE] = "EncodingType",
-	[LF_KEY] = "Key",
-	[LF_SIZE] = "Size",
-	[LF_MTIME] = "LastModified",
-	[LF_ETAG] = "ETag",
+    [LF_IS_TRUNCATED] = "IsTruncated",
+    [LF_NEXT_TOKEN] = "NextContinuationToken",
+    [LF_ENCODING_TYPE] = "EncodingType",
+    [LF_KEY] = "Key",
+    [LF_SIZE] = "Size",
+    [LF_MTIME] = "LastModified",
+    [LF_ETAG] = "ETag",
 };
 
 #define LF_BIT(f) (1u << (f))
-#define LF_ENTRY_BITS \
+#define LF_ENTRY_BITS                                                          \
 	(LF_BIT(LF_KEY) | LF_BIT(LF_SIZE) | LF_BIT(LF_MTIME) | LF_BIT(LF_ETAG))
 
 struct list_ctx {
@@ -286,7 +286,7 @@ struct list_ctx {
 	bool url_encoded;      /* <EncodingType>url: keys are decoded at the
 				  end (the element may follow them) */
 	bool in_contents;      /* at ListBucketResult/Contents or below */
-	bool in_common;        /* at ListBucketResult/CommonPrefixes */
+	bool in_common;	       /* at ListBucketResult/CommonPrefixes */
 	bool capture_cp;       /* capturing CommonPrefixes/Prefix */
 	enum list_field field; /* leaf being captured, or LF_NONE */
 	unsigned int seen;     /* LF_BIT()s of the root's and cur's fields */
@@ -337,8 +337,10 @@ static void XMLCALL list_start(void *ud, const XML_Char *qname,
 		return;
 	if (c->b.depth == 1) {
 		if (strcmp(name, "ListBucketResult"))
-			xml_fail(&c->b, -EPROTO, "root element is <%.64s>, "
-				 "not <ListBucketResult>", name);
+			xml_fail(&c->b, -EPROTO,
+				 "root element is <%.64s>, "
+				 "not <ListBucketResult>",
+				 name);
 		return;
 	}
 	if (c->b.depth == 2 && !strcmp(name, "Contents")) {
@@ -373,8 +375,8 @@ static void XMLCALL list_start(void *ud, const XML_Char *qname,
 		return;
 	if (c->seen & LF_BIT(c->field)) {
 		xml_fail(&c->b, -EPROTO, "duplicate <%s> in %s", name,
-			 c->in_contents ? entry_name(c).s :
-					  "<ListBucketResult>");
+			 c->in_contents ? entry_name(c).s
+					: "<ListBucketResult>");
 		return;
 	}
 	c->seen |= LF_BIT(c->field);
@@ -495,8 +497,8 @@ static void list_entry_field(struct list_ctx *c, enum list_field f)
 		if (rc)
 			xml_fail(b, -EPROTO, "<Size> of %s is %s: '%s'",
 				 entry_name(c).s,
-				 rc == -EINVAL ? "not a number" :
-						 "out of range",
+				 rc == -EINVAL ? "not a number"
+					       : "out of range",
 				 quote(s, len).s);
 	} else if (f == LF_MTIME) {
 		if (len < sizeof(t)) {
@@ -637,12 +639,13 @@ int s3_list_parse(const char *body, size_t len, struct s3_list_page *out,
 		err[0] = '\0';
 	c.b.err = err;
 	c.b.err_len = err_len;
-	rc = xml_init(&c.b, "ListObjectsV2", XML_TEXT_MAX, list_start,
-		      list_end);
+	rc =
+	    xml_init(&c.b, "ListObjectsV2", XML_TEXT_MAX, list_start, list_end);
 	if (!rc)
 		rc = xml_run(&c.b, body, len);
 	if (!rc && c.page.truncated && !c.page.next_token) {
-		xml_fail(&c.b, -EPROTO, "<IsTruncated> is true but no "
+		xml_fail(&c.b, -EPROTO,
+			 "<IsTruncated> is true but no "
 			 "<NextContinuationToken>");
 		rc = c.b.rc;
 	}
@@ -664,7 +667,7 @@ int s3_list_parse(const char *body, size_t len, struct s3_list_page *out,
 struct error_ctx {
 	struct xml_base b; /* first: expat's user data is an error_ctx */
 	int error_depth;   /* depth of <Error>: 1, or 2 when wrapped */
-	char *field;       /* out->code or out->message being captured */
+	char *field;	   /* out->code or out->message being captured */
 	size_t field_size;
 	struct s3_error_doc *out;
 };
@@ -739,13 +742,13 @@ static void XMLCALL error_end(void *ud, const XML_Char *qname)
 
 int s3_error_parse(const char *body, size_t len, struct s3_error_doc *out)
 {
-	struct error_ctx c = { .out = out };
+	struct error_ctx c = {.out = out};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	c.b.text_cut = true;
-	rc = xml_init(&c.b, "error document", XML_ERROR_TEXT_MAX,
-		      error_start, error_end);
+	rc = xml_init(&c.b, "error document", XML_ERROR_TEXT_MAX, error_start,
+		      error_end);
 	if (!rc)
 		rc = xml_run(&c.b, body, len);
 	if (!rc && !c.error_depth)
@@ -786,18 +789,17 @@ static int64_t leap_days_before(int y)
 
 int s3_parse_time(const char *s, int64_t *out)
 {
-	static const int mdays[12] = { 31, 28, 31, 30, 31, 30,
-				       31, 31, 30, 31, 30, 31 };
-	static const int before[12] = { 0,   31,  59,  90,  120, 151,
-					181, 212, 243, 273, 304, 334 };
+	static const int mdays[12] = {31, 28, 31, 30, 31, 30,
+				      31, 31, 30, 31, 30, 31};
+	static const int before[12] = {0,   31,	 59,  90,  120, 151,
+				       181, 212, 243, 273, 304, 334};
 	int y, mo, d, h, mi, sec;
 	int64_t days;
 
 	if (!s || !read_digits(&s, 4, &y) || *s++ != '-' ||
 	    !read_digits(&s, 2, &mo) || *s++ != '-' ||
-	    !read_digits(&s, 2, &d) || *s++ != 'T' ||
-	    !read_digits(&s, 2, &h) || *s++ != ':' ||
-	    !read_digits(&s, 2, &mi) || *s++ != ':' ||
+	    !read_digits(&s, 2, &d) || *s++ != 'T' || !read_digits(&s, 2, &h) ||
+	    *s++ != ':' || !read_digits(&s, 2, &mi) || *s++ != ':' ||
 	    !read_digits(&s, 2, &sec))
 		return -EINVAL;
 	if (*s == '.') {

@@ -23,9 +23,9 @@ struct s3_list_entry {
 			     may hold any byte, even a NUL (%00): the
 			     namespace, not the parser, refuses such keys */
 	size_t key_len; /**< bytes in key, without the NUL */
-	uint64_t size;  /**< <Size> */
-	int64_t mtime;  /**< <LastModified> in seconds since the epoch, UTC */
-	char *etag;     /**< malloc'd, exactly as sent, quotes included */
+	uint64_t size;	/**< <Size> */
+	int64_t mtime;	/**< <LastModified> in seconds since the epoch, UTC */
+	char *etag;	/**< malloc'd, exactly as sent, quotes included */
 };
 
 /** One <CommonPrefixes><Prefix> of a page listed with a delimiter. */
@@ -40,9 +40,9 @@ struct s3_list_page {
 	size_t n_entries;
 	struct s3_list_prefix *prefixes; /**< malloc'd array of n_prefixes */
 	size_t n_prefixes;
-	bool truncated;     /**< <IsTruncated>true */
-	char *next_token;   /**< malloc'd <NextContinuationToken>, raw (never
-				 decoded: it is opaque), or NULL */
+	bool truncated;	  /**< <IsTruncated>true */
+	char *next_token; /**< malloc'd <NextContinuationToken>, raw (never
+			       decoded: it is opaque), or NULL */
 };
 
 /**
@@ -64,7 +64,7 @@ void s3_list_page_fini(struct s3_list_page *page);
 
 /** The fields of an S3 <Error> document that the client uses. */
 struct s3_error_doc {
-	char code[64];     /**< <Code>, e.g. "NoSuchKey"; "" if absent */
+	char code[64];	   /**< <Code>, e.g. "NoSuchKey"; "" if absent */
 	char message[256]; /**< <Message>, cut to fit; "" if absent */
 };
 

@@ -369,7 +369,8 @@ static void hmac_fetch(void)
 
 /* HMAC-SHA256 of @msg (@mlen bytes) keyed with @k (@klen bytes) into @out. */
 static int hmac_sha256(EVP_MAC_CTX *ctx, const void *k, size_t klen,
-		       const void *msg, size_t mlen, unsigned char out[SHA256_LEN])
+		       const void *msg, size_t mlen,
+		       unsigned char out[SHA256_LEN])
 {
 	OSSL_PARAM params[] = {
 	    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256",
@@ -460,7 +461,8 @@ static int compute_signature(const char *secret, const char *date8,
 		}
 	}
 	if (!rc)
-		rc = hmac_sha256(ctx, key, sizeof(key), sts->s.data, sts->s.len, out);
+		rc = hmac_sha256(ctx, key, sizeof(key), sts->s.data, sts->s.len,
+				 out);
 	if (!rc)
 		hex_lower(out, SHA256_LEN, sig);
 	OPENSSL_cleanse(key, sizeof(key));
@@ -520,7 +522,8 @@ int sigv4_sign_key(const struct sigv4_creds *creds,
 	buf_cat(&creq, "\n", req->payload_hash, NULL);
 	if (!rc && (creq.oom || names.oom))
 		rc = -ENOMEM;
-	if (!rc && !EVP_Digest(creq.s.data, creq.s.len, md, NULL, EVP_sha256(), NULL))
+	if (!rc &&
+	    !EVP_Digest(creq.s.data, creq.s.len, md, NULL, EVP_sha256(), NULL))
 		rc = -ENOMEM;
 	if (rc)
 		goto out;

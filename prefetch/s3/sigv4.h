@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 /** SHA-256 of the empty payload, hex: the payload hash of every GET. */
-#define SIGV4_EMPTY_SHA256 \
+#define SIGV4_EMPTY_SHA256                                                     \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define SIGV4_UNSIGNED_PAYLOAD "UNSIGNED-PAYLOAD"
 
@@ -33,28 +33,28 @@ struct sigv4_creds {
 };
 
 struct sigv4_request {
-	const char *method;     /**< "GET", "HEAD", ... */
-	const char *path;       /**< as sent on the wire: already URI-encoded
-				     once (see sigv4_uri_encode), begins '/' */
-	const char *query;      /**< as sent on the wire, without '?'; may be
-				     "" or NULL; pairs are re-canonicalized
-				     (decoded, re-encoded, sorted) */
+	const char *method; /**< "GET", "HEAD", ... */
+	const char *path;   /**< as sent on the wire: already URI-encoded
+				 once (see sigv4_uri_encode), begins '/' */
+	const char *query;  /**< as sent on the wire, without '?'; may be
+				 "" or NULL; pairs are re-canonicalized
+				 (decoded, re-encoded, sorted) */
 	const struct sigv4_header *headers; /**< all headers to sign, "host"
 					       included (with ":port" when
 					       not the scheme's default) */
 	size_t n_headers;
 	const char *payload_hash; /**< hex SHA-256, or SIGV4_UNSIGNED_PAYLOAD */
-	const char *amz_date;     /**< "YYYYMMDDTHHMMSSZ", the x-amz-date */
-	const char *region;       /**< "us-east-1" */
-	const char *service;      /**< "s3" */
+	const char *amz_date;	  /**< "YYYYMMDDTHHMMSSZ", the x-amz-date */
+	const char *region;	  /**< "us-east-1" */
+	const char *service;	  /**< "s3" */
 };
 
 struct sigv4_result {
 	char *canonical_request; /**< malloc'd */
-	char *string_to_sign;    /**< malloc'd */
-	char *signed_headers;    /**< malloc'd, "host;x-amz-date" */
-	char *authorization;     /**< malloc'd, the Authorization value */
-	char signature[65];      /**< hex, NUL-terminated */
+	char *string_to_sign;	 /**< malloc'd */
+	char *signed_headers;	 /**< malloc'd, "host;x-amz-date" */
+	char *authorization;	 /**< malloc'd, the Authorization value */
+	char signature[65];	 /**< hex, NUL-terminated */
 };
 
 /**
@@ -75,10 +75,10 @@ int sigv4_sign(const struct sigv4_creds *creds, const struct sigv4_request *req,
  * derived again.
  */
 struct sigv4_key {
-	char scope[96];                 /**< "date8/region/service", or "" */
-	unsigned char secret_sum[32];   /**< SHA-256 of the secret it is of */
-	unsigned char key[32];          /**< the derived signing key */
-	uint64_t derived;               /**< times derived: a count for tests */
+	char scope[96];		      /**< "date8/region/service", or "" */
+	unsigned char secret_sum[32]; /**< SHA-256 of the secret it is of */
+	unsigned char key[32];	      /**< the derived signing key */
+	uint64_t derived;	      /**< times derived: a count for tests */
 };
 
 /**
@@ -93,7 +93,8 @@ int sigv4_sign_key(const struct sigv4_creds *creds,
 /** Wipes @key (its derived key is as good as the secret for a day). */
 void sigv4_key_fini(struct sigv4_key *key);
 
-/** Frees what sigv4_sign() stored in @res and zeroes it. Accepts a zeroed one. */
+/** Frees what sigv4_sign() stored in @res and zeroes it. Accepts a zeroed one.
+ */
 void sigv4_result_fini(struct sigv4_result *res);
 
 /**

@@ -23,14 +23,17 @@
 static struct fs *mount_fs(const char *dir, double *secs)
 {
 	struct fs_config cfg = {
-		.s3 = { .bucket = "b", .endpoint = "http://127.0.0.1:9",
-			.region = "us-east-1", .path_style = true,
-			.no_sign = true },
-		.prefix = "",
-		.mountpoint = "/mnt/b",
-		.uid = 1000, .gid = 1000,
-		.cache_dir = dir,
-		.cache_size = 4ull << 30,
+	    .s3 = {.bucket = "b",
+		   .endpoint = "http://127.0.0.1:9",
+		   .region = "us-east-1",
+		   .path_style = true,
+		   .no_sign = true},
+	    .prefix = "",
+	    .mountpoint = "/mnt/b",
+	    .uid = 1000,
+	    .gid = 1000,
+	    .cache_dir = dir,
+	    .cache_size = 4ull << 30,
 	};
 	struct fs *fs = NULL;
 	char err[512] = "";
@@ -78,7 +81,8 @@ int main(int argc, char **argv)
 		struct fs_file *fh = NULL;
 		bool direct;
 
-		if (fs_open(fs, FS_INO_CTL_WARM, O_WRONLY, 0, 1, &fh, &direct) ||
+		if (fs_open(fs, FS_INO_CTL_WARM, O_WRONLY, 0, 1, &fh,
+			    &direct) ||
 		    fs_write(fs, FS_INO_CTL_WARM, fh, ".\n", 2, 0) != 2 ||
 		    fs_flush(fs, FS_INO_CTL_WARM, fh)) {
 			fprintf(stderr, "bench_mount: warm refused\n");

@@ -53,7 +53,7 @@ static struct {
 	struct fake_fault faults[16];
 	size_t n_faults;
 	uint64_t gets, lists, puts, version;
-} F = { .mu = PTHREAD_MUTEX_INITIALIZER, .page_max = 1000 };
+} F = {.mu = PTHREAD_MUTEX_INITIALIZER, .page_max = 1000};
 
 void fake_s3_reset(void)
 {
@@ -109,7 +109,8 @@ int fake_s3_put(const char *key, const void *data, size_t len)
 	if (!found) {
 		if (F.n == F.cap) {
 			size_t cap = F.cap ? F.cap * 2 : 64;
-			struct fake_obj *no = realloc(F.objs, cap * sizeof(*no));
+			struct fake_obj *no =
+			    realloc(F.objs, cap * sizeof(*no));
 
 			if (!no) {
 				pthread_mutex_unlock(&F.mu);
@@ -119,9 +120,10 @@ int fake_s3_put(const char *key, const void *data, size_t len)
 			F.objs = no;
 			F.cap = cap;
 		}
-		memmove(&F.objs[i + 1], &F.objs[i], (F.n - i) * sizeof(*F.objs));
+		memmove(&F.objs[i + 1], &F.objs[i],
+			(F.n - i) * sizeof(*F.objs));
 		F.n++;
-		F.objs[i] = (struct fake_obj){ .key = strdup(key) };
+		F.objs[i] = (struct fake_obj){.key = strdup(key)};
 	}
 	o = &F.objs[i];
 	free(o->data);
@@ -211,7 +213,8 @@ static int answer_error(struct s3_status *st, long http, const char *code)
 
 	memset(st, 0, sizeof(*st));
 	if (!http) {
-		s3_status_from_curl(st, CURLE_RECV_ERROR, "fake: connection reset");
+		s3_status_from_curl(st, CURLE_RECV_ERROR,
+				    "fake: connection reset");
 		rc = s3_errno(0, "", CURLE_RECV_ERROR);
 	} else {
 		st->http = http;
@@ -276,7 +279,7 @@ static int answer_list(const char *query, struct s3_body *body)
 	unsigned max = mk ? (unsigned)atoi(mk) : 1000;
 	const char *from = token ? token : F.ignore_start_after ? NULL : after;
 	size_t plen = prefix ? strlen(prefix) : 0;
-	struct buf b = { 0 };
+	struct buf b = {0};
 	char last[1024] = "", line[2048];
 	unsigned count = 0;
 	bool truncated = false;
@@ -303,7 +306,8 @@ static int answer_list(const char *query, struct s3_body *body)
 		rest = k + plen;
 		slash = delim ? strchr(rest, '/') : NULL;
 		if (slash) {
-			snprintf(cp, sizeof(cp), "%.*s", (int)(slash - k + 1), k);
+			snprintf(cp, sizeof(cp), "%.*s", (int)(slash - k + 1),
+				 k);
 			if (!strcmp(cp, last))
 				continue;
 		}
@@ -315,7 +319,8 @@ static int answer_list(const char *query, struct s3_body *body)
 		if (slash) {
 			snprintf(line, sizeof(line),
 				 "<CommonPrefixes><Prefix>%s</Prefix>"
-				 "</CommonPrefixes>", cp);
+				 "</CommonPrefixes>",
+				 cp);
 			snprintf(last, sizeof(last), "%s", cp);
 		} else {
 			snprintf(line, sizeof(line),
@@ -327,13 +332,17 @@ static int answer_list(const char *query, struct s3_body *body)
 		}
 		append(&b, line);
 	}
-	snprintf(line, sizeof(line), "<KeyCount>%u</KeyCount><IsTruncated>%s"
-		 "</IsTruncated>", count, truncated ? "true" : "false");
+	snprintf(line, sizeof(line),
+		 "<KeyCount>%u</KeyCount><IsTruncated>%s"
+		 "</IsTruncated>",
+		 count, truncated ? "true" : "false");
 	append(&b, line);
 	if (truncated) {
 		/* The token is the last entry given: opaque to the client. */
-		snprintf(line, sizeof(line), "<NextContinuationToken>%s"
-			 "</NextContinuationToken>", last);
+		snprintf(line, sizeof(line),
+			 "<NextContinuationToken>%s"
+			 "</NextContinuationToken>",
+			 last);
 		append(&b, line);
 	}
 	if (append(&b, "</ListBucketResult>"))
@@ -367,8 +376,7 @@ static char *path_key(const struct s3_xfer *x)
 }
 
 /* A GET of object @key into the caller's buffer. F.mu held. */
-static int answer_get(struct s3_xfer *x, const char *key,
-		      struct s3_status *st)
+static int answer_get(struct s3_xfer *x, const char *key, struct s3_status *st)
 {
 	bool found;
 	size_t i = find(key, &found);

@@ -33,31 +33,31 @@ struct fget {
 	struct pf_get *g;
 	int side;
 	char *key;
-	uint64_t due;        /* virtual ns; UINT64_MAX: never */
+	uint64_t due; /* virtual ns; UINT64_MAX: never */
 	bool running;
-	bool logged;         /* the start log owns key */
-	unsigned seq;        /* start order: ties end in it */
+	bool logged;  /* the start log owns key */
+	unsigned seq; /* start order: ties end in it */
 };
 
 struct fake_source {
 	struct fside sides[SIDES];
 	pthread_mutex_t mu;
-	pthread_cond_t cv;       /* the engine waits in run() */
-	pthread_cond_t idle_cv;  /* a test waits for the engine to wait */
+	pthread_cond_t cv;	/* the engine waits in run() */
+	pthread_cond_t idle_cv; /* a test waits for the engine to wait */
 	uint64_t now;
 	uint64_t latency[SIDES]; /* ns, UINT64_MAX: never */
-	uint64_t run_until;      /* the engine's wait ends then (virtual) */
-	bool waiting;            /* the engine waits in run() */
+	uint64_t run_until;	 /* the engine's wait ends then (virtual) */
+	bool waiting;		 /* the engine waits in run() */
 	bool woken;
-	bool hold;               /* wake-ups wait (fake_source_hold()) */
-	struct fget **run;       /* running GETs */
+	bool hold;	   /* wake-ups wait (fake_source_hold()) */
+	struct fget **run; /* running GETs */
 	unsigned n_run, cap_run, running_max, seq;
 	struct {
 		enum s3_err_kind kind; /* the next times answers fail */
 		int err, times;
 		bool retryable;
 	} fail[SIDES];
-	char **log_key;          /* every origin start, in order */
+	char **log_key; /* every origin start, in order */
 	uint64_t *log_off;
 	unsigned n_log, cap_log;
 	unsigned tier_starts;
@@ -144,8 +144,8 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 	if (fs->n_log == fs->cap_log) {
 		unsigned cap = fs->cap_log ? 2 * fs->cap_log : 256;
 		void *k = realloc(fs->log_key, cap * sizeof(*fs->log_key));
-		void *o = k ? realloc(fs->log_off, cap * sizeof(*fs->log_off))
-			    : NULL;
+		void *o =
+		    k ? realloc(fs->log_off, cap * sizeof(*fs->log_off)) : NULL;
 
 		if (k)
 			fs->log_key = k;
@@ -164,8 +164,8 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 		fs->tier_starts++;
 	}
 	fg->due = fs->latency[fg->side] == UINT64_MAX
-			  ? UINT64_MAX
-			  : fs->now + fs->latency[fg->side];
+		      ? UINT64_MAX
+		      : fs->now + fs->latency[fg->side];
 	fg->running = true;
 	fg->seq = fs->seq++;
 	fs->run[fs->n_run++] = fg;
@@ -188,7 +188,7 @@ static void f_cancel(struct pf_source *s, struct pf_get *g,
 	run_remove(fs, g->h);
 	fs->cancels[side_of(s)]++;
 	pthread_mutex_unlock(&fs->mu);
-	*st = (struct s3_status){ .kind = S3_ERR_NETWORK };
+	*st = (struct s3_status){.kind = S3_ERR_NETWORK};
 	strcpy(st->message, "cancelled");
 }
 
@@ -247,7 +247,7 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 	}
 	run_remove(fs, fg);
 	g = fg->g;
-	*st = (struct s3_status){ .kind = S3_ERR_NONE };
+	*st = (struct s3_status){.kind = S3_ERR_NONE};
 	if (fs->fail[fg->side].times > 0) {
 		fs->fail[fg->side].times--;
 		st->kind = fs->fail[fg->side].kind;
@@ -319,16 +319,16 @@ static void f_destroy(struct pf_source *s)
 }
 
 static const struct pf_source_ops f_ops = {
-	.start = f_start,
-	.cancel = f_cancel,
-	.running = f_running,
-	.run = f_run,
-	.next_done = f_next_done,
-	.meta = f_meta,
-	.release = f_release,
-	.wake = f_wake,
-	.now_ns = f_now_ns,
-	.destroy = f_destroy,
+    .start = f_start,
+    .cancel = f_cancel,
+    .running = f_running,
+    .run = f_run,
+    .next_done = f_next_done,
+    .meta = f_meta,
+    .release = f_release,
+    .wake = f_wake,
+    .now_ns = f_now_ns,
+    .destroy = f_destroy,
 };
 
 struct fake_source *fake_source_create(uint64_t latency_ms)
@@ -338,7 +338,7 @@ struct fake_source *fake_source_create(uint64_t latency_ms)
 	if (!fs)
 		return NULL;
 	for (int i = 0; i < SIDES; i++)
-		fs->sides[i] = (struct fside){ { &f_ops }, fs, i };
+		fs->sides[i] = (struct fside){{&f_ops}, fs, i};
 	pthread_mutex_init(&fs->mu, NULL);
 	pthread_cond_init(&fs->cv, NULL);
 	pthread_cond_init(&fs->idle_cv, NULL);

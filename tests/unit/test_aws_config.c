@@ -40,11 +40,12 @@ static const char *put(const char *name, const char *text, long len)
 static void clear_env(void)
 {
 	static const char *const vars[] = {
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-		"AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
-		"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
-		"AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE",
-		"AWS_CONFIG_FILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+	    "AWS_ACCESS_KEY_ID",   "AWS_SECRET_ACCESS_KEY",
+	    "AWS_SESSION_TOKEN",   "AWS_REGION",
+	    "AWS_DEFAULT_REGION",  "AWS_ENDPOINT_URL",
+	    "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
+	    "AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE",
+	    "AWS_CONFIG_FILE",	   "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
@@ -104,7 +105,8 @@ static void test_ini(void)
 		"[ profile  dev ]\n"
 		"region: eu-west-1\n"
 		"endpoint_url = http://h:1/  # inline comment\n"
-		"weird;value = a#b\n", -1);
+		"weird;value = a#b\n",
+		-1);
 	CHECK(!strcmp(r, "[default]\n"
 			 "default|aws_access_key_id=AKID\n"
 			 "default|aws_secret_access_key=sec/ret+key\n"
@@ -122,7 +124,8 @@ static void test_ini(void)
 		"  endpoint_url = http://s3only\n"
 		"\taddressing_style = path\n"
 		"endpoint_url = http://all\n"
-		"  not_nested = 1\n", -1);
+		"  not_nested = 1\n",
+		-1);
 	CHECK(!strcmp(r, "[profile x]\n"
 			 "profile x|region=r1\n"
 			 "profile x|s3.endpoint_url=http://s3only\n"
@@ -137,7 +140,8 @@ static void test_ini(void)
 		"no delimiter here\n"
 		"[ok]\n"
 		"\x01\x02\xff = \xfe\n"
-		"k = v", -1);
+		"k = v",
+		-1);
 	CHECK(!strcmp(r, "[]\n[ok]\nok|\x01\x02\xff=\xfe\nok|k=v\n"));
 
 	/* NUL bytes inside: the text has a length, not a terminator. */
@@ -155,7 +159,7 @@ static void test_ini(void)
 	{
 		size_t n = 1 << 20;
 		char *big = malloc(n + 64);
-		struct collect c = { 0 };
+		struct collect c = {0};
 
 		if (!big) {
 			CHECK(big != NULL);
@@ -180,11 +184,16 @@ static void test_ini(void)
 			for (size_t i = 0; i < sizeof(junk); i++) {
 				int x = rand() % 16;
 
-				junk[i] = x == 0 ? '\n' : x == 1 ? '[' : x == 2 ? ']'
-					: x == 3 ? '=' : x == 4 ? ' ' : (char)rand();
+				junk[i] = x == 0   ? '\n'
+					  : x == 1 ? '['
+					  : x == 2 ? ']'
+					  : x == 3 ? '='
+					  : x == 4 ? ' '
+						   : (char)rand();
 			}
 			memset(&c, 0, sizeof(c));
-			CHECK(aws_ini_parse(junk, sizeof(junk), collect_cb, &c) == 0);
+			CHECK(aws_ini_parse(junk, sizeof(junk), collect_cb,
+					    &c) == 0);
 		}
 	}
 }
@@ -192,49 +201,48 @@ static void test_ini(void)
 /* ---- sources and precedence ---------------------------------------------- */
 
 static const char CREDS[] =
-	"[default]\n"
-	"aws_access_key_id = AK_DEFAULT\n"
-	"aws_secret_access_key = SK_DEFAULT_SECRET\n"
-	"\n"
-	"[train]\n"
-	"aws_access_key_id = AK_TRAIN\n"
-	"aws_secret_access_key = SK_TRAIN_SECRET\n"
-	"aws_session_token = TOKEN_TRAIN_SECRET\n"
-	"\n"
-	"[half]\n"
-	"aws_access_key_id = AK_HALF\n"
-	"[profile train]\n" /* the config file's syntax: not "train" here */
-	"aws_access_key_id = WRONG\n"
-	"aws_secret_access_key = WRONG\n";
+    "[default]\n"
+    "aws_access_key_id = AK_DEFAULT\n"
+    "aws_secret_access_key = SK_DEFAULT_SECRET\n"
+    "\n"
+    "[train]\n"
+    "aws_access_key_id = AK_TRAIN\n"
+    "aws_secret_access_key = SK_TRAIN_SECRET\n"
+    "aws_session_token = TOKEN_TRAIN_SECRET\n"
+    "\n"
+    "[half]\n"
+    "aws_access_key_id = AK_HALF\n"
+    "[profile train]\n" /* the config file's syntax: not "train" here */
+    "aws_access_key_id = WRONG\n"
+    "aws_secret_access_key = WRONG\n";
 
-static const char CONFIG[] =
-	"[default]\n"
-	"region = eu-central-1\n"
-	"[profile train]\n"
-	"region = us-west-2\n"
-	"endpoint_url = http://all-services:1\n"
-	"s3 =\n"
-	"    endpoint_url = http://s3-only:2\n"
-	"[profile onlyconfig]\n"
-	"aws_access_key_id = AK_CONFIG\n"
-	"aws_secret_access_key = SK_CONFIG_SECRET\n"
-	"endpoint_url = http://cfg:3\n"
-	"[onlyconfig-wrong-syntax]\n"
-	"region = nowhere\n"
-	"[profile role]\n"
-	"role_arn = arn:aws:iam::1:role/x\n"
-	"source_profile = default\n"
-	"[profile sso]\n"
-	"sso_session = corp\n"
-	"[profile empty]\n";
+static const char CONFIG[] = "[default]\n"
+			     "region = eu-central-1\n"
+			     "[profile train]\n"
+			     "region = us-west-2\n"
+			     "endpoint_url = http://all-services:1\n"
+			     "s3 =\n"
+			     "    endpoint_url = http://s3-only:2\n"
+			     "[profile onlyconfig]\n"
+			     "aws_access_key_id = AK_CONFIG\n"
+			     "aws_secret_access_key = SK_CONFIG_SECRET\n"
+			     "endpoint_url = http://cfg:3\n"
+			     "[onlyconfig-wrong-syntax]\n"
+			     "region = nowhere\n"
+			     "[profile role]\n"
+			     "role_arn = arn:aws:iam::1:role/x\n"
+			     "source_profile = default\n"
+			     "[profile sso]\n"
+			     "sso_session = corp\n"
+			     "[profile empty]\n";
 
 /* Loads with @profile named explicitly (NULL: none) and returns rc. */
-static int load(struct aws_config *c, const char *profile, bool need,
-		char *err, size_t err_len)
+static int load(struct aws_config *c, const char *profile, bool need, char *err,
+		size_t err_len)
 {
 	struct aws_config_req req = {
-		.profile = profile,
-		.need_credentials = need,
+	    .profile = profile,
+	    .need_credentials = need,
 	};
 
 	err[0] = '\0';
@@ -273,7 +281,8 @@ static void test_files(void)
 	 * the profile's general one. */
 	CHECK(load(&c, "train", true, err, sizeof(err)) == 0);
 	CHECK(!strcmp(c.access_key, "AK_TRAIN"));
-	CHECK(c.session_token && !strcmp(c.session_token, "TOKEN_TRAIN_SECRET"));
+	CHECK(c.session_token &&
+	      !strcmp(c.session_token, "TOKEN_TRAIN_SECRET"));
 	CHECK(c.region && !strcmp(c.region, "us-west-2"));
 	CHECK(c.endpoint && !strcmp(c.endpoint, "http://s3-only:2"));
 	aws_config_fini(&c);
@@ -322,7 +331,8 @@ static void test_files(void)
 	/* Half a pair; a role (the chain's, prefetch/s3/creds_chain.c, not a
 	 * static pair); Identity Center, which hintfs cannot use. */
 	CHECK(load(&c, "half", true, err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "has aws_access_key_id but no aws_secret_access_key"));
+	CHECK(
+	    strstr(err, "has aws_access_key_id but no aws_secret_access_key"));
 	aws_config_fini(&c);
 	CHECK(load(&c, "role", false, err, sizeof(err)) == 0);
 	CHECK(!c.access_key && !c.creds_from);
@@ -369,7 +379,8 @@ static void test_env_precedence(void)
 	/* Half a pair in the environment. */
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	CHECK(load(&c, NULL, true, err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY"));
+	CHECK(
+	    strstr(err, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY"));
 	aws_config_fini(&c);
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SESSION_TOKEN");
@@ -402,15 +413,17 @@ static void test_env_precedence(void)
 static void test_paths(void)
 {
 	struct aws_config c;
-	struct aws_config_req req = { .need_credentials = true };
+	struct aws_config_req req = {.need_credentials = true};
 	char err[512], path[300];
 
 	/* ~/.aws under $HOME by default. */
 	clear_env();
 	snprintf(path, sizeof(path), "%s/.aws", dir);
 	CHECK(mkdir(path, 0700) == 0);
-	put(".aws/credentials", "[default]\naws_access_key_id=A\n"
-				"aws_secret_access_key=S\n", -1);
+	put(".aws/credentials",
+	    "[default]\naws_access_key_id=A\n"
+	    "aws_secret_access_key=S\n",
+	    -1);
 	put(".aws/config", "[default]\nregion = home-region\n", -1);
 	CHECK(aws_config_load(&req, &c, err, sizeof(err)) == 0);
 	CHECK(c.access_key && !strcmp(c.access_key, "A"));
@@ -420,8 +433,8 @@ static void test_paths(void)
 	aws_config_fini(&c);
 
 	/* "~/" in a variable. */
-	put("other", "[default]\naws_access_key_id=B\naws_secret_access_key=S\n",
-	    -1);
+	put("other",
+	    "[default]\naws_access_key_id=B\naws_secret_access_key=S\n", -1);
 	setenv("AWS_SHARED_CREDENTIALS_FILE", "~/other", 1);
 	CHECK(aws_config_load(&req, &c, err, sizeof(err)) == 0);
 	CHECK(c.access_key && !strcmp(c.access_key, "B"));
@@ -442,8 +455,10 @@ static void test_paths(void)
 	CHECK(aws_config_load(&req, &c, err, sizeof(err)) == -EISDIR);
 	aws_config_fini(&c);
 	/* The option beats the variable. */
-	req.credentials_file = put("opt-creds", "[p]\naws_access_key_id=C\n"
-				   "aws_secret_access_key=S\n", -1);
+	req.credentials_file = put("opt-creds",
+				   "[p]\naws_access_key_id=C\n"
+				   "aws_secret_access_key=S\n",
+				   -1);
 	req.profile = "p";
 	CHECK(aws_config_load(&req, &c, err, sizeof(err)) == 0);
 	CHECK(c.access_key && !strcmp(c.access_key, "C"));
@@ -453,7 +468,7 @@ static void test_paths(void)
 	 * whatever it is, the path ends in /.aws/credentials. */
 	clear_env();
 	unsetenv("HOME");
-	req = (struct aws_config_req){ .need_credentials = false };
+	req = (struct aws_config_req){.need_credentials = false};
 	CHECK(aws_config_load(&req, &c, err, sizeof(err)) == 0);
 	CHECK(c.credentials_path &&
 	      strstr(c.credentials_path, "/.aws/credentials") != NULL);
@@ -462,10 +477,12 @@ static void test_paths(void)
 
 /* ---- the daemon's options ------------------------------------------------ */
 
-#define ARGV(...) ((char *[]){ "hintfs", __VA_ARGS__, NULL })
-#define ARGC(...) ((int)(sizeof((char *[]){ "hintfs", __VA_ARGS__ }) / sizeof(char *)))
-#define PARSE(o, err, ...) \
-	opts_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (o), (err), sizeof(err))
+#define ARGV(...) ((char *[]){"hintfs", __VA_ARGS__, NULL})
+#define ARGC(...)                                                              \
+	((int)(sizeof((char *[]){"hintfs", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(o, err, ...)                                                     \
+	opts_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (o), (err),           \
+		   sizeof(err))
 
 static void test_options(void)
 {
@@ -483,8 +500,10 @@ static void test_options(void)
 	CHECK(!strcmp(o.endpoint, "http://s3-only:2"));
 	opts_fini(&o);
 
-	CHECK(PARSE(&o, err, "s3://b", "/mnt", "--profile", "train", "-f") == 0);
-	CHECK(o.access_key && !strcmp(o.access_key, "AK_TRAIN") && o.foreground);
+	CHECK(PARSE(&o, err, "s3://b", "/mnt", "--profile", "train", "-f") ==
+	      0);
+	CHECK(o.access_key && !strcmp(o.access_key, "AK_TRAIN") &&
+	      o.foreground);
 	opts_fini(&o);
 	CHECK(PARSE(&o, err, "--profile=train", "s3://b", "/mnt") == 0);
 	CHECK(o.access_key && !strcmp(o.access_key, "AK_TRAIN"));
@@ -503,14 +522,15 @@ static void test_options(void)
 	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
 	unsetenv("AWS_CONFIG_FILE");
 	unsetenv("AWS_REGION");
-	CHECK(PARSE(&o, err, "s3://b", "/mnt", "-o", "profile=train",
-		    "-o", "credentials_file=/tmp/nonexistent-hintfs") != 0);
+	CHECK(PARSE(&o, err, "s3://b", "/mnt", "-o", "profile=train", "-o",
+		    "credentials_file=/tmp/nonexistent-hintfs") != 0);
 	CHECK(strstr(err, "/tmp/nonexistent-hintfs") != NULL);
 	opts_fini(&o);
 	{
 		char co[300], cf[300];
 
-		snprintf(co, sizeof(co), "credentials_file=%s/credentials", dir);
+		snprintf(co, sizeof(co), "credentials_file=%s/credentials",
+			 dir);
 		snprintf(cf, sizeof(cf), "config_file=%s/config", dir);
 		CHECK(PARSE(&o, err, "s3://b", "/mnt", "-o", "profile=train",
 			    "-o", co, "-o", cf) == 0);
@@ -533,7 +553,8 @@ static void test_options(void)
 			  "the command line") != NULL);
 	CHECK(!strstr(err, "SK_ON_ARGV"));
 	opts_fini(&o);
-	CHECK(PARSE(&o, err, "s3://b", "/mnt", "-o", "session_token=TOKEN_X") != 0);
+	CHECK(PARSE(&o, err, "s3://b", "/mnt", "-o", "session_token=TOKEN_X") !=
+	      0);
 	CHECK(strstr(err, "-o session_token:") && !strstr(err, "TOKEN_X"));
 	opts_fini(&o);
 

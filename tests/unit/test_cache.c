@@ -98,10 +98,10 @@ static struct cache *open_cache(const char *dir, uint64_t cap,
 				cache_next_use_cb cb, void *arg)
 {
 	struct cache_config cfg = {
-		.dir = dir,
-		.capacity = cap,
-		.next_use = cb,
-		.next_use_arg = arg,
+	    .dir = dir,
+	    .capacity = cap,
+	    .next_use = cb,
+	    .next_use_arg = arg,
 	};
 	struct cache *c = NULL;
 	char err[256];
@@ -182,9 +182,10 @@ static int check_obj(struct cache *c, const char *key, const char *etag,
 	got = malloc(size + 1);
 	fill(want, size, key, etag);
 	n = cache_read(c, &o, got, size + 1, 0);
-	rc = n < 0 ? (int)n : (size_t)n != size ? -EIO
-		     : memcmp(want, got, size) ? -EBADMSG
-					       : 0;
+	rc = n < 0		       ? (int)n
+	     : (size_t)n != size       ? -EIO
+	     : memcmp(want, got, size) ? -EBADMSG
+				       : 0;
 	free(want);
 	free(got);
 	return rc;
@@ -220,10 +221,9 @@ static void test_roundtrip(void)
 	struct cache_put *p;
 	unsigned seed = 1;
 
-	CHECK(put_obj(c, "small", "\"e1\"", 1000, CACHE_NEVER, 1, &seed) ==
+	CHECK(put_obj(c, "small", "\"e1\"", 1000, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(put_obj(c, "big", "\"e1\"", 300 * KIB, CACHE_NEVER, 3, &seed) ==
 	      0);
-	CHECK(put_obj(c, "big", "\"e1\"", 300 * KIB, CACHE_NEVER, 3,
-		      &seed) == 0);
 	CHECK(put_obj(c, "empty", "\"e1\"", 0, CACHE_NEVER, 1, &seed) == 0);
 	CHECK(check_obj(c, "small", "\"e1\"", 1000) == 0);
 	CHECK(check_obj(c, "big", "\"e1\"", 300 * KIB) == 0);
@@ -232,8 +232,8 @@ static void test_roundtrip(void)
 	/* Another ETag is another object. */
 	CHECK(cache_lookup(c, "big", 3, "\"e2\"", 300 * KIB, &o) == -ENODATA);
 	CHECK(cache_lookup(c, "bi", 2, "\"e1\"", 300 * KIB, &o) == -ENODATA);
-	CHECK(cache_put_begin(c, "big", 3, "\"e1\"", 300 * KIB, 0, CACHE_NO_ID, &p) ==
-	      -EEXIST);
+	CHECK(cache_put_begin(c, "big", 3, "\"e1\"", 300 * KIB, 0, CACHE_NO_ID,
+			      &p) == -EEXIST);
 
 	/* Ranges: inside, across the end (short), past the end. */
 	fill(want, 300 * KIB, "big", "\"e1\"");
@@ -284,7 +284,8 @@ static void test_parts(void)
 	struct cache_obj o;
 
 	fill(want, size, "parts", "\"x\"");
-	CHECK(cache_put_begin(c, "parts", 5, "\"x\"", size, 0, CACHE_NO_ID, &p) == 0);
+	CHECK(cache_put_begin(c, "parts", 5, "\"x\"", size, 0, CACHE_NO_ID,
+			      &p) == 0);
 	/* A part that does not start where the last ended is refused (the
 	 * checksum is taken as parts come), and costs nothing. */
 	CHECK(cache_put_write(p, part, want + part, part) == -EINVAL);
@@ -301,7 +302,8 @@ static void test_parts(void)
 
 	/* Inline, in parts. */
 	fill(want, 9000, "tiny", "\"x\"");
-	CHECK(cache_put_begin(c, "tiny", 4, "\"x\"", 9000, 0, CACHE_NO_ID, &p) == 0);
+	CHECK(cache_put_begin(c, "tiny", 4, "\"x\"", 9000, 0, CACHE_NO_ID,
+			      &p) == 0);
 	CHECK(cache_put_write(p, 4500, want + 4500, 4500) == -EINVAL);
 	CHECK(cache_put_write(p, 0, want, 4500) == 0);
 	CHECK(cache_put_write(p, 4500, want + 4500, 4500) == 0);
@@ -309,8 +311,8 @@ static void test_parts(void)
 	CHECK(check_obj(c, "tiny", "\"x\"", 9000) == 0);
 
 	/* A commit with a part missing caches nothing. */
-	CHECK(cache_put_begin(c, "holey", 5, "\"x\"", 100 * KIB, 0, CACHE_NO_ID, &q) ==
-	      0);
+	CHECK(cache_put_begin(c, "holey", 5, "\"x\"", 100 * KIB, 0, CACHE_NO_ID,
+			      &q) == 0);
 	CHECK(cache_put_write(q, 0, want, 50 * KIB) == 0);
 	CHECK(cache_put_commit(q) == -EINVAL);
 	CHECK(cache_lookup(c, "holey", 5, "\"x\"", 0, &o) == -ENODATA);
@@ -327,22 +329,22 @@ static void test_abort(void)
 	struct cache *c = open_cache(dir, 1 * MIB, NULL, NULL);
 	struct cache_stats st;
 	struct cache_put *p, *q;
-	unsigned char buf[4096] = { 0 };
+	unsigned char buf[4096] = {0};
 	unsigned seed = 2;
 
-	CHECK(cache_put_begin(c, "a", 1, "e", 1 * MIB, CACHE_NEVER, CACHE_NO_ID, &p) == 0);
+	CHECK(cache_put_begin(c, "a", 1, "e", 1 * MIB, CACHE_NEVER, CACHE_NO_ID,
+			      &p) == 0);
 	CHECK(cache_put_write(p, 0, buf, sizeof(buf)) == 0);
 	/* Everything is reserved: nothing else fits meanwhile. */
-	CHECK(cache_put_begin(c, "b", 1, "e", 100 * KIB, CACHE_NEVER, CACHE_NO_ID, &q) ==
-	      -ENOSPC);
+	CHECK(cache_put_begin(c, "b", 1, "e", 100 * KIB, CACHE_NEVER,
+			      CACHE_NO_ID, &q) == -ENOSPC);
 	cache_put_abort(p);
 	cache_put_abort(NULL);
 	cache_get_stats(c, &st);
 	CHECK(st.objects == 0 && st.bytes == 0);
 	/* The whole capacity is free again. */
 	CHECK(put_obj(c, "c", "e", 1 * MIB, CACHE_NEVER, 4, &seed) == 0);
-	CHECK(put_obj(c, "d", "e", 2 * MIB, CACHE_NEVER, 1, &seed) ==
-	      -ENOSPC);
+	CHECK(put_obj(c, "d", "e", 2 * MIB, CACHE_NEVER, 1, &seed) == -ENOSPC);
 	cache_get_stats(c, &st);
 	CHECK(st.objects == 1 && st.evictions == 0);
 	CHECK(check_obj(c, "c", "e", 1 * MIB) == 0);
@@ -377,8 +379,8 @@ static void test_persist(void)
 	for (int i = 0; i < 60; i++) {
 		snprintf(key, sizeof(key), "train/class%d/img%04d.jpg", i % 3,
 			 i);
-		bad += check_obj(c, key, "\"etag\"", 500 + (size_t)i * 4099) !=
-		       0;
+		bad +=
+		    check_obj(c, key, "\"etag\"", 500 + (size_t)i * 4099) != 0;
 	}
 	CHECK(bad == 0);
 	CHECK(check_obj(c, long_key, "\"L\"", 40 * KIB) == 0);
@@ -422,7 +424,7 @@ static void test_corrupt(void)
 	struct cache_obj o;
 	unsigned char b, buf[64];
 	unsigned seed = 4;
-	int fd, counts[2] = { 0, 0 };
+	int fd, counts[2] = {0, 0};
 
 	/* Extents start at 0, then on 4 KiB: a at 0, v at 200 KiB. */
 	CHECK(put_obj(c, "a", "e", 200 * KIB, 0, 1, &seed) == 0);
@@ -587,8 +589,9 @@ static void test_read_errors(void)
 static void test_source_and_size(void)
 {
 	char *dir = mktmp(), err[512];
-	struct cache_config cfg = { .dir = dir, .capacity = 64 * MIB,
-				    .source = "s3://one at http://h:1" };
+	struct cache_config cfg = {.dir = dir,
+				   .capacity = 64 * MIB,
+				   .source = "s3://one at http://h:1"};
 	struct cache_stats st;
 	struct cache_obj o;
 	struct cache *c = NULL;
@@ -633,7 +636,7 @@ static void test_source_and_size(void)
  */
 static void test_damaged_index(void)
 {
-	static const char *const keys[] = { "i0", "i1", "i2", "s0", "s1" };
+	static const char *const keys[] = {"i0", "i1", "i2", "s0", "s1"};
 	char *dir = mktmp(), idx[512];
 	unsigned seed = 9;
 
@@ -667,7 +670,7 @@ static void test_damaged_index(void)
 			long psz = sysconf(_SC_PAGESIZE);
 
 			for (off_t p = 2; p * psz < st.st_size; p++) {
-				unsigned char h[16] = { 0 };
+				unsigned char h[16] = {0};
 				uint64_t pg = (uint64_t)p;
 
 				memcpy(h, &pg, 8);
@@ -682,8 +685,10 @@ static void test_damaged_index(void)
 			unsigned char *junk = malloc(n);
 
 			for (size_t i = 0; i < n; i++)
-				junk[i] = how == 2 ? 0 : how == 3 ? 0xff
-					: (unsigned char)rand_r(&seed);
+				junk[i] = how == 2 ? 0
+					  : how == 3
+					      ? 0xff
+					      : (unsigned char)rand_r(&seed);
 			if (how >= 8) {
 				unsigned char *old = malloc(n);
 
@@ -741,14 +746,14 @@ static uint64_t nu_lookup(void *arg, uint32_t *id, const char *key,
 static void test_belady(void)
 {
 	struct nu_table t = {
-		.key = { "A", "B", "C", "D", "E" },
-		.nu = { 10, 30, 20, 5, 100 },
+	    .key = {"A", "B", "C", "D", "E"},
+	    .nu = {10, 30, 20, 5, 100},
 	};
 	char *dir = mktmp();
 	/* Three 64 KiB objects, and a bit: one eviction makes room for a
 	 * fourth, even with the scan freeing down to 95%. */
-	struct cache *c = open_cache(dir, 3 * 64 * KIB + 16 * KIB, nu_lookup,
-				     &t);
+	struct cache *c =
+	    open_cache(dir, 3 * 64 * KIB + 16 * KIB, nu_lookup, &t);
 	size_t sz = 64 * KIB;
 	struct cache_stats st;
 	unsigned seed = 6;
@@ -788,8 +793,8 @@ static void test_belady(void)
 static void test_belady_exact(void)
 {
 	struct nu_table t = {
-		.key = { "a", "b", "c" },
-		.nu = { 1, 2, CACHE_NEVER },
+	    .key = {"a", "b", "c"},
+	    .nu = {1, 2, CACHE_NEVER},
 	};
 	char *dir = mktmp();
 	struct cache *c = open_cache(dir, 3 * 100000 + 4096, nu_lookup, &t);
@@ -871,11 +876,11 @@ static void test_commit_many(void)
 	struct cache_stats st;
 	int rcs[5];
 
-	ps[0] = begin_filled(c, "b0", 1000, 0);          /* inline */
-	ps[1] = begin_filled(c, "b1", 300 * KIB, 0);     /* segment */
+	ps[0] = begin_filled(c, "b0", 1000, 0);	     /* inline */
+	ps[1] = begin_filled(c, "b1", 300 * KIB, 0); /* segment */
 	ps[2] = begin_filled(c, "b2", 70 * KIB, 0);
-	ps[3] = begin_filled(c, "b1", 300 * KIB, 0);     /* same object */
-	ps[4] = begin_filled(c, "b3", 5000, 10);         /* not all written */
+	ps[3] = begin_filled(c, "b1", 300 * KIB, 0); /* same object */
+	ps[4] = begin_filled(c, "b3", 5000, 10);     /* not all written */
 	for (int i = 0; i < 5; i++)
 		CHECK(ps[i] != NULL);
 	CHECK(cache_put_commit_many(ps, 5, rcs) == 0);
@@ -910,8 +915,8 @@ static void test_evict_step_bounded(void)
 	enum { N = 20000, BATCH = 64 };
 	atomic_int calls = 0;
 	char *dir = mktmp(), key[32];
-	struct cache *c = open_cache(dir, (uint64_t)N * 4 * KIB, nu_count,
-				     &calls);
+	struct cache *c =
+	    open_cache(dir, (uint64_t)N * 4 * KIB, nu_count, &calls);
 	struct cache_put *ps[BATCH];
 	struct cache_stats st;
 	int rcs[BATCH], bad = 0;
@@ -951,8 +956,7 @@ struct nu_ids {
 	atomic_int by_id, wrong;
 };
 
-static uint64_t nu_ids(void *arg, uint32_t *id, const char *key,
-		       size_t key_len)
+static uint64_t nu_ids(void *arg, uint32_t *id, const char *key, size_t key_len)
 {
 	struct nu_ids *t = arg;
 	uint32_t want = key[0] == 'm' ? 1000 : 0, n = 0;
@@ -1003,8 +1007,8 @@ static void test_evict_ids(void)
 		else
 			m_resolved += r;
 	}
-	CHECK(n_resolved > 0); /* old entries were asked about */
-	CHECK(twice == 0);     /* ... each resolved once at most */
+	CHECK(n_resolved > 0);	/* old entries were asked about */
+	CHECK(twice == 0);	/* ... each resolved once at most */
 	CHECK(m_resolved == 0); /* what was put with an id never is */
 	CHECK(atomic_load(&t.by_id) > 0 && atomic_load(&t.wrong) == 0);
 	cache_close(c);
@@ -1052,7 +1056,7 @@ static void test_lru(void)
 static void test_dir_rules(void)
 {
 	char *dir = mktmp(), sub[512], err[256];
-	struct cache_config cfg = { .dir = dir, .capacity = MIB };
+	struct cache_config cfg = {.dir = dir, .capacity = MIB};
 	struct cache *c = open_cache(dir, MIB, NULL, NULL), *c2 = NULL;
 	struct stat st;
 
@@ -1170,8 +1174,8 @@ static void test_meta_invalidate_clear(void)
 /* ---- threads ---- */
 
 #define MT_THREADS 8
-#define MT_ITERS 400
-#define MT_KEYS 120
+#define MT_ITERS   400
+#define MT_KEYS	   120
 
 struct mt_ctx {
 	struct cache *c;
@@ -1183,8 +1187,9 @@ struct mt_ctx {
 static size_t mt_size(int k)
 {
 	/* A mix of inline and segment objects, one of them 2 MiB. */
-	return k == 7 ? 2 * MIB : k % 4 == 0 ? 700 + (size_t)k * 37
-					     : 20 * KIB + (size_t)k * 1531;
+	return k == 7	    ? 2 * MIB
+	       : k % 4 == 0 ? 700 + (size_t)k * 37
+			    : 20 * KIB + (size_t)k * 1531;
 }
 
 static uint64_t mt_next_use(void *arg, uint32_t *id, const char *key,
@@ -1224,7 +1229,8 @@ static void *mt_worker(void *arg)
 			continue;
 		}
 		rc = put_obj(x->c, key, "e", size,
-			     mt_next_use(NULL, &(uint32_t){ CACHE_NO_ID }, key, strlen(key)),
+			     mt_next_use(NULL, &(uint32_t){CACHE_NO_ID}, key,
+					 strlen(key)),
 			     1 + (int)(rand_r(&seed) % 4), &seed);
 		if (rc && rc != -EEXIST && rc != -ENOSPC) {
 			fprintf(stderr, "thread %d: put %s: %d\n", x->id, key,
@@ -1246,7 +1252,7 @@ static void test_threads(void)
 	int bad = 0, ok = 0;
 
 	for (int i = 0; i < MT_THREADS; i++) {
-		ctx[i] = (struct mt_ctx){ .c = c, .id = i };
+		ctx[i] = (struct mt_ctx){.c = c, .id = i};
 		CHECK(pthread_create(&th[i], NULL, mt_worker, &ctx[i]) == 0);
 	}
 	for (int i = 0; i < MT_THREADS; i++) {
@@ -1283,7 +1289,7 @@ static void test_threads(void)
 /* ---- kill -9 ---- */
 
 #define CRASH_ROUNDS 6
-#define CRASH_KEYS 400
+#define CRASH_KEYS   400
 
 static size_t crash_size(int k)
 {
@@ -1293,7 +1299,7 @@ static size_t crash_size(int k)
 /* The child: puts (and sometimes invalidates) until it is killed. */
 static void crash_child(const char *dir, int round)
 {
-	struct cache_config cfg = { .dir = dir, .capacity = 24 * MIB };
+	struct cache_config cfg = {.dir = dir, .capacity = 24 * MIB};
 	unsigned seed = (unsigned)getpid();
 	struct cache *c;
 	char err[256], key[32];
@@ -1371,13 +1377,13 @@ static void test_crash(void)
 static int deny_io_uring(void)
 {
 	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		     offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { .len = 4, .filter = f };
+	struct sock_fprog prog = {.len = 4, .filter = f};
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return -1;
@@ -1457,8 +1463,7 @@ static void test_disk_full(void)
 		CHECK(check_obj(c, "full/0", "e", 256 * KIB) == 0);
 		CHECK(check_obj(c, "full/1", "e", 256 * KIB) == 0);
 		/* A later put makes room in what is left instead. */
-		rc = put_obj(c, "later", "e", 256 * KIB, CACHE_NEVER, 1,
-			     &seed);
+		rc = put_obj(c, "later", "e", 256 * KIB, CACHE_NEVER, 1, &seed);
 		CHECK(rc == 0 || rc == -ENOSPC);
 		cache_get_stats(c, &st);
 		CHECK(st.corrupt == 0);
@@ -1503,7 +1508,7 @@ static void test_read_ref(void)
 	char *dir = mktmp(), seg[512];
 	struct cache *c = open_cache(dir, 64 * MIB, NULL, NULL);
 	unsigned char *want = malloc(200 * KIB), *got = malloc(200 * KIB);
-	struct ref_sink rs = { .buf = got };
+	struct ref_sink rs = {.buf = got};
 	struct cache_stats st;
 	unsigned char b;
 	unsigned seed = 9;
@@ -1520,15 +1525,15 @@ static void test_read_ref(void)
 	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 64 * KIB, 190 * KIB,
 			     ref_copy, &rs) == 10 * KIB);
 	fill(want, 5000, "small", "e");
-	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 4096, 1000, ref_copy, &rs) ==
-	      4000);
+	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 4096, 1000, ref_copy,
+			     &rs) == 4000);
 	CHECK(!rs.by_fd && memcmp(got, want + 1000, 4000) == 0);
 	/* A miss, and another ETag: -ENODATA, no call, no miss counted. */
 	rs.calls = 0;
 	CHECK(cache_read_ref(c, "none", 4, "e", 10, 10, 0, ref_copy, &rs) ==
 	      -ENODATA);
-	CHECK(cache_read_ref(c, "big", 3, "f", 200 * KIB, 10, 0, ref_copy, &rs) ==
-	      -ENODATA);
+	CHECK(cache_read_ref(c, "big", 3, "f", 200 * KIB, 10, 0, ref_copy,
+			     &rs) == -ENODATA);
 	CHECK(rs.calls == 0);
 	cache_get_stats(c, &st);
 	CHECK(st.hits == 3 && st.misses == 0);
@@ -1543,13 +1548,13 @@ static void test_read_ref(void)
 	CHECK(pwrite(fd, &b, 1, 150 * KIB) == 1);
 	close(fd);
 	c = open_cache(dir, 64 * MIB, NULL, NULL);
-	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 10, 0, ref_copy, &rs) ==
-	      -ENODATA);
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 10, 0, ref_copy,
+			     &rs) == -ENODATA);
 	CHECK(rs.calls == 0);
 	cache_get_stats(c, &st);
 	CHECK(st.corrupt == 1 && st.objects == 1);
-	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 5000, 0, ref_copy, &rs) ==
-	      5000);
+	CHECK(cache_read_ref(c, "small", 5, "e", 5000, 5000, 0, ref_copy,
+			     &rs) == 5000);
 	CHECK(rs.calls == 1);
 	cache_close(c);
 	free(want);

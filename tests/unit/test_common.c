@@ -21,7 +21,7 @@
 
 static void test_buf(void)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	char big[5000];
 
 	/* Empty: nothing allocated, then a C string at every step. */
@@ -70,7 +70,7 @@ static void test_buf(void)
 static void test_clock(void)
 {
 	uint64_t a = mono_ns(), ms = mono_ms();
-	struct timespec d = { 0, 20 * 1000000 };
+	struct timespec d = {0, 20 * 1000000};
 
 	nanosleep(&d, NULL);
 	uint64_t b = mono_ns();

@@ -53,7 +53,8 @@ static void test_process_json(void)
 
 	CHECK(pj("{\"Version\": 1, \"AccessKeyId\": \"AKIDEXAMPLE\", "
 		 "\"SecretAccessKey\": \"" SECRET "\", \"SessionToken\": "
-		 "\"tok\\u00e9\\/x\", \"Expiration\": \"2026-11-25T01:02:03Z\"}\n",
+		 "\"tok\\u00e9\\/x\", \"Expiration\": "
+		 "\"2026-11-25T01:02:03Z\"}\n",
 		 &v, err, sizeof(err)) == 0);
 	CHECK(v.access_key && !strcmp(v.access_key, "AKIDEXAMPLE"));
 	CHECK(v.secret_key && !strcmp(v.secret_key, SECRET));
@@ -72,30 +73,36 @@ static void test_process_json(void)
 	static const struct {
 		const char *in, *msg;
 	} bad[] = {
-		{ "", "empty output" },
-		{ "hello world", "not a JSON object" },
-		{ "[1]", "not a JSON object" },
-		{ "{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
-		  "Version is not 1" },
-		{ "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}", "no Version" },
-		{ "{\"Version\":\"1\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
-		  "Version is not 1" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"A\"}", "no SecretAccessKey" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"\",\"SecretAccessKey\":\"S\"}",
-		  "no AccessKeyId" },
-		{ "{\"Version\":1,\"AccessKeyId\":1,\"SecretAccessKey\":\"S\"}",
-		  "AccessKeyId is not a string" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
-		  "\"Expiration\":\"tomorrow\"}", "Expiration is not" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\""
-		  SECRET "\"} trailing", "text after the JSON object" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"A\",\"AccessKeyId\":\"B\","
-		  "\"SecretAccessKey\":\"S\"}", "given twice" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\""
-		  SECRET, "unterminated string" },
-		{ "{\"Version\":1,\"AccessKeyId\":\"A\\u0000\",\"SecretAccessKey\":"
-		  "\"S\"}", "NUL" },
-		{ "{\"Version\":1 \"AccessKeyId\":\"A\"}", "missing ','" },
+	    {"", "empty output"},
+	    {"hello world", "not a JSON object"},
+	    {"[1]", "not a JSON object"},
+	    {"{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
+	     "Version is not 1"},
+	    {"{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}", "no Version"},
+	    {"{\"Version\":\"1\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
+	     "\"S\"}",
+	     "Version is not 1"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\"}", "no SecretAccessKey"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"\",\"SecretAccessKey\":\"S\"}",
+	     "no AccessKeyId"},
+	    {"{\"Version\":1,\"AccessKeyId\":1,\"SecretAccessKey\":\"S\"}",
+	     "AccessKeyId is not a string"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
+	     "\"Expiration\":\"tomorrow\"}",
+	     "Expiration is not"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
+	     "\"" SECRET "\"} trailing",
+	     "text after the JSON object"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\",\"AccessKeyId\":\"B\","
+	     "\"SecretAccessKey\":\"S\"}",
+	     "given twice"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
+	     "\"" SECRET,
+	     "unterminated string"},
+	    {"{\"Version\":1,\"AccessKeyId\":\"A\\u0000\",\"SecretAccessKey\":"
+	     "\"S\"}",
+	     "NUL"},
+	    {"{\"Version\":1 \"AccessKeyId\":\"A\"}", "missing ','"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = pj(bad[i].in, &v, err, sizeof(err));
@@ -118,12 +125,14 @@ static void test_http_json(void)
 	const char *imds =
 	    "{\n  \"Code\" : \"Success\",\n  \"LastUpdated\" : "
 	    "\"2026-11-24T23:00:00Z\",\n  \"Type\" : \"AWS-HMAC\",\n"
-	    "  \"AccessKeyId\" : \"ASIAIMDS\",\n  \"SecretAccessKey\" : \""
-	    SECRET "\",\n  \"Token\" : \"TOKEN\",\n  \"Expiration\" : "
+	    "  \"AccessKeyId\" : \"ASIAIMDS\",\n  \"SecretAccessKey\" : "
+	    "\"" SECRET "\",\n  \"Token\" : \"TOKEN\",\n  \"Expiration\" : "
 	    "\"2026-11-25T01:02:03Z\"\n}";
 
-	CHECK(creds_parse_http_json(imds, strlen(imds), &v, err, sizeof(err)) == 0);
-	CHECK(!strcmp(v.access_key, "ASIAIMDS") && !strcmp(v.session_token, "TOKEN"));
+	CHECK(creds_parse_http_json(imds, strlen(imds), &v, err, sizeof(err)) ==
+	      0);
+	CHECK(!strcmp(v.access_key, "ASIAIMDS") &&
+	      !strcmp(v.session_token, "TOKEN"));
 	CHECK(v.expires == 1795568523);
 	creds_value_fini(&v);
 
@@ -133,10 +142,12 @@ static void test_http_json(void)
 	      -EINVAL);
 	CHECK(strstr(err, "AssumeRoleUnauthorizedAccess") != NULL);
 	/* The container endpoint's answer has no Code. */
-	const char *ecs = "{\"AccessKeyId\":\"ASIAECS\",\"SecretAccessKey\":\"S\","
-			  "\"Token\":\"T\",\"RoleArn\":\"arn:aws:iam::1:role/r\","
-			  "\"Expiration\":\"2026-11-25T01:02:03Z\"}";
-	CHECK(creds_parse_http_json(ecs, strlen(ecs), &v, err, sizeof(err)) == 0);
+	const char *ecs =
+	    "{\"AccessKeyId\":\"ASIAECS\",\"SecretAccessKey\":\"S\","
+	    "\"Token\":\"T\",\"RoleArn\":\"arn:aws:iam::1:role/r\","
+	    "\"Expiration\":\"2026-11-25T01:02:03Z\"}";
+	CHECK(creds_parse_http_json(ecs, strlen(ecs), &v, err, sizeof(err)) ==
+	      0);
 	CHECK(!strcmp(v.access_key, "ASIAECS"));
 	creds_value_fini(&v);
 }
@@ -146,7 +157,8 @@ static void test_sts_xml(void)
 	struct creds_value v;
 	char err[512];
 	const char *ok =
-	    "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\n"
+	    "<AssumeRoleResponse "
+	    "xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\n"
 	    "  <AssumeRoleResult>\n"
 	    "    <AssumedRoleUser><Arn>arn:aws:sts::1:assumed-role/r/s</Arn>"
 	    "<AssumedRoleId>AROA:s</AssumedRoleId></AssumedRoleUser>\n"
@@ -160,50 +172,61 @@ static void test_sts_xml(void)
 	    "  <ResponseMetadata><RequestId>x</RequestId></ResponseMetadata>\n"
 	    "</AssumeRoleResponse>\n";
 	const char *wi =
-	    "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>"
+	    "<AssumeRoleWithWebIdentityResponse><"
+	    "AssumeRoleWithWebIdentityResult>"
 	    "<SubjectFromWebIdentityToken>sub</SubjectFromWebIdentityToken>"
 	    "<Credentials><SessionToken>T</SessionToken><SecretAccessKey>S"
-	    "</SecretAccessKey><Expiration>2026-11-25T01:02:03.000Z</Expiration>"
+	    "</SecretAccessKey><Expiration>2026-11-25T01:02:03.000Z</"
+	    "Expiration>"
 	    "<AccessKeyId>ASIAWI</AccessKeyId></Credentials>"
-	    "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+	    "</AssumeRoleWithWebIdentityResult></"
+	    "AssumeRoleWithWebIdentityResponse>";
 	const char *e =
-	    "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
-	    "<Error><Type>Sender</Type><Code>AccessDenied</Code><Message>User is "
+	    "<ErrorResponse "
+	    "xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+	    "<Error><Type>Sender</Type><Code>AccessDenied</Code><Message>User "
+	    "is "
 	    "not authorized to perform: sts:AssumeRole</Message></Error>"
 	    "<RequestId>r</RequestId></ErrorResponse>";
 
 	CHECK(creds_parse_sts_xml(ok, strlen(ok), &v, err, sizeof(err)) == 0);
-	CHECK(!strcmp(v.access_key, "ASIASTS") && !strcmp(v.secret_key, SECRET));
+	CHECK(!strcmp(v.access_key, "ASIASTS") &&
+	      !strcmp(v.secret_key, SECRET));
 	CHECK(!strcmp(v.session_token, "FwoG+/=") && v.expires == 1795568523);
 	creds_value_fini(&v);
 	CHECK(creds_parse_sts_xml(wi, strlen(wi), &v, err, sizeof(err)) == 0);
 	CHECK(!strcmp(v.access_key, "ASIAWI") && v.expires == 1795568523);
 	creds_value_fini(&v);
-	CHECK(creds_parse_sts_xml(e, strlen(e), &v, err, sizeof(err)) == -EACCES);
+	CHECK(creds_parse_sts_xml(e, strlen(e), &v, err, sizeof(err)) ==
+	      -EACCES);
 	CHECK(strstr(err, "AccessDenied: User is not authorized") != NULL);
 	/* A blank Code and Message (the fuzzer's find): still one line that
 	 * says something. */
-	static const char blank[] = "<ErrorResponse><Error><Code>\r\r</Code>"
-				    "<Message> </Message></Error></ErrorResponse>";
+	static const char blank[] =
+	    "<ErrorResponse><Error><Code>\r\r</Code>"
+	    "<Message> </Message></Error></ErrorResponse>";
 	CHECK(creds_parse_sts_xml(blank, strlen(blank), &v, err, sizeof(err)) ==
 	      -EACCES);
 	CHECK(!strcmp(err, "an error without a Code"));
 	CHECK(creds_parse_sts_xml("nope", 4, &v, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "not XML") != NULL);
-	const char *empty = "<AssumeRoleResponse><AssumeRoleResult/></AssumeRoleResponse>";
-	CHECK(creds_parse_sts_xml(empty, strlen(empty), &v, err, sizeof(err)) == -EINVAL);
+	const char *empty =
+	    "<AssumeRoleResponse><AssumeRoleResult/></AssumeRoleResponse>";
+	CHECK(creds_parse_sts_xml(empty, strlen(empty), &v, err, sizeof(err)) ==
+	      -EINVAL);
 	CHECK(strstr(err, "no Credentials") != NULL);
 	CHECK(!v.access_key);
 }
 
-/* ---- a provider the tests steer ------------------------------------------- */
+/* ---- a provider the tests steer -------------------------------------------
+ */
 
 struct fake {
 	struct creds_provider base;
 	int calls;
-	int fail_from;     /* calls from this one on fail (0: never) */
-	int lifetime_s;    /* 0: no expiry */
-	int rc;            /* what a failure returns */
+	int fail_from;	/* calls from this one on fail (0: never) */
+	int lifetime_s; /* 0: no expiry */
+	int rc;		/* what a failure returns */
 	const char *why;
 };
 
@@ -234,9 +257,12 @@ static void fake_destroy(struct creds_provider *p)
 static struct fake fake(const char *name, int lifetime_s)
 {
 	return (struct fake){
-		.base = { .name = name, .fetch = fake_fetch,
-			  .destroy = fake_destroy },
-		.lifetime_s = lifetime_s, .rc = -EIO, .why = "server down",
+	    .base = {.name = name,
+		     .fetch = fake_fetch,
+		     .destroy = fake_destroy},
+	    .lifetime_s = lifetime_s,
+	    .rc = -EIO,
+	    .why = "server down",
 	};
 }
 
@@ -250,16 +276,20 @@ static void test_chain(void)
 	char err[1024];
 
 	/* The first that answers wins; the ones after it are not asked. */
-	chain[0] = creds_absent_create("environment", 0, "AWS_ACCESS_KEY_ID not set");
-	chain[1] = creds_absent_create("web identity", 0, "AWS_ROLE_ARN not set");
+	chain[0] =
+	    creds_absent_create("environment", 0, "AWS_ACCESS_KEY_ID not set");
+	chain[1] =
+	    creds_absent_create("web identity", 0, "AWS_ROLE_ARN not set");
 	chain[2] = &good.base;
 	chain[3] = &later.base;
 	CHECK(creds_start(chain, 4, &c, err, sizeof(err)) == 0);
 	CHECK(good.calls == 1 && later.calls == 0);
 	s = creds_get(c);
-	CHECK(!strcmp(s->access_key, "AKIDFAKE0001") && !strcmp(s->secret_key, SECRET));
+	CHECK(!strcmp(s->access_key, "AKIDFAKE0001") &&
+	      !strcmp(s->secret_key, SECRET));
 	creds_get_info(c, &ci);
-	CHECK(!strcmp(ci.provider, "profile 'p'") && !strcmp(ci.key_tail, "0001"));
+	CHECK(!strcmp(ci.provider, "profile 'p'") &&
+	      !strcmp(ci.key_tail, "0001"));
 	CHECK(ci.expires == 0 && ci.refreshes == 0);
 	/* Fixed keys: nothing can refresh them. */
 	CHECK(!creds_expired(c, s->gen));
@@ -267,13 +297,15 @@ static void test_chain(void)
 	creds_stop(c);
 
 	/* None answers: one line naming each and why. */
-	chain[0] = creds_absent_create("environment", 0, "AWS_ACCESS_KEY_ID not set");
-	chain[1] = creds_absent_create("container credentials", 0,
-				       "AWS_CONTAINER_CREDENTIALS_FULL_URI not set");
+	chain[0] =
+	    creds_absent_create("environment", 0, "AWS_ACCESS_KEY_ID not set");
+	chain[1] =
+	    creds_absent_create("container credentials", 0,
+				"AWS_CONTAINER_CREDENTIALS_FULL_URI not set");
 	CHECK(creds_start(chain, 2, &c, err, sizeof(err)) == -ENOENT);
 	CHECK(!strcmp(err, "no credentials (environment: AWS_ACCESS_KEY_ID not "
-		      "set; container credentials: "
-		      "AWS_CONTAINER_CREDENTIALS_FULL_URI not set)"));
+			   "set; container credentials: "
+			   "AWS_CONTAINER_CREDENTIALS_FULL_URI not set)"));
 	CHECK(!strchr(err, '\n'));
 
 	/* One that is set up but fails stops the chain, as in the SDKs. */
@@ -282,12 +314,14 @@ static void test_chain(void)
 	broken.fail_from = 1;
 	broken.rc = -EACCES;
 	broken.why = "AccessDenied: not allowed";
-	chain[0] = creds_absent_create("environment", 0, "AWS_ACCESS_KEY_ID not set");
+	chain[0] =
+	    creds_absent_create("environment", 0, "AWS_ACCESS_KEY_ID not set");
 	chain[1] = &broken.base;
 	chain[2] = &later.base;
 	CHECK(creds_start(chain, 3, &c, err, sizeof(err)) == -EACCES);
 	CHECK(later.calls == 0);
-	CHECK(strstr(err, "cannot get credentials (environment: "
+	CHECK(strstr(err,
+		     "cannot get credentials (environment: "
 		     "AWS_ACCESS_KEY_ID not set; web identity: AccessDenied: "
 		     "not allowed)") != NULL);
 
@@ -317,7 +351,8 @@ static void test_refresh(void)
 	s2 = creds_get(c);
 	CHECK(s2->gen > gen && strcmp(s2->access_key, s->access_key));
 	/* The old snapshot stays whole until put back. */
-	CHECK(!strcmp(s->access_key, "AKIDFAKE0001") && !strcmp(s->secret_key, SECRET));
+	CHECK(!strcmp(s->access_key, "AKIDFAKE0001") &&
+	      !strcmp(s->secret_key, SECRET));
 	creds_put(s);
 	creds_put(s2);
 	creds_get_info(c, &ci);
@@ -370,11 +405,13 @@ static void test_process(void)
 	setenv("AWS_SECRET_ACCESS_KEY", SECRET, 1);
 	setenv("AWS_SESSION_TOKEN", "ENVTOKEN", 1);
 	/* The child sees neither of them. */
-	p = creds_process_create("credential_process",
-		"test -z \"$AWS_SECRET_ACCESS_KEY$AWS_SESSION_TOKEN\" && "
-		"printf '{\"Version\": 1, \"AccessKeyId\": \"AKIDPROC\", "
-		"\"SecretAccessKey\": \"S\", \"Expiration\": "
-		"\"2099-01-01T00:00:00Z\"}'", 5000);
+	p = creds_process_create(
+	    "credential_process",
+	    "test -z \"$AWS_SECRET_ACCESS_KEY$AWS_SESSION_TOKEN\" && "
+	    "printf '{\"Version\": 1, \"AccessKeyId\": \"AKIDPROC\", "
+	    "\"SecretAccessKey\": \"S\", \"Expiration\": "
+	    "\"2099-01-01T00:00:00Z\"}'",
+	    5000);
 	CHECK(p && p->fetch(p, &v, err, sizeof(err)) == 0);
 	CHECK(v.access_key && !strcmp(v.access_key, "AKIDPROC"));
 	creds_value_fini(&v);
@@ -385,24 +422,27 @@ static void test_process(void)
 				 "sleep 30 & sleep 30 --token=hush", 500);
 	rc = p->fetch(p, &v, err, sizeof(err));
 	CHECK(rc == -ETIMEDOUT);
-	CHECK(strstr(err, "command 'sleep' gave no answer within 0.5 s") != NULL);
+	CHECK(strstr(err, "command 'sleep' gave no answer within 0.5 s") !=
+	      NULL);
 	CHECK(!strstr(err, "hush"));
 	creds_provider_destroy(p);
 
 	/* Garbage on stdout: the parser's reason, never the text. */
-	p = creds_process_create("credential_process",
-				 "echo " SECRET, 5000);
+	p = creds_process_create("credential_process", "echo " SECRET, 5000);
 	CHECK(p->fetch(p, &v, err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "its output is not credentials: not a JSON object") != NULL);
+	CHECK(strstr(err, "its output is not credentials: not a JSON object") !=
+	      NULL);
 	CHECK(!strstr(err, SECRET));
 	creds_provider_destroy(p);
 
 	/* A failure: the exit status and the last line of stderr. */
-	p = creds_process_create("credential_process",
-				 "echo first >&2; echo 'token expired, run login' >&2; exit 3",
-				 5000);
+	p = creds_process_create(
+	    "credential_process",
+	    "echo first >&2; echo 'token expired, run login' >&2; exit 3",
+	    5000);
 	CHECK(p->fetch(p, &v, err, sizeof(err)) == -EACCES);
-	CHECK(strstr(err, "exited with status 3: token expired, run login") != NULL);
+	CHECK(strstr(err, "exited with status 3: token expired, run login") !=
+	      NULL);
 	creds_provider_destroy(p);
 
 	/* Too much output. */

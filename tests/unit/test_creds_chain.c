@@ -2,8 +2,8 @@
  * tests/unit/test_creds_chain.c - the chain prefetch/s3/creds_chain.c
  * builds from the environment and the profile files: which provider
  * answers first, the one-line error when none does, and a profile's keys
- * re-read when the file changes. No network: instance metadata is disabled, and the
- * providers that would call out are only named, never asked.
+ * re-read when the file changes. No network: instance metadata is disabled, and
+ * the providers that would call out are only named, never asked.
  */
 #include "prefetch/s3/creds_chain.h"
 
@@ -34,15 +34,23 @@ static void put(const char *path, const char *text)
 static void clear_env(void)
 {
 	static const char *const vars[] = {
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-		"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN",
-		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_SESSION_NAME",
-		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-		"AWS_CONTAINER_CREDENTIALS_FULL_URI",
-		"AWS_CONTAINER_AUTHORIZATION_TOKEN",
-		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_REGION",
-		"AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS",
-		"AWS_EC2_METADATA_SERVICE_ENDPOINT",
+	    "AWS_ACCESS_KEY_ID",
+	    "AWS_SECRET_ACCESS_KEY",
+	    "AWS_SESSION_TOKEN",
+	    "AWS_PROFILE",
+	    "AWS_DEFAULT_PROFILE",
+	    "AWS_ROLE_ARN",
+	    "AWS_WEB_IDENTITY_TOKEN_FILE",
+	    "AWS_ROLE_SESSION_NAME",
+	    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+	    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+	    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+	    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+	    "AWS_REGION",
+	    "AWS_DEFAULT_REGION",
+	    "AWS_ENDPOINT_URL",
+	    "AWS_ENDPOINT_URL_STS",
+	    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -64,13 +72,15 @@ static int start(const char *profile, struct creds **out, char *who,
 
 	*out = NULL;
 	err[0] = who[0] = '\0';
-	rc = aws_config_load(&(struct aws_config_req){ .profile = profile },
-			     &aws, err, err_len);
+	rc = aws_config_load(&(struct aws_config_req){.profile = profile}, &aws,
+			     err, err_len);
 	if (!rc)
-		rc = creds_chain_build(&(struct creds_chain_req){
-					       .aws = &aws,
-					       .profile_named = profile != NULL,
-				       }, chain, &n);
+		rc = creds_chain_build(
+		    &(struct creds_chain_req){
+			.aws = &aws,
+			.profile_named = profile != NULL,
+		    },
+		    chain, &n);
 	if (!rc) {
 		CHECK(n == 5);
 		rc = creds_start(chain, n, out, err, err_len);
@@ -100,34 +110,38 @@ static void test_order(void)
 	char who[64], err[1024], key[64];
 
 	clear_env();
-	put(cred_path, "[default]\naws_access_key_id = AKPROFILE\n"
-		       "aws_secret_access_key = SKPROFILE\n"
-		       "[p]\naws_access_key_id = AKP\naws_secret_access_key = SKP\n");
-	put(conf_path, "[profile proc]\ncredential_process = printf "
-		       "'{\"Version\":1,\"AccessKeyId\":\"AKPROC\","
-		       "\"SecretAccessKey\":\"S\"}'\n"
-		       "aws_access_key_id = AKCONFIG\naws_secret_access_key = SKC\n"
-		       "[profile role]\nrole_arn = arn:aws:iam::1:role/r\n"
-		       "[profile both]\nrole_arn = arn:aws:iam::1:role/r\n"
-		       "source_profile = p\ncredential_source = Environment\n"
-		       "[profile badsrc]\nrole_arn = arn:aws:iam::1:role/r\n"
-		       "credential_source = Laptop\n"
-		       "[profile loop]\nrole_arn = arn:aws:iam::1:role/r\n"
-		       "source_profile = loop2\n"
-		       "[profile loop2]\nrole_arn = arn:aws:iam::1:role/r\n"
-		       "source_profile = loop\n"
-		       "[profile sso]\nsso_session = corp\n"
-		       "[profile nothing]\nregion = eu-west-1\n");
+	put(cred_path,
+	    "[default]\naws_access_key_id = AKPROFILE\n"
+	    "aws_secret_access_key = SKPROFILE\n"
+	    "[p]\naws_access_key_id = AKP\naws_secret_access_key = SKP\n");
+	put(conf_path,
+	    "[profile proc]\ncredential_process = printf "
+	    "'{\"Version\":1,\"AccessKeyId\":\"AKPROC\","
+	    "\"SecretAccessKey\":\"S\"}'\n"
+	    "aws_access_key_id = AKCONFIG\naws_secret_access_key = SKC\n"
+	    "[profile role]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "[profile both]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "source_profile = p\ncredential_source = Environment\n"
+	    "[profile badsrc]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "credential_source = Laptop\n"
+	    "[profile loop]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "source_profile = loop2\n"
+	    "[profile loop2]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "source_profile = loop\n"
+	    "[profile sso]\nsso_session = corp\n"
+	    "[profile nothing]\nregion = eu-west-1\n");
 
 	/* 1. The environment first... */
 	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "SKENV", 1);
 	CHECK(start(NULL, &c, who, sizeof(who), err, sizeof(err)) == 0);
-	CHECK(!strcmp(who, "environment") && !strcmp(key_of(c, key, 64), "AKENV"));
+	CHECK(!strcmp(who, "environment") &&
+	      !strcmp(key_of(c, key, 64), "AKENV"));
 	creds_stop(c);
 	/* ... unless -o profile= names a profile. */
 	CHECK(start("p", &c, who, sizeof(who), err, sizeof(err)) == 0);
-	CHECK(!strcmp(who, "profile 'p'") && !strcmp(key_of(c, key, 64), "AKP"));
+	CHECK(!strcmp(who, "profile 'p'") &&
+	      !strcmp(key_of(c, key, 64), "AKP"));
 	creds_stop(c);
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
@@ -147,7 +161,8 @@ static void test_order(void)
 	 * though the profile has keys. */
 	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
 	CHECK(start(NULL, &c, who, sizeof(who), err, sizeof(err)) == -EINVAL);
-	CHECK(!strcmp(err, "cannot get credentials (environment: "
+	CHECK(!strcmp(err,
+		      "cannot get credentials (environment: "
 		      "AWS_ACCESS_KEY_ID not set; web identity: AWS_ROLE_ARN "
 		      "is set but not AWS_WEB_IDENTITY_TOKEN_FILE)"));
 	unsetenv("AWS_ROLE_ARN");
@@ -156,14 +171,14 @@ static void test_order(void)
 	static const struct {
 		const char *profile, *msg;
 	} bad[] = {
-		{ "role", "profile 'role': role_arn needs source_profile, "
-			  "credential_source or web_identity_token_file" },
-		{ "both", "profile 'both': has both source_profile and "
-			  "credential_source" },
-		{ "badsrc", "credential_source 'Laptop' is not Environment" },
-		{ "loop", "source_profile chain deeper than 4" },
-		{ "sso", "profile 'sso': IAM Identity Center (sso_*) is not "
-			 "supported" },
+	    {"role", "profile 'role': role_arn needs source_profile, "
+		     "credential_source or web_identity_token_file"},
+	    {"both", "profile 'both': has both source_profile and "
+		     "credential_source"},
+	    {"badsrc", "credential_source 'Laptop' is not Environment"},
+	    {"loop", "source_profile chain deeper than 4"},
+	    {"sso", "profile 'sso': IAM Identity Center (sso_*) is not "
+		    "supported"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK(start(bad[i].profile, &c, who, sizeof(who), err,
@@ -177,8 +192,10 @@ static void test_order(void)
 	}
 
 	/* Nothing anywhere: every provider and why, in the SDKs' order. */
-	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) == -ENOENT);
-	CHECK(!strcmp(err, "no credentials (environment: skipped: -o profile= "
+	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) ==
+	      -ENOENT);
+	CHECK(!strcmp(err,
+		      "no credentials (environment: skipped: -o profile= "
 		      "names a profile; web identity: AWS_ROLE_ARN not set; "
 		      "profile 'nothing': no credentials in it; container "
 		      "credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and "
@@ -186,17 +203,24 @@ static void test_order(void)
 		      "AWS_EC2_METADATA_DISABLED is true)"));
 
 	/* 4. A container URL in plain http to a stranger is refused. */
-	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/creds", 1);
-	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "container credentials: "
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/creds",
+	       1);
+	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) ==
+	      -EINVAL);
+	CHECK(strstr(err,
+		     "container credentials: "
 		     "AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://example.com/"
 		     "creds' is plain http") != NULL);
-	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1@evil/", 1);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1@evil/",
+	       1);
 	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "tok-SECRET", 1);
-	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "container credentials: "
-		     "AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://***@evil/' has "
-		     "user info before '@' (its host is 'evil')") != NULL);
+	CHECK(start("nothing", &c, who, sizeof(who), err, sizeof(err)) ==
+	      -EINVAL);
+	CHECK(
+	    strstr(err,
+		   "container credentials: "
+		   "AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://***@evil/' has "
+		   "user info before '@' (its host is 'evil')") != NULL);
 	CHECK(!strstr(err, "tok-SECRET") && !strchr(err, '\n'));
 	unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
 	unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
@@ -210,40 +234,44 @@ static void test_container_url(void)
 	static const struct {
 		const char *url, *fetched, *why;
 	} cases[] = {
-		{ "http://127.0.0.1:9911/creds", "http://127.0.0.1:9911/creds", NULL },
-		{ "http://127.1/c", "http://127.0.0.1/c", NULL },
-		{ "http://127.200.3.4/c", "http://127.200.3.4/c", NULL },
-		{ "http://localhost/c", "http://localhost/c", NULL },
-		{ "http://[::1]:80/c", "http://[::1]:80/c", NULL },
-		{ "http://169.254.170.2/v2/creds", "http://169.254.170.2/v2/creds", NULL },
-		{ "http://169.254.170.23/v1/credentials",
-		  "http://169.254.170.23/v1/credentials", NULL },
-		{ "http://[FD00:EC2::23]/v1/credentials",
-		  "http://[FD00:EC2::23]/v1/credentials", NULL },
-		{ "http://[0:0:0:0:0:0:0:1]/c", "http://[::1]/c", NULL },
-		{ "https://creds.example.com/x", "https://creds.example.com/x", NULL },
-		/* The attacks: what precedes '@' is user info, not the host. */
-		{ "http://127.0.0.1@evil.example/", NULL,
-		  "'http://***@evil.example/' has user info before '@' "
-		  "(its host is 'evil.example')" },
-		{ "http://169.254.170.2:80@evil.example/", NULL,
-		  "'http://***@evil.example/' has user info" },
-		{ "http://user:s3cret@127.0.0.1/", NULL,
-		  "'http://***@127.0.0.1/' has user info" },
-		{ "https://a:b@creds.example.com/", NULL, "has user info" },
-		{ "http://127.0.0.1.evil.example/", NULL,
-		  "'http://127.0.0.1.evil.example/' is plain http to a host "
-		  "other than the loopback or the ECS/EKS agent" },
-		{ "http://localhost.evil.example/", NULL, "is plain http" },
-		{ "http://169.254.170.2.evil.example/", NULL, "is plain http" },
-		{ "http://169.254.170.3/", NULL, "is plain http" },
-		{ "http://[::ffff:7f00:1]/", NULL, "is plain http" },
-		{ "http://evil.example#@127.0.0.1/", NULL, "is plain http" },
-		{ "http://evil.example?@127.0.0.1/", NULL, "is plain http" },
-		{ "file:///etc/passwd", NULL, "is not an http or https URL" },
-		{ "127.0.0.1/creds", NULL, "is not a URL" },
-		{ "http://127.0.0.1/a\nb", NULL, "'http://127.0.0.1/a?b' is not "
-					      "a URL" },
+	    {"http://127.0.0.1:9911/creds", "http://127.0.0.1:9911/creds",
+	     NULL},
+	    {"http://127.1/c", "http://127.0.0.1/c", NULL},
+	    {"http://127.200.3.4/c", "http://127.200.3.4/c", NULL},
+	    {"http://localhost/c", "http://localhost/c", NULL},
+	    {"http://[::1]:80/c", "http://[::1]:80/c", NULL},
+	    {"http://169.254.170.2/v2/creds", "http://169.254.170.2/v2/creds",
+	     NULL},
+	    {"http://169.254.170.23/v1/credentials",
+	     "http://169.254.170.23/v1/credentials", NULL},
+	    {"http://[FD00:EC2::23]/v1/credentials",
+	     "http://[FD00:EC2::23]/v1/credentials", NULL},
+	    {"http://[0:0:0:0:0:0:0:1]/c", "http://[::1]/c", NULL},
+	    {"https://creds.example.com/x", "https://creds.example.com/x",
+	     NULL},
+	    /* The attacks: what precedes '@' is user info, not the host. */
+	    {"http://127.0.0.1@evil.example/", NULL,
+	     "'http://***@evil.example/' has user info before '@' "
+	     "(its host is 'evil.example')"},
+	    {"http://169.254.170.2:80@evil.example/", NULL,
+	     "'http://***@evil.example/' has user info"},
+	    {"http://user:s3cret@127.0.0.1/", NULL,
+	     "'http://***@127.0.0.1/' has user info"},
+	    {"https://a:b@creds.example.com/", NULL, "has user info"},
+	    {"http://127.0.0.1.evil.example/", NULL,
+	     "'http://127.0.0.1.evil.example/' is plain http to a host "
+	     "other than the loopback or the ECS/EKS agent"},
+	    {"http://localhost.evil.example/", NULL, "is plain http"},
+	    {"http://169.254.170.2.evil.example/", NULL, "is plain http"},
+	    {"http://169.254.170.3/", NULL, "is plain http"},
+	    {"http://[::ffff:7f00:1]/", NULL, "is plain http"},
+	    {"http://evil.example#@127.0.0.1/", NULL, "is plain http"},
+	    {"http://evil.example?@127.0.0.1/", NULL, "is plain http"},
+	    {"file:///etc/passwd", NULL, "is not an http or https URL"},
+	    {"127.0.0.1/creds", NULL, "is not a URL"},
+	    {"http://127.0.0.1/a\nb", NULL,
+	     "'http://127.0.0.1/a?b' is not "
+	     "a URL"},
 	};
 	char why[700], *out;
 
@@ -261,8 +289,8 @@ static void test_container_url(void)
 			CHECK(!strchr(why, '\n') && !strstr(why, "s3cret"));
 		}
 		if (cases[i].why && !strstr(why, cases[i].why)) {
-			fprintf(stderr, "'%s': '%s' lacks '%s'\n",
-				cases[i].url, why, cases[i].why);
+			fprintf(stderr, "'%s': '%s' lacks '%s'\n", cases[i].url,
+				why, cases[i].why);
 			CHECK(0);
 		}
 		free(out);

@@ -45,8 +45,9 @@ static void test_values(void)
 	struct json *v;
 	const struct json *c;
 
-	v = parse(" {\"a\": 1, \"b\": [true, false, null, -0.5e+2, \"s\"],"
-		  " \"c\": {\"d\": {\"e\": 18446744073709551615}}, \"a\": 2}\n");
+	v = parse(
+	    " {\"a\": 1, \"b\": [true, false, null, -0.5e+2, \"s\"],"
+	    " \"c\": {\"d\": {\"e\": 18446744073709551615}}, \"a\": 2}\n");
 	CHECK(v && v->type == JSON_OBJECT && v->n == 4);
 	CHECK(json_num(v, "a", 0) == 1); /* the first of two wins */
 	c = json_get(v, "b");
@@ -69,8 +70,9 @@ static void test_values(void)
 	v = parse("\"q\\\" b\\\\ s\\/ \\b\\f\\n\\r\\t \\u00e9 \\u20ac "
 		  "\\ud83d\\ude00 \\ud800x\"");
 	CHECK(v && v->type == JSON_STRING);
-	CHECK(v && !strcmp(v->str, "q\" b\\ s/ \b\f\n\r\t \xc3\xa9 \xe2\x82\xac "
-			   "\xf0\x9f\x98\x80 \xef\xbf\xbdx"));
+	CHECK(v &&
+	      !strcmp(v->str, "q\" b\\ s/ \b\f\n\r\t \xc3\xa9 \xe2\x82\xac "
+			      "\xf0\x9f\x98\x80 \xef\xbf\xbdx"));
 	json_free(v);
 
 	v = parse("[]");
@@ -137,13 +139,15 @@ static void test_bad(void)
 static void test_stats_and_truncation(void)
 {
 	static const char stats[] =
-		"{\n  \"version\": \"9.9.9\",\n  \"source\": \"s3://dev/a\\\"b\",\n"
-		"  \"listing\": {\"files\": 20, \"bytes\": 1000000, \"from_cache\": "
-		"false, \"ms\": 5, \"mounted_at\": 1795298810},\n"
-		"  \"cache\": {\"dir\": \"/tmp/c\", \"objects\": 0, \"capacity\": "
-		"8138394820},\n  \"stalls\": {\"count\": 1, \"seconds\": 0.002326},\n"
-		"  \"hint\": {\"position\": 0, \"epoch\": -1, \"last\": "
-		"{\"entries\": 0}}\n}\n";
+	    "{\n  \"version\": \"9.9.9\",\n  \"source\": \"s3://dev/a\\\"b\",\n"
+	    "  \"listing\": {\"files\": 20, \"bytes\": 1000000, "
+	    "\"from_cache\": "
+	    "false, \"ms\": 5, \"mounted_at\": 1795298810},\n"
+	    "  \"cache\": {\"dir\": \"/tmp/c\", \"objects\": 0, \"capacity\": "
+	    "8138394820},\n  \"stalls\": {\"count\": 1, \"seconds\": "
+	    "0.002326},\n"
+	    "  \"hint\": {\"position\": 0, \"epoch\": -1, \"last\": "
+	    "{\"entries\": 0}}\n}\n";
 	size_t n = strlen(stats);
 	struct json *v = parse(stats);
 
@@ -167,7 +171,8 @@ static void test_stats_and_truncation(void)
 	/* Random bytes from JSON's alphabet: never a crash or a leak. */
 	srand(11);
 	for (int round = 0; round < 20000; round++) {
-		static const char alpha[] = "{}[]\",:0123456789-.eE tfnul\\\"ab";
+		static const char alpha[] =
+		    "{}[]\",:0123456789-.eE tfnul\\\"ab";
 		char junk[64];
 		size_t len = (size_t)(rand() % 64);
 		struct json *w = NULL;

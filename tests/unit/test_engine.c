@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KIB 1024ull
-#define MIB (1024ull * KIB)
+#define KIB	   1024ull
+#define MIB	   (1024ull * KIB)
 #define LATENCY_MS 10
 
 struct env {
@@ -68,9 +68,10 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 		      struct pf_config cfg)
 {
 	struct s3_config sc = {
-		/* The retry policy only: no request goes out. */
-		.bucket = "b", .endpoint = "http://127.0.0.1:9",
-		.region = "us-east-1", .path_style = true, .no_sign = true,
+	    /* The retry policy only: no request goes out. */
+	    .bucket = "b",	   .endpoint = "http://127.0.0.1:9",
+	    .region = "us-east-1", .path_style = true,
+	    .no_sign = true,
 	};
 	char err[256];
 
@@ -81,7 +82,7 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
 	CHECK(mkdtemp(e->dir) != NULL);
 	CHECK(s3_client_create(&sc, &e->s3, err, sizeof(err)) == 0);
-	struct cache_config cc = { .dir = e->dir, .capacity = 1024 * MIB };
+	struct cache_config cc = {.dir = e->dir, .capacity = 1024 * MIB};
 	CHECK(cache_open(&cc, &e->cache, err, sizeof(err)) == 0);
 	cfg.s3 = e->s3;
 	cfg.cache = e->cache;
@@ -93,7 +94,8 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 	if (cfg.tier_hedge_ms) {
 		sc.bucket = "tier";
 		sc.max_attempts = 1;
-		CHECK(s3_client_create(&sc, &e->tier_s3, err, sizeof(err)) == 0);
+		CHECK(s3_client_create(&sc, &e->tier_s3, err, sizeof(err)) ==
+		      0);
 		cfg.tier_s3 = e->tier_s3;
 		cfg.tier_source = fake_source_tier(e->fs);
 		cfg.origin_bucket = "b";
@@ -174,7 +176,7 @@ static void reader_start(struct env *e, struct reader *r, pthread_t *t,
 {
 	uint64_t n = fetch_reads(e);
 
-	*r = (struct reader){ .e = e, .id = id, .len = sizeof(r->buf) };
+	*r = (struct reader){.e = e, .id = id, .len = sizeof(r->buf)};
 	CHECK(pthread_create(t, NULL, reader_main, r) == 0);
 	for (int i = 0; i < 5000 && fetch_reads(e) == n; i++)
 		usleep(1000);
@@ -221,9 +223,9 @@ static void test_demand_first(void)
 	struct reader r;
 	pthread_t t;
 
-	env_start(&e, 100, 64 * KIB,
-		  (struct pf_config){ .max_inflight = 4,
-				      .pace_ms = PF_PACE_OFF });
+	env_start(
+	    &e, 100, 64 * KIB,
+	    (struct pf_config){.max_inflight = 4, .pace_ms = PF_PACE_OFF});
 	hint_all(&e, 100);
 	CHECK(fake_source_settle(e.fs));
 	CHECK(fake_source_running(e.fs) == 4);
@@ -248,10 +250,10 @@ static void test_fetch_mem_bound(void)
 	struct env e;
 
 	env_start(&e, 40, 1 * MIB,
-		  (struct pf_config){ .max_inflight = 64,
-				      .pace_ms = PF_PACE_OFF,
-				      .part_size = 1 * MIB,
-				      .fetch_mem = 4 * MIB });
+		  (struct pf_config){.max_inflight = 64,
+				     .pace_ms = PF_PACE_OFF,
+				     .part_size = 1 * MIB,
+				     .fetch_mem = 4 * MIB});
 	hint_all(&e, 40);
 	CHECK(fake_source_settle(e.fs));
 	CHECK(fake_source_running(e.fs) == 4);
@@ -272,9 +274,9 @@ static void test_slowdown_halves(void)
 	struct pf_stats st;
 	struct env e;
 
-	env_start(&e, 64, 16 * KIB,
-		  (struct pf_config){ .max_inflight = 32,
-				      .pace_ms = PF_PACE_OFF });
+	env_start(
+	    &e, 64, 16 * KIB,
+	    (struct pf_config){.max_inflight = 32, .pace_ms = PF_PACE_OFF});
 	hint_all(&e, 64);
 	CHECK(fake_source_settle(e.fs));
 	CHECK(fake_source_running(e.fs) == 32);
@@ -300,7 +302,7 @@ static void test_pacing(void)
 	unsigned n0, n1;
 
 	env_start(&e, 2000, 4 * KIB,
-		  (struct pf_config){ .max_inflight = 64, .pace_ms = 1000 });
+		  (struct pf_config){.max_inflight = 64, .pace_ms = 1000});
 	hint_all(&e, 2000);
 	fake_source_advance(e.fs, 500);
 	n0 = fake_source_starts(e.fs);
@@ -329,9 +331,9 @@ static void test_cancel(void)
 	struct reader r;
 	pthread_t t;
 
-	env_start(&e, 10, 64 * KIB,
-		  (struct pf_config){ .max_inflight = 4,
-				      .pace_ms = PF_PACE_OFF });
+	env_start(
+	    &e, 10, 64 * KIB,
+	    (struct pf_config){.max_inflight = 4, .pace_ms = PF_PACE_OFF});
 	fake_source_latency(e.fs, UINT64_MAX);
 	reader_start(&e, &r, &t, 3);
 	CHECK(fake_source_running(e.fs) == 1);
@@ -364,9 +366,9 @@ static void test_hedge_budget(void)
 	uint32_t ids[400];
 
 	env_start(&e, 500, 16 * KIB,
-		  (struct pf_config){ .max_inflight = 64,
-				      .pace_ms = PF_PACE_OFF,
-				      .tier_hedge_ms = 50 });
+		  (struct pf_config){.max_inflight = 64,
+				     .pace_ms = PF_PACE_OFF,
+				     .tier_hedge_ms = 50});
 	fake_source_tier_latency(e.fs, UINT64_MAX);
 	reader_start(&e, &r[0], &t[0], 0);
 	CHECK(fake_source_tier_starts(e.fs) == 1);
@@ -400,7 +402,8 @@ static void test_hedge_budget(void)
 	CHECK(st.tier_st.hedged == 2);
 	CHECK(st.tier_st.hedge_denied == 2);
 	if (st.tier_st.hedged != 2)
-		pf_cancel(e.pf); /* else readers 1 and 2 wait for the deadline */
+		pf_cancel(
+		    e.pf); /* else readers 1 and 2 wait for the deadline */
 	for (int i = 1; i < 3; i++) {
 		pthread_join(t[i], NULL);
 		CHECK(r[i].rc == (ssize_t)r[i].len && bytes_ok(&r[i]));

@@ -41,14 +41,18 @@ static void put(const char *key, size_t len)
 static struct fs *mount_fs(int attempts)
 {
 	struct fs_config cfg = {
-		.s3 = { .bucket = "b", .endpoint = "http://127.0.0.1:9",
-			.region = "us-east-1", .path_style = true,
-			.no_sign = true, .max_attempts = attempts },
-		.prefix = "ds/",
-		.mountpoint = "/mnt/ds",
-		.uid = 1000, .gid = 1000,
-		.cache_dir = cache_dir,
-		.cache_size = 64ull << 20,
+	    .s3 = {.bucket = "b",
+		   .endpoint = "http://127.0.0.1:9",
+		   .region = "us-east-1",
+		   .path_style = true,
+		   .no_sign = true,
+		   .max_attempts = attempts},
+	    .prefix = "ds/",
+	    .mountpoint = "/mnt/ds",
+	    .uid = 1000,
+	    .gid = 1000,
+	    .cache_dir = cache_dir,
+	    .cache_size = 64ull << 20,
 	};
 	struct fs *fs = NULL;
 	char err[512] = "";
@@ -75,8 +79,7 @@ static uint64_t lookup_path(struct fs *fs, const char *path)
 }
 
 /* Reads a whole file as a reader would; returns its length or -errno. */
-static ssize_t read_file(struct fs *fs, const char *path, char *buf,
-			 size_t cap)
+static ssize_t read_file(struct fs *fs, const char *path, char *buf, size_t cap)
 {
 	uint64_t ino = lookup_path(fs, path);
 	struct fs_file *fh = NULL;
@@ -120,7 +123,7 @@ static void test_namespace_and_reads(void)
 	put("ds/cat/1.jpg", 1000);
 	put("ds/cat/2.jpg", 300000); /* several 128 KiB reads */
 	put("ds/dog/1.jpg", 0);
-	put("elsewhere/x", 10);      /* outside the prefix */
+	put("elsewhere/x", 10); /* outside the prefix */
 	fs = mount_fs(0);
 	if (!fs)
 		return;
@@ -217,7 +220,8 @@ static struct fs *mount_h(void)
 
 static void test_hint(void)
 {
-	static const char hint[] = "#hintfs v1 epoch=3\nh/2\nh/0\n/mnt/ds/h/1\n";
+	static const char hint[] =
+	    "#hintfs v1 epoch=3\nh/2\nh/0\n/mnt/ds/h/1\n";
 	struct fs_file *fh = NULL;
 	bool direct;
 	struct fs *fs;
@@ -239,7 +243,8 @@ static void test_hint(void)
 	CHECK(fs_stat_of(fs, "cache", "objects") == 3);
 	CHECK(fs_stat_of(fs, "requests", "prefetched_objects") == 3);
 	uint64_t gets = fake_s3_gets();
-	CHECK(same(fs, "h/2", "ds/h/2", 5000) && same(fs, "h/0", "ds/h/0", 5000));
+	CHECK(same(fs, "h/2", "ds/h/2", 5000) &&
+	      same(fs, "h/0", "ds/h/0", 5000));
 	CHECK(fake_s3_gets() == gets);
 	CHECK(fs_stat_of(fs, "hint", "position") == 2);
 	fs_destroy(fs);
@@ -439,8 +444,8 @@ static void test_write_failure_reads_through(void)
 	CHECK(fake_s3_gets() <= 8);
 	/* Once the failed commit is counted the fetch has left: the next
 	 * read goes through, about the object's size from the server. */
-	for (int i = 0; i < 1000 && fs_stat_of(fs, "requests", "not_cached") < 1;
-	     i++)
+	for (int i = 0;
+	     i < 1000 && fs_stat_of(fs, "requests", "not_cached") < 1; i++)
 		usleep(10000);
 	CHECK(fs_stat_of(fs, "requests", "not_cached") == 1);
 	CHECK(fs_stat_of(fs, "cache", "objects") == 0);
@@ -567,7 +572,8 @@ static int stat_numbers_not_rows(const struct json *v, const char *path)
 	int bad = 0;
 
 	if (v->type == JSON_NUMBER && !stat_is_row(path)) {
-		fprintf(stderr, "stats: %s is not a row of fs/stats.def\n", path);
+		fprintf(stderr, "stats: %s is not a row of fs/stats.def\n",
+			path);
 		return 1;
 	}
 	if (v->type != JSON_OBJECT || !strcmp(path, "fuse"))
@@ -589,18 +595,25 @@ static int stat_numbers_not_rows(const struct json *v, const char *path)
 static void test_stats_are_the_table(void)
 {
 	struct fs_config cfg = {
-		.s3 = { .bucket = "b", .endpoint = "http://127.0.0.1:9",
-			.region = "us-east-1", .path_style = true,
-			.access_key = "AKID", .secret_key = "SECRET" },
-		.tier = { .bucket = "t", .endpoint = "http://127.0.0.1:9",
-			  .region = "us-east-1", .path_style = true,
-			  .access_key = "AKID", .secret_key = "SECRET" },
-		.tier_prefix = "",
-		.prefix = "ds/",
-		.mountpoint = "/mnt/ds",
-		.uid = 1000, .gid = 1000,
-		.cache_dir = cache_dir,
-		.cache_size = 64ull << 20,
+	    .s3 = {.bucket = "b",
+		   .endpoint = "http://127.0.0.1:9",
+		   .region = "us-east-1",
+		   .path_style = true,
+		   .access_key = "AKID",
+		   .secret_key = "SECRET"},
+	    .tier = {.bucket = "t",
+		     .endpoint = "http://127.0.0.1:9",
+		     .region = "us-east-1",
+		     .path_style = true,
+		     .access_key = "AKID",
+		     .secret_key = "SECRET"},
+	    .tier_prefix = "",
+	    .prefix = "ds/",
+	    .mountpoint = "/mnt/ds",
+	    .uid = 1000,
+	    .gid = 1000,
+	    .cache_dir = cache_dir,
+	    .cache_size = 64ull << 20,
 	};
 	static char text[65536];
 	struct fs_file *fh = NULL;
@@ -618,12 +631,14 @@ static void test_stats_are_the_table(void)
 		return;
 	}
 	if (!fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct)) {
-		n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1, 0);
+		n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1,
+			    0);
 		fs_release(fs, FS_INO_CTL_STATS, fh);
 	}
 	CHECK(n > 0 && json_parse(text, (size_t)n, &st, err, sizeof(err)) == 0);
 	if (st) {
-		CHECK(json_get(st, "tier") && json_get(st, "credentials.provider"));
+		CHECK(json_get(st, "tier") &&
+		      json_get(st, "credentials.provider"));
 		for (size_t i = 0; i < N_STAT_ROWS; i++) {
 			double v;
 
@@ -637,9 +652,10 @@ static void test_stats_are_the_table(void)
 	}
 	/* The exposition's rule: a counter's metric ends in _total, and only a
 	 * counter's. */
-#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)                \
-	CHECK(((type) == STAT_COUNTER) ==                                     \
-	      (strlen(prom) > 6 && !strcmp(prom + strlen(prom) - 6, "_total")));
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help)        \
+	CHECK(                                                                 \
+	    ((type) == STAT_COUNTER) ==                                        \
+	    (strlen(prom) > 6 && !strcmp(prom + strlen(prom) - 6, "_total")));
 	enum { STAT_GAUGE, STAT_COUNTER };
 #include "fs/stats.def"
 #undef HINTFS_STAT
@@ -650,10 +666,14 @@ static void test_stats_are_the_table(void)
 int main(void)
 {
 	static void (*const tests[])(void) = {
-		test_namespace_and_reads, test_errors, test_hint,
-		test_queue_caps, test_stop_commits_what_was_fetched,
-		test_write_failure_reads_through, test_ctl_nodes,
-		test_stats_are_the_table,
+	    test_namespace_and_reads,
+	    test_errors,
+	    test_hint,
+	    test_queue_caps,
+	    test_stop_commits_what_was_fetched,
+	    test_write_failure_reads_through,
+	    test_ctl_nodes,
+	    test_stats_are_the_table,
 	};
 	char cmd[128];
 

@@ -51,8 +51,8 @@ static void serve_request(int fd, const char *req)
 		return;
 	n = strtol(req + 5, NULL, 10);
 	msg = malloc((size_t)n + 128);
-	h = snprintf(msg, 128,
-		     "HTTP/1.1 200 OK\r\nContent-Length: %ld\r\n\r\n", n);
+	h = snprintf(msg, 128, "HTTP/1.1 200 OK\r\nContent-Length: %ld\r\n\r\n",
+		     n);
 	for (long i = 0; i < n; i++)
 		msg[h + i] = (char)('a' + i % 26);
 	/* One blocking write (two would meet Nagle and delayed ACKs). */
@@ -71,10 +71,12 @@ static void *server_main(void *arg)
 	for (;;) {
 		int n = 0;
 
-		pfd[n++] = (struct pollfd){ .fd = srv.stop_fd[0], .events = POLLIN };
-		pfd[n++] = (struct pollfd){ .fd = srv.lfd, .events = POLLIN };
+		pfd[n++] =
+		    (struct pollfd){.fd = srv.stop_fd[0], .events = POLLIN};
+		pfd[n++] = (struct pollfd){.fd = srv.lfd, .events = POLLIN};
 		for (int i = 0; i < ncl; i++)
-			pfd[n++] = (struct pollfd){ .fd = cl[i].fd, .events = POLLIN };
+			pfd[n++] =
+			    (struct pollfd){.fd = cl[i].fd, .events = POLLIN};
 		if (poll(pfd, (nfds_t)n, -1) < 0)
 			continue;
 		if (pfd[0].revents)
@@ -83,7 +85,7 @@ static void *server_main(void *arg)
 			int fd = accept(srv.lfd, NULL, NULL);
 
 			if (fd >= 0) {
-				cl[ncl++] = (struct client){ .fd = fd };
+				cl[ncl++] = (struct client){.fd = fd};
 				atomic_fetch_add(&srv.accepted, 1);
 			}
 		}
@@ -125,8 +127,8 @@ static void *server_main(void *arg)
 
 static void server_start(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
 
 	srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -199,8 +201,8 @@ static bool body_ok(const struct sink *s, size_t n)
  * loses its sockets or its timer fails the test rather than hang it).
  * Stores each ended transfer's result in @res (by the sink's index).
  */
-static int drive(struct netloop *nl, CURLM *multi, int want,
-		 struct sink *sinks, CURLcode *res)
+static int drive(struct netloop *nl, CURLM *multi, int want, struct sink *sinks,
+		 CURLcode *res)
 {
 	uint64_t end = mono_ns() + 30ull * 1000000000u;
 	int ended = 0;
@@ -271,7 +273,7 @@ static void test_many_at_once_and_reuse(void)
 /* A server that never answers: curl's timer, not a socket, ends it. */
 static void test_timer_ends_a_silent_transfer(void)
 {
-	struct sink s = { 0 };
+	struct sink s = {0};
 	CURLcode res = CURLE_OK;
 	struct netloop nl;
 	CURLM *multi = curl_multi_init();

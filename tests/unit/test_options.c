@@ -15,16 +15,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ARGV(...) ((char *[]){ "hintfs", __VA_ARGS__, NULL })
-#define ARGC(...) ((int)(sizeof((char *[]){ "hintfs", __VA_ARGS__ }) / sizeof(char *)))
-#define PARSE(o, err, ...) \
-	opts_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (o), (err), sizeof(err))
+#define ARGV(...) ((char *[]){"hintfs", __VA_ARGS__, NULL})
+#define ARGC(...)                                                              \
+	((int)(sizeof((char *[]){"hintfs", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(o, err, ...)                                                     \
+	opts_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (o), (err),           \
+		   sizeof(err))
 
 static void clear_env(void)
 {
 	static const char *const vars[] = {
-		"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
-		"AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN",
+	    "AWS_REGION",	   "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+	    "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
@@ -104,9 +106,11 @@ static void test_good(void)
 	close(fd);
 	snprintf(opt, sizeof(opt),
 		 "shared_cache=s3://near,shared_cache_key=%s,"
-		 "shared_cache_put_mem=64M", key_path);
+		 "shared_cache_put_mem=64M",
+		 key_path);
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) == 0);
-	CHECK(o.tier_key_len == 17 && !memcmp(o.tier_key, "0123456789abcdef\n", 17));
+	CHECK(o.tier_key_len == 17 &&
+	      !memcmp(o.tier_key, "0123456789abcdef\n", 17));
 	CHECK(o.tier_put_mem == 64ull << 20);
 	opts_fini(&o);
 	/* Shorter than 16 bytes: refused, never a weak key. */
@@ -162,16 +166,18 @@ static void test_good(void)
 	opts_fini(&o);
 
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
-		    "region=r1,endpoint=http://localhost:9000,max_threads=8") == 0);
+		    "region=r1,endpoint=http://localhost:9000,max_threads=8") ==
+	      0);
 	CHECK(!strcmp(o.region, "r1"));
 	CHECK(!strcmp(o.endpoint, "http://localhost:9000"));
 	CHECK(o.path_style && o.max_threads == 8);
 	opts_fini(&o);
 
 	/* Generic mount(8) options are dropped; libfuse's are passed on. */
-	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
-		    "rw,ro,nodev,nosuid,_netdev,x-systemd.automount,allow_other",
-		    "-d") == 0);
+	CHECK(
+	    PARSE(&o, err, "s3://bkt", "/mnt", "-o",
+		  "rw,ro,nodev,nosuid,_netdev,x-systemd.automount,allow_other",
+		  "-d") == 0);
 	CHECK(has_arg(&o, "allow_other"));
 	CHECK(!has_arg(&o, "_netdev") && !has_arg(&o, "x-systemd") &&
 	      !has_arg(&o, "nosuid") && !has_arg(&o, "rw"));
@@ -192,54 +198,57 @@ static void test_bad(void)
 	static const struct {
 		const char *a1, *a2, *a3, *a4, *msg;
 	} cases[] = {
-		{ "notans3url", "/mnt", NULL, NULL, "not an S3 URL" },
-		{ "s3://", "/mnt", NULL, NULL, "bad bucket name" },
-		{ "s3://b@d", "/mnt", NULL, NULL, "bad bucket name" },
-		{ "s3://bkt", NULL, NULL, NULL, "missing the mount point" },
-		{ "s3://bkt", "/mnt", "-o", "region=", "region= needs a value" },
-		{ "s3://bkt", "/mnt", "-o", "endpoint=notaurl", "not an http" },
-		{ "s3://bkt", "/mnt", "-o", "max_threads=0", "max_threads=0" },
-		{ "s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x" },
-		{ "s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs" },
-		{ "s3://bkt", "/mnt", "-o", "fetch_mem=8M", "at least 16M" },
-		{ "s3://bkt", "/mnt", "-o", "fetch_mem=10%", "fetch_mem=10%" },
-		{ "s3://bkt", "/mnt", "-o", "pace_ms=60001",
-		  "-o pace_ms=60001: expected ms from 0" },
-		{ "s3://bkt", "/mnt", "-o", "pace_ms=1s", "pace_ms=1s" },
-		{ "s3://bkt", "/mnt", "-o", "list_workers=0",
-		  "-o list_workers=0: expected a number from 1 to 256" },
-		{ "s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257" },
-		{ "s3://bkt", "/mnt", "-o", "retry_time=0",
-		  "-o retry_time=0: expected seconds from 1 to 86400" },
-		{ "s3://bkt", "/mnt", "-o", "window=0",
-		  "-o window=0: expected a number from 1 to 16777216" },
-		{ "s3://bkt", "/mnt", "-o", "cache_size=0",
-		  "-o cache_size=0: expected bytes with an optional K, M, G or "
-		  "T, or a percentage" },
-		{ "s3://bkt", "/mnt", "-o", "store_ahead=10%",
-		  "-o store_ahead=10%: expected bytes with an optional K, M, G "
-		  "or T, or 0 for off" },
-		{ "s3://bkt", "/mnt", "-o", "store_ahead=x", "store_ahead=x" },
-		{ "s3://bkt", "/mnt", "-o", "shared_cache=near",
-		  "not an S3 URL" },
-		{ "s3://bkt", "/mnt", "-o", "shared_cache_region=x",
-		  "need -o shared_cache=" },
-		{ "s3://bkt", "/mnt", "-o",
-		  "shared_cache=s3://n,shared_cache_endpoint=ftp://x",
-		  "shared cache endpoint 'ftp://x'" },
-		{ "s3://bkt", "/mnt", "-o",
-		  "shared_cache=s3://n,shared_cache_hedge_ms=x",
-		  "shared_cache_hedge_ms=x" },
-		{ "s3://bkt", "/mnt", "-o",
-		  "shared_cache=s3://n,shared_cache_put_mem=10%",
-		  "shared_cache_put_mem=10%: expected bytes" },
-		{ "s3://bkt", "/mnt", "-o", "shared_cache_key=/k",
-		  "need -o shared_cache=" },
+	    {"notans3url", "/mnt", NULL, NULL, "not an S3 URL"},
+	    {"s3://", "/mnt", NULL, NULL, "bad bucket name"},
+	    {"s3://b@d", "/mnt", NULL, NULL, "bad bucket name"},
+	    {"s3://bkt", NULL, NULL, NULL, "missing the mount point"},
+	    {"s3://bkt", "/mnt", "-o", "region=", "region= needs a value"},
+	    {"s3://bkt", "/mnt", "-o", "endpoint=notaurl", "not an http"},
+	    {"s3://bkt", "/mnt", "-o", "max_threads=0", "max_threads=0"},
+	    {"s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x"},
+	    {"s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs"},
+	    {"s3://bkt", "/mnt", "-o", "fetch_mem=8M", "at least 16M"},
+	    {"s3://bkt", "/mnt", "-o", "fetch_mem=10%", "fetch_mem=10%"},
+	    {"s3://bkt", "/mnt", "-o", "pace_ms=60001",
+	     "-o pace_ms=60001: expected ms from 0"},
+	    {"s3://bkt", "/mnt", "-o", "pace_ms=1s", "pace_ms=1s"},
+	    {"s3://bkt", "/mnt", "-o", "list_workers=0",
+	     "-o list_workers=0: expected a number from 1 to 256"},
+	    {"s3://bkt", "/mnt", "-o", "list_workers=257", "list_workers=257"},
+	    {"s3://bkt", "/mnt", "-o", "retry_time=0",
+	     "-o retry_time=0: expected seconds from 1 to 86400"},
+	    {"s3://bkt", "/mnt", "-o", "window=0",
+	     "-o window=0: expected a number from 1 to 16777216"},
+	    {"s3://bkt", "/mnt", "-o", "cache_size=0",
+	     "-o cache_size=0: expected bytes with an optional K, M, G or "
+	     "T, or a percentage"},
+	    {"s3://bkt", "/mnt", "-o", "store_ahead=10%",
+	     "-o store_ahead=10%: expected bytes with an optional K, M, G "
+	     "or T, or 0 for off"},
+	    {"s3://bkt", "/mnt", "-o", "store_ahead=x", "store_ahead=x"},
+	    {"s3://bkt", "/mnt", "-o", "shared_cache=near", "not an S3 URL"},
+	    {"s3://bkt", "/mnt", "-o", "shared_cache_region=x",
+	     "need -o shared_cache="},
+	    {"s3://bkt", "/mnt", "-o",
+	     "shared_cache=s3://n,shared_cache_endpoint=ftp://x",
+	     "shared cache endpoint 'ftp://x'"},
+	    {"s3://bkt", "/mnt", "-o",
+	     "shared_cache=s3://n,shared_cache_hedge_ms=x",
+	     "shared_cache_hedge_ms=x"},
+	    {"s3://bkt", "/mnt", "-o",
+	     "shared_cache=s3://n,shared_cache_put_mem=10%",
+	     "shared_cache_put_mem=10%: expected bytes"},
+	    {"s3://bkt", "/mnt", "-o", "shared_cache_key=/k",
+	     "need -o shared_cache="},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *argv[] = { "hintfs", (char *)cases[i].a1, (char *)cases[i].a2,
-				 (char *)cases[i].a3, (char *)cases[i].a4, NULL };
+		char *argv[] = {"hintfs",
+				(char *)cases[i].a1,
+				(char *)cases[i].a2,
+				(char *)cases[i].a3,
+				(char *)cases[i].a4,
+				NULL};
 		int argc = 1;
 		struct hintfs_opts o;
 		char err[256] = "";
@@ -309,14 +318,17 @@ static void test_defaults(void)
 static void test_usage(void)
 {
 	static const char *const lines[] = {
-		"  -o window=N            hinted objects fetched ahead (default 4096)\n",
-		"  -o fetch_mem=SIZE      memory for objects in flight (default 512M)\n",
-		"  -o no_sign             anonymous requests, for public buckets\n",
-		"  -o shared_cache_put_mem=SIZE\n",
-		"  -o credential_process_timeout=S\n",
-		"  -o profile=NAME        AWS profile, also --profile NAME (default:\n"
-		"                         $AWS_PROFILE, or default)\n",
-		"  -o allow_other, ...",
+	    "  -o window=N            hinted objects fetched ahead (default "
+	    "4096)\n",
+	    "  -o fetch_mem=SIZE      memory for objects in flight (default "
+	    "512M)\n",
+	    "  -o no_sign             anonymous requests, for public buckets\n",
+	    "  -o shared_cache_put_mem=SIZE\n",
+	    "  -o credential_process_timeout=S\n",
+	    "  -o profile=NAME        AWS profile, also --profile NAME "
+	    "(default:\n"
+	    "                         $AWS_PROFILE, or default)\n",
+	    "  -o allow_other, ...",
 	};
 	char *text = NULL;
 	size_t len = 0;

@@ -25,7 +25,7 @@ static struct order *make(const uint32_t *ids, size_t n, uint32_t n_ids)
 static void test_consume(void)
 {
 	/* A=0 B=1 C=2 D=3 */
-	const uint32_t ids[] = { 0, 1, 2, 0, 3 };
+	const uint32_t ids[] = {0, 1, 2, 0, 3};
 	struct order *o = make(ids, 5, 4);
 
 	CHECK(order_len(o) == 5 && order_epoch(o) == 7);
@@ -34,14 +34,14 @@ static void test_consume(void)
 	CHECK(order_consume(o, 0));
 	CHECK(order_oldest(o) == 1);
 	CHECK(order_next_pos(o, 0) == 3); /* its second occurrence */
-	CHECK(order_consume(o, 2));       /* ahead of B: oldest stays */
+	CHECK(order_consume(o, 2));	  /* ahead of B: oldest stays */
 	CHECK(order_oldest(o) == 1);
 	CHECK(order_consume(o, 0));
 	CHECK(order_next_pos(o, 0) == ORDER_NONE);
-	CHECK(!order_consume(o, 0));      /* no third occurrence */
-	CHECK(order_consume(o, 1));       /* B: oldest jumps past the read */
+	CHECK(!order_consume(o, 0)); /* no third occurrence */
+	CHECK(order_consume(o, 1));  /* B: oldest jumps past the read */
 	CHECK(order_oldest(o) == 4);
-	CHECK(!order_consume(o, 9));      /* an id out of range: nothing */
+	CHECK(!order_consume(o, 9)); /* an id out of range: nothing */
 	CHECK(order_consume(o, 3) && order_oldest(o) == 5);
 	order_destroy(o);
 }
@@ -61,7 +61,8 @@ static void test_w_readers(void)
 	int bad = 0;
 
 	for (uint32_t i = 0; i < N; i++)
-		ids[i] = (i * 7919u) % N; /* a permutation: N is not a multiple of 7919 */
+		ids[i] = (i * 7919u) %
+			 N; /* a permutation: N is not a multiple of 7919 */
 	o = make(ids, N, N);
 	for (size_t base = 0; base < N; base += W * BATCH) {
 		size_t end = base + W * BATCH < N ? base + W * BATCH : N;
@@ -80,7 +81,8 @@ static void test_w_readers(void)
 		for (size_t i = 0; i < span; i++) {
 			bad += !order_consume(o, ids[perm[i]]);
 			done++;
-			/* oldest is at or past the batch start, never past its end */
+			/* oldest is at or past the batch start, never past its
+			 * end */
 			bad += order_oldest(o) < base || order_oldest(o) > end;
 		}
 		CHECK(order_oldest(o) == end);
@@ -125,8 +127,8 @@ static bool skip_odd(void *arg, uint32_t id)
 /* The queue: next use through queued hints, spill, picks, replace. */
 static void test_queue(void)
 {
-	const uint32_t a[] = { 0, 1, 2, 3, 4, 5 };
-	const uint32_t b[] = { 5, 6, 0, 7 };
+	const uint32_t a[] = {0, 1, 2, 3, 4, 5};
+	const uint32_t b[] = {5, 6, 0, 7};
 	struct order_queue q;
 	struct order_queue_stats st;
 	uint32_t got[16];
@@ -230,7 +232,7 @@ static void test_spill_interleaved(void)
 	for (uint32_t id = 0; id < 100; id++)
 		CHECK(order_queue_note_open(&q, id));
 	for (uint32_t k = 0; k < 80; k++) {
-		CHECK(order_queue_note_open(&q, k));       /* spills */
+		CHECK(order_queue_note_open(&q, k));	   /* spills */
 		CHECK(order_queue_note_open(&q, 100 + k)); /* its own */
 	}
 	order_queue_stats(&q, &st);
@@ -243,7 +245,8 @@ static void test_spill_interleaved(void)
 	CHECK(st.len == 200 && st.queued == 1 && st.pos == 180);
 	order_queue_note_open(&q, 80 + ORDER_SPILL_SWITCH - 1);
 	order_queue_stats(&q, &st);
-	CHECK(st.len == 200 && st.queued == 0 && st.pos == 80 + ORDER_SPILL_SWITCH);
+	CHECK(st.len == 200 && st.queued == 0 &&
+	      st.pos == 80 + ORDER_SPILL_SWITCH);
 	order_queue_fini(&q);
 }
 
@@ -262,7 +265,7 @@ static size_t heap_bytes(void)
 static void test_memory_follows_the_hint(void)
 {
 	const uint32_t n_ids = 50000000, big = n_ids - 1;
-	const uint32_t ids[] = { big, 5, big };
+	const uint32_t ids[] = {big, 5, big};
 	size_t before = heap_bytes();
 	struct order *o = order_create(ids, 3, -1, n_ids);
 
@@ -283,22 +286,25 @@ static void test_memory_follows_the_hint(void)
  * worth, from any skip. */
 static void test_ahead(void)
 {
-	const uint32_t ids[] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	const uint32_t ids[] = {0, 1, 2, 3, 4, 5, 6, 7};
 	struct order *o = make(ids, 8, 8);
 	uint32_t got[8];
 
-	CHECK(order_ahead(o, 100, 0, got, 8) == 8 && got[0] == 0 && got[7] == 7);
+	CHECK(order_ahead(o, 100, 0, got, 8) == 8 && got[0] == 0 &&
+	      got[7] == 7);
 	CHECK(order_consume(o, 0) && order_consume(o, 2));
 	/* 1, 3, 4, ... : the consumed 2 is left out, the window counts from
 	 * the oldest (1) and includes consumed entries. */
 	CHECK(order_ahead(o, 4, 0, got, 8) == 3);
 	CHECK(got[0] == 1 && got[1] == 3 && got[2] == 4);
-	CHECK(order_ahead(o, 100, 2, got, 2) == 2 && got[0] == 4 && got[1] == 5);
+	CHECK(order_ahead(o, 100, 2, got, 2) == 2 && got[0] == 4 &&
+	      got[1] == 5);
 	CHECK(order_ahead(o, 100, 6, got, 8) == 0);
 	order_destroy(o);
 }
 
-/* ---- streams ---------------------------------------------------------------- */
+/* ---- streams ----------------------------------------------------------------
+ */
 
 /* Ids offered by a pick become "in flight": skipped when offered again,
  * as the engine skips what it fetches already. */
@@ -318,7 +324,8 @@ static int add_stream(struct order_streams *ss, const char *name,
 
 	CHECK(i >= 0);
 	if (i >= 0)
-		CHECK(order_streams_add(ss, i, make(ids, n, 64), false) == NULL);
+		CHECK(order_streams_add(ss, i, make(ids, n, 64), false) ==
+		      NULL);
 	return i;
 }
 
@@ -330,10 +337,10 @@ static int add_stream(struct order_streams *ss, const char *name,
  */
 static void test_streams_merge(void)
 {
-	const uint32_t a[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 30 };
-	const uint32_t b[] = { 30, 10, 11, 12, 13, 14, 15, 16, 17, 18 };
+	const uint32_t a[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 30};
+	const uint32_t b[] = {30, 10, 11, 12, 13, 14, 15, 16, 17, 18};
 	struct order_streams ss;
-	uint8_t taken[64] = { 0 };
+	uint8_t taken[64] = {0};
 	uint32_t got[32];
 	size_t n;
 	int ia, ib;
@@ -380,8 +387,8 @@ static void test_streams_merge(void)
 /* Replace in one stream leaves the other's hints; stats per stream. */
 static void test_streams_replace(void)
 {
-	const uint32_t a[] = { 0, 1, 2, 3 };
-	const uint32_t b[] = { 4, 5, 6 };
+	const uint32_t a[] = {0, 1, 2, 3};
+	const uint32_t b[] = {4, 5, 6};
 	struct order_streams ss;
 	struct order_queue_stats st;
 	struct order *old;
@@ -428,7 +435,8 @@ static void test_streams_limit(void)
 		add_stream(&ss, name, &id, 1);
 	}
 	CHECK(order_streams_get(&ss, "rank0", 0, 0) == -ENOSPC);
-	CHECK(order_streams_get(&ss, "pid:1007", 0, 0) == 7); /* an old one: fine */
+	CHECK(order_streams_get(&ss, "pid:1007", 0, 0) ==
+	      7); /* an old one: fine */
 	/* pid 1005's reader reads its one entry: done, its slot is free. */
 	CHECK(order_streams_note_open(&ss, 5, 0) == 5);
 	i = order_streams_get(&ss, "rank0", 0, 0);
@@ -459,7 +467,7 @@ static void test_streams_reclaim(void)
 {
 	const uint64_t ms = 1000000ull, idle = ORDER_STREAM_IDLE_NS;
 	struct order_streams ss;
-	pid_t dead[2] = { -1, -1 };
+	pid_t dead[2] = {-1, -1};
 	char name[ORDER_STREAM_NAME_MAX];
 	uint32_t ids[2];
 	int i;
@@ -471,9 +479,11 @@ static void test_streams_reclaim(void)
 		ids[0] = (uint32_t)(2 * k);
 		ids[1] = (uint32_t)(2 * k + 1);
 		/* Stream 0's writer is in another pid namespace. */
-		i = order_streams_get(&ss, name, k ? 1000 + k : 0, (uint64_t)k * ms);
+		i = order_streams_get(&ss, name, k ? 1000 + k : 0,
+				      (uint64_t)k * ms);
 		CHECK(i == k);
-		CHECK(order_streams_add(&ss, i, make(ids, 2, 128), false) == NULL);
+		CHECK(order_streams_add(&ss, i, make(ids, 2, 128), false) ==
+		      NULL);
 	}
 	CHECK(order_streams_get(&ss, "new", 5000, 100 * ms) == -ENOSPC);
 	CHECK(ss.reclaimed_exited == 0 && ss.reclaimed_idle == 0);
@@ -487,7 +497,8 @@ static void test_streams_reclaim(void)
 	CHECK(ss.s[20].owner == 5000 && ss.reclaimed_exited == 1);
 	CHECK(order_streams_add(&ss, i, make(ids, 2, 128), false) == NULL);
 	CHECK(!strcmp(ss.recent[0].name, "s20") && ss.recent[0].owner == 1020);
-	CHECK(ss.recent[0].why == ORDER_RECLAIM_EXITED && ss.recent[0].unread == 1);
+	CHECK(ss.recent[0].why == ORDER_RECLAIM_EXITED &&
+	      ss.recent[0].unread == 1);
 	dead[0] = dead[1] = -1;
 	/* Ten minutes on, every stream is idle: the idlest goes, pid 0's
 	 * included (only the idle rule applies to it); one its readers
@@ -511,8 +522,8 @@ static void test_streams_reclaim(void)
  * turn, resumable. */
 static void test_streams_ahead(void)
 {
-	const uint32_t a[] = { 0, 1, 2, 3, 4, 5 };
-	const uint32_t b[] = { 10, 11 };
+	const uint32_t a[] = {0, 1, 2, 3, 4, 5};
+	const uint32_t b[] = {10, 11};
 	struct order_streams ss;
 	uint32_t got[16];
 	size_t at = 0;
@@ -543,7 +554,7 @@ static void test_streams_pace(void)
 {
 	const uint64_t sec = 1000000000ull;
 	uint32_t a[40], b[20], got[64];
-	uint8_t taken[64] = { 0 };
+	uint8_t taken[64] = {0};
 	struct order_streams ss;
 	size_t n;
 	int i;
@@ -555,8 +566,8 @@ static void test_streams_pace(void)
 	order_streams_init(&ss);
 	order_streams_set_pace(&ss, sec, 4);
 	i = add_stream(&ss, "r", a, 40);
-	CHECK(i >= 0 && order_streams_add(&ss, i, make(b, 20, 64), false) ==
-			    NULL);
+	CHECK(i >= 0 &&
+	      order_streams_add(&ss, i, make(b, 20, 64), false) == NULL);
 
 	/* Before any open: the minimum, not the window of 32. */
 	n = order_streams_pick(&ss, 32, 10 * sec, skip_taken, taken, got, 64);
@@ -564,8 +575,8 @@ static void test_streams_pace(void)
 
 	/* Ten read within the horizon: ten past the front (entry 10). */
 	for (uint32_t id = 0; id < 10; id++)
-		CHECK(order_streams_note_open(&ss, id, 10 * sec + id * sec / 20) ==
-		      i);
+		CHECK(order_streams_note_open(&ss, id,
+					      10 * sec + id * sec / 20) == i);
 	n = order_streams_pick(&ss, 32, 10 * sec + sec / 2, skip_taken, taken,
 			       got, 64);
 	CHECK(n == 10 && got[0] == 10 && got[9] == 19); /* 4-9 opened */

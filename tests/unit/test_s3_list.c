@@ -61,9 +61,13 @@ static void fill(void)
 static struct s3_client *client(int workers, int attempts)
 {
 	struct s3_config cfg = {
-		.bucket = "b", .endpoint = "http://127.0.0.1:9",
-		.region = "us-east-1", .path_style = true, .no_sign = true,
-		.list_workers = workers, .max_attempts = attempts,
+	    .bucket = "b",
+	    .endpoint = "http://127.0.0.1:9",
+	    .region = "us-east-1",
+	    .path_style = true,
+	    .no_sign = true,
+	    .list_workers = workers,
+	    .max_attempts = attempts,
 	};
 	struct s3_client *c = NULL;
 	char err[256];

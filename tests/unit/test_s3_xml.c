@@ -78,8 +78,7 @@ struct want {
 
 static bool page_is_empty(const struct s3_list_page *p)
 {
-	return !p->entries && !p->n_entries && !p->truncated &&
-	       !p->next_token;
+	return !p->entries && !p->n_entries && !p->truncated && !p->next_token;
 }
 
 static bool one_line(const char *s)
@@ -90,8 +89,7 @@ static bool one_line(const char *s)
 static void check_page(const struct s3_list_page *p, const struct want *w,
 		       size_t n, bool truncated, const char *token)
 {
-	CHECKF(p->n_entries == n, "n_entries %zu, want %zu", p->n_entries,
-	       n);
+	CHECKF(p->n_entries == n, "n_entries %zu, want %zu", p->n_entries, n);
 	CHECK(p->truncated == truncated);
 	if (token)
 		CHECKF(p->next_token && !strcmp(p->next_token, token),
@@ -103,8 +101,8 @@ static void check_page(const struct s3_list_page *p, const struct want *w,
 		const struct s3_list_entry *e = &p->entries[i];
 
 		CHECKF(e->key_len == strlen(w[i].key) &&
-			       !memcmp(e->key, w[i].key, e->key_len) &&
-			       e->key[e->key_len] == '\0',
+			   !memcmp(e->key, w[i].key, e->key_len) &&
+			   e->key[e->key_len] == '\0',
 		       "entry %zu: key '%s' (%zu bytes), want '%s'", i, e->key,
 		       e->key_len, w[i].key);
 		CHECKF(e->size == w[i].size, "entry %zu: size %" PRIu64, i,
@@ -152,10 +150,10 @@ static void expect_reject_str(const char *body, const char *reason_part)
 }
 
 #define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-#define NS "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\""
-#define MTIME "2024-01-15T10:00:00.000Z"
-#define ETAG "\"0cc175b9c0f1b6a831c399e269772661\""
-#define ETAG_X "&quot;0cc175b9c0f1b6a831c399e269772661&quot;"
+#define NS	 "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\""
+#define MTIME	 "2024-01-15T10:00:00.000Z"
+#define ETAG	 "\"0cc175b9c0f1b6a831c399e269772661\""
+#define ETAG_X	 "&quot;0cc175b9c0f1b6a831c399e269772661&quot;"
 
 /* A list page whose root holds @inner (malloc'd); with @url, saying
  * <EncodingType>url, as a server that honours encoding-type=url does. */
@@ -200,9 +198,8 @@ static void expect_entry_reject(const char *key_xml, const char *size_xml,
 
 /* Parses a one-entry page and checks its key (of @key_len bytes) and
  * size. */
-static void expect_entry(const char *key_xml, const char *size_xml,
-			 bool url, const char *key, size_t key_len,
-			 uint64_t size)
+static void expect_entry(const char *key_xml, const char *size_xml, bool url,
+			 const char *key, size_t key_len, uint64_t size)
 {
 	char *doc = entry_doc(key_xml, size_xml, url);
 	struct s3_list_page p;
@@ -211,7 +208,7 @@ static void expect_entry(const char *key_xml, const char *size_xml,
 		CHECK(p.n_entries == 1);
 		if (p.n_entries == 1) {
 			CHECKF(p.entries[0].key_len == key_len &&
-				       !memcmp(p.entries[0].key, key, key_len),
+				   !memcmp(p.entries[0].key, key, key_len),
 			       "key '%s', want '%s'", p.entries[0].key, key);
 			CHECKF(p.entries[0].size == size,
 			       "size %" PRIu64 ", want %" PRIu64,
@@ -227,10 +224,10 @@ static void expect_entry(const char *key_xml, const char *size_xml,
 static void test_adobe_v2(void)
 {
 	static const struct want w[] = {
-		{ "key0", 434234, 1255369830,
-		  "\"fba9dede5f27731c9771645a39863328\"" },
-		{ "key1", 434234, 1255369830,
-		  "\"fba9dede5f27731c9771645a39863328\"" },
+	    {"key0", 434234, 1255369830,
+	     "\"fba9dede5f27731c9771645a39863328\""},
+	    {"key1", 434234, 1255369830,
+	     "\"fba9dede5f27731c9771645a39863328\""},
 	};
 	struct s3_list_page p;
 	size_t len;
@@ -286,14 +283,14 @@ static void test_list_sample(const char *rel, const struct want *w, size_t n,
  * sent otherwise; the root's own <Prefix> is not one of them. */
 static void test_common_prefixes(void)
 {
-	const char *url =
-	    XML_DECL "<ListBucketResult " NS "><Prefix>top/</Prefix>"
-		     "<EncodingType>url</EncodingType>"
-		     "<CommonPrefixes><Prefix>top/a%20b%2Bc%25d/</Prefix>"
-		     "</CommonPrefixes><CommonPrefixes><Prefix>top/run+books/"
-		     "</Prefix></CommonPrefixes><Contents><Key>top%2Fz.txt</Key>"
-		     "<LastModified>" MTIME "</LastModified><ETag>" ETAG_X
-		     "</ETag><Size>1</Size></Contents></ListBucketResult>";
+	const char *url = XML_DECL
+	    "<ListBucketResult " NS "><Prefix>top/</Prefix>"
+	    "<EncodingType>url</EncodingType>"
+	    "<CommonPrefixes><Prefix>top/a%20b%2Bc%25d/</Prefix>"
+	    "</CommonPrefixes><CommonPrefixes><Prefix>top/run+books/"
+	    "</Prefix></CommonPrefixes><Contents><Key>top%2Fz.txt</Key>"
+	    "<LastModified>" MTIME "</LastModified><ETag>" ETAG_X
+	    "</ETag><Size>1</Size></Contents></ListBucketResult>";
 	const char *raw =
 	    XML_DECL "<ListBucketResult " NS "><Prefix>p</Prefix>"
 		     "<CommonPrefixes><Prefix>100%/</Prefix></CommonPrefixes>"
@@ -316,9 +313,10 @@ static void test_common_prefixes(void)
 		      !strcmp(p.prefixes[0].prefix, "100%/"));
 		s3_list_page_fini(&p);
 	}
-	expect_reject_str(XML_DECL "<ListBucketResult " NS "><EncodingType>url"
-				   "</EncodingType><CommonPrefixes><Prefix>%G0/"
-				   "</Prefix></CommonPrefixes></ListBucketResult>",
+	expect_reject_str(XML_DECL
+			  "<ListBucketResult " NS "><EncodingType>url"
+			  "</EncodingType><CommonPrefixes><Prefix>%G0/"
+			  "</Prefix></CommonPrefixes></ListBucketResult>",
 			  "<Prefix> '%G0/' has a bad %-escape");
 	expect_reject_str(XML_DECL "<ListBucketResult " NS "><CommonPrefixes>"
 				   "<Prefix><x/></Prefix></CommonPrefixes>"
@@ -343,27 +341,27 @@ static void test_constructed_lists(void)
 	     "\"8fa14cdd754f91cc6554c9e71929cce7\""},
 	};
 	static const struct want escaped[] = {
-		{ "caf\xc3\xa9&co<>\"'.jpg", 1, 1705312800,
-		  "\"e1671797c52e15f763380b45e841ec32\"" },
-		{ "line\rbreak.txt", 1, 1705312800,
-		  "\"8fa14cdd754f91cc6554c9e71929cce7\"" },
-		{ "a b+c.txt", 1, 1705312800, ETAG },
+	    {"caf\xc3\xa9&co<>\"'.jpg", 1, 1705312800,
+	     "\"e1671797c52e15f763380b45e841ec32\""},
+	    {"line\rbreak.txt", 1, 1705312800,
+	     "\"8fa14cdd754f91cc6554c9e71929cce7\""},
+	    {"a b+c.txt", 1, 1705312800, ETAG},
 	};
 	static const struct want leaf[] = {
-		{ "imagenet/train/n01440764/", 0, 1705312799,
-		  "\"d41d8cd98f00b204e9800998ecf8427e\"" },
-		{ "imagenet/train/n01440764/n01440764_10026.JPEG", 13697,
-		  1705312802, "\"f1b9dede5f27731c9771645a39863328\"" },
-		{ "imagenet/train/n01440764/n01440764_10027.JPEG", 108410,
-		  1705312803, "\"0e3b5c9d2a1f47d7a6e0c7f2b5d1e9a4\"" },
+	    {"imagenet/train/n01440764/", 0, 1705312799,
+	     "\"d41d8cd98f00b204e9800998ecf8427e\""},
+	    {"imagenet/train/n01440764/n01440764_10026.JPEG", 13697, 1705312802,
+	     "\"f1b9dede5f27731c9771645a39863328\""},
+	    {"imagenet/train/n01440764/n01440764_10027.JPEG", 108410,
+	     1705312803, "\"0e3b5c9d2a1f47d7a6e0c7f2b5d1e9a4\""},
 	};
 	static const struct want page1[] = {
-		{ "imagenet/train/LICENSE.txt", 0, 1705312800,
-		  "\"d41d8cd98f00b204e9800998ecf8427e\"" },
+	    {"imagenet/train/LICENSE.txt", 0, 1705312800,
+	     "\"d41d8cd98f00b204e9800998ecf8427e\""},
 	};
 	static const struct want page2[] = {
-		{ "imagenet/train/manifest.csv", 20971520, 1705312801,
-		  "\"9b2cf535f27731c974343645a3985328-3\"" },
+	    {"imagenet/train/manifest.csv", 20971520, 1705312801,
+	     "\"9b2cf535f27731c974343645a3985328-3\""},
 	};
 
 	test_list_sample("constructed/list-v2-empty.xml", empty, 0, false,
@@ -475,7 +473,7 @@ static void test_constructed_errors(void)
 		dot = strchr(name, '.');
 		status = dot ? strtol(dot + 1, &end, 10) : 0;
 		CHECKF(dot && status >= 400 && status <= 599 &&
-			       !strcmp(end, ".xml"),
+			   !strcmp(end, ".xml"),
 		       "name %s is not Code.STATUS.xml", name);
 		if (dot)
 			*dot = '\0';
@@ -498,8 +496,8 @@ static void test_other_errors(void)
 	char *body;
 
 	check_group("adobe-s3mock/ErrorResponse");
-	body = load("adobe-s3mock/ErrorResponseTest_testSerialization.xml",
-		    &len);
+	body =
+	    load("adobe-s3mock/ErrorResponseTest_testSerialization.xml", &len);
 	if (body) {
 		check_error_doc(body, len, "code", "message");
 		expect_reject(body, len, "root");
@@ -571,13 +569,26 @@ static char *json_body(const char *json, size_t *out_len)
 			}
 			s++;
 			switch (*s++) {
-			case '"': out[n++] = '"'; break;
-			case '\\': out[n++] = '\\'; break;
-			case '/': out[n++] = '/'; break;
-			case 'n': out[n++] = '\n'; break;
-			case 'r': out[n++] = '\r'; break;
-			case 't': out[n++] = '\t'; break;
-			default: goto bad;
+			case '"':
+				out[n++] = '"';
+				break;
+			case '\\':
+				out[n++] = '\\';
+				break;
+			case '/':
+				out[n++] = '/';
+				break;
+			case 'n':
+				out[n++] = '\n';
+				break;
+			case 'r':
+				out[n++] = '\r';
+				break;
+			case 't':
+				out[n++] = '\t';
+				break;
+			default:
+				goto bad;
 			}
 		}
 		s++;
@@ -597,14 +608,13 @@ static void test_mock_server_dir(const char *sub)
 	static const struct {
 		const char *file, *code, *message;
 	} known[] = {
-		{ "UploadPart_throttle.json", "SlowDown", "" },
-		{ "get_object_error_part.json", "AccessDenied",
-		  "Access Denied" },
-		{ "CompleteMultipartUpload_async_internal_error.json",
-		  "InternalError",
-		  "We encountered an internal error. Please try again." },
-		{ "get_object_modified_failure.json", NULL, NULL },
-		{ "default.json", NULL, NULL },
+	    {"UploadPart_throttle.json", "SlowDown", ""},
+	    {"get_object_error_part.json", "AccessDenied", "Access Denied"},
+	    {"CompleteMultipartUpload_async_internal_error.json",
+	     "InternalError",
+	     "We encountered an internal error. Please try again."},
+	    {"get_object_modified_failure.json", NULL, NULL},
+	    {"default.json", NULL, NULL},
 	};
 	char dir[8192], rel[8192 + 512];
 	struct dirent **ents;
@@ -625,8 +635,7 @@ static void test_mock_server_dir(const char *sub)
 		snprintf(rel, sizeof(rel), "aws-c-s3-mock-server/%s/%s", sub,
 			 ents[i]->d_name);
 		check_group(rel);
-		json = load(rel,
-			    &len);
+		json = load(rel, &len);
 		body = json ? json_body(json, &body_len) : NULL;
 		CHECKF(!json || body, "cannot find the body array");
 		if (body && strstr(body, "<Error>")) {
@@ -707,7 +716,7 @@ static void test_not_a_list(void)
 
 static void test_truncated(void)
 {
-	static const char *const good_keys[] = { "a/1.bin", "a/2.bin" };
+	static const char *const good_keys[] = {"a/1.bin", "a/2.bin"};
 	char *doc, *inner;
 	size_t end;
 
@@ -877,39 +886,38 @@ static void test_huge(void)
 
 /* Entity tricks, all refused at the DOCTYPE. */
 static const char *const dtd_bodies[] = {
-	/* billion laughs */
-	"<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
-	"<!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
-	"<!ENTITY lol2 \"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;\">"
-	"<!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">"
-	"<!ENTITY lol4 \"&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;\">"
-	"<!ENTITY lol5 \"&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;\">"
-	"<!ENTITY lol6 \"&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;\">"
-	"<!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;\">"
-	"<!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;\">"
-	"<!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;\">"
-	"]><ListBucketResult><Contents><Key>&lol9;</Key></Contents>"
-	"</ListBucketResult>",
-	/* external entity */
-	"<?xml version=\"1.0\"?><!DOCTYPE r [<!ENTITY x SYSTEM "
-	"\"file:///etc/passwd\">]><ListBucketResult><Contents><Key>&x;</Key>"
-	"</Contents></ListBucketResult>",
-	/* parameter entity */
-	"<!DOCTYPE r [<!ENTITY % p SYSTEM \"http://127.0.0.1/x.dtd\"> %p;]>"
-	"<ListBucketResult/>",
-	/* external DTD, no internal subset */
-	"<!DOCTYPE ListBucketResult SYSTEM \"http://127.0.0.1/x.dtd\">"
-	"<ListBucketResult/>",
-	/* plain internal entity */
-	"<!DOCTYPE Error [<!ENTITY c \"NoSuchKey\">]><Error><Code>&c;</Code>"
-	"</Error>",
+    /* billion laughs */
+    "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
+    "<!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
+    "<!ENTITY lol2 \"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;\">"
+    "<!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">"
+    "<!ENTITY lol4 \"&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;\">"
+    "<!ENTITY lol5 \"&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;\">"
+    "<!ENTITY lol6 \"&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;\">"
+    "<!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;\">"
+    "<!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;\">"
+    "<!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;\">"
+    "]><ListBucketResult><Contents><Key>&lol9;</Key></Contents>"
+    "</ListBucketResult>",
+    /* external entity */
+    "<?xml version=\"1.0\"?><!DOCTYPE r [<!ENTITY x SYSTEM "
+    "\"file:///etc/passwd\">]><ListBucketResult><Contents><Key>&x;</Key>"
+    "</Contents></ListBucketResult>",
+    /* parameter entity */
+    "<!DOCTYPE r [<!ENTITY % p SYSTEM \"http://127.0.0.1/x.dtd\"> %p;]>"
+    "<ListBucketResult/>",
+    /* external DTD, no internal subset */
+    "<!DOCTYPE ListBucketResult SYSTEM \"http://127.0.0.1/x.dtd\">"
+    "<ListBucketResult/>",
+    /* plain internal entity */
+    "<!DOCTYPE Error [<!ENTITY c \"NoSuchKey\">]><Error><Code>&c;</Code>"
+    "</Error>",
 };
 
 static void test_entities(void)
 {
 	check_group("list and error: DOCTYPE and entity declarations refused");
-	for (size_t i = 0; i < sizeof(dtd_bodies) / sizeof(*dtd_bodies);
-	     i++) {
+	for (size_t i = 0; i < sizeof(dtd_bodies) / sizeof(*dtd_bodies); i++) {
 		expect_reject_str(dtd_bodies[i], "DOCTYPE");
 		check_error_doc(dtd_bodies[i], strlen(dtd_bodies[i]), NULL,
 				NULL);
@@ -924,52 +932,51 @@ static void test_missing_fields(void)
 	static const struct {
 		const char *inner, *reason;
 	} cases[] = {
-		{ "<Contents><LastModified>" MTIME "</LastModified><ETag>"
-		  ETAG_X "</ETag><Size>1</Size></Contents>",
-		  "<Contents> #1 has no <Key>" },
-		{ "<Contents/>", "has no <Key>" },
-		{ "<Contents><Key>k</Key><LastModified>" MTIME
-		  "</LastModified><ETag>" ETAG_X "</ETag></Contents>",
-		  "key 'k' has no <Size>" },
-		{ "<Contents><Key>k</Key><ETag>" ETAG_X
-		  "</ETag><Size>1</Size></Contents>",
-		  "has no <LastModified>" },
-		{ "<Contents><Key>k</Key><LastModified>" MTIME
-		  "</LastModified><Size>1</Size></Contents>",
-		  "has no <ETag>" },
-		{ "<Contents><Key>k</Key><LastModified>" MTIME
-		  "</LastModified><ETag></ETag><Size>1</Size></Contents>",
-		  "empty <ETag>" },
-		{ "<Contents><Key>k</Key><Key>j</Key><LastModified>" MTIME
-		  "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
-		  "</Contents>",
-		  "duplicate <Key>" },
-		{ "<Contents><Key>a<b/>c</Key><LastModified>" MTIME
-		  "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
-		  "</Contents>",
-		  "unexpected element <b>" },
-		{ "<Contents><Key>k</Key><LastModified>2024-01-15"
-		  "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
-		  "</Contents>",
-		  "<LastModified> of key 'k' is not a time" },
-		{ "<Contents><Key>k</Key><LastModified>2024-02-30T00:00:00Z"
-		  "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
-		  "</Contents>",
-		  "is not a time" },
-		{ "<IsTruncated>true</IsTruncated>",
-		  "duplicate <IsTruncated>" },
+	    {"<Contents><LastModified>" MTIME "</LastModified><ETag>" ETAG_X
+	     "</ETag><Size>1</Size></Contents>",
+	     "<Contents> #1 has no <Key>"},
+	    {"<Contents/>", "has no <Key>"},
+	    {"<Contents><Key>k</Key><LastModified>" MTIME
+	     "</LastModified><ETag>" ETAG_X "</ETag></Contents>",
+	     "key 'k' has no <Size>"},
+	    {"<Contents><Key>k</Key><ETag>" ETAG_X
+	     "</ETag><Size>1</Size></Contents>",
+	     "has no <LastModified>"},
+	    {"<Contents><Key>k</Key><LastModified>" MTIME
+	     "</LastModified><Size>1</Size></Contents>",
+	     "has no <ETag>"},
+	    {"<Contents><Key>k</Key><LastModified>" MTIME
+	     "</LastModified><ETag></ETag><Size>1</Size></Contents>",
+	     "empty <ETag>"},
+	    {"<Contents><Key>k</Key><Key>j</Key><LastModified>" MTIME
+	     "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
+	     "</Contents>",
+	     "duplicate <Key>"},
+	    {"<Contents><Key>a<b/>c</Key><LastModified>" MTIME
+	     "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
+	     "</Contents>",
+	     "unexpected element <b>"},
+	    {"<Contents><Key>k</Key><LastModified>2024-01-15"
+	     "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
+	     "</Contents>",
+	     "<LastModified> of key 'k' is not a time"},
+	    {"<Contents><Key>k</Key><LastModified>2024-02-30T00:00:00Z"
+	     "</LastModified><ETag>" ETAG_X "</ETag><Size>1</Size>"
+	     "</Contents>",
+	     "is not a time"},
+	    {"<IsTruncated>true</IsTruncated>", "duplicate <IsTruncated>"},
 	};
 	static const char *const roots[] = {
-		"<ListBucketResult><IsTruncated>yes</IsTruncated>"
-		"</ListBucketResult>",
-		"<ListBucketResult><IsTruncated>true</IsTruncated>"
-		"</ListBucketResult>",
-		"<ListBucketResult><Marker></Marker></ListBucketResult>",
+	    "<ListBucketResult><IsTruncated>yes</IsTruncated>"
+	    "</ListBucketResult>",
+	    "<ListBucketResult><IsTruncated>true</IsTruncated>"
+	    "</ListBucketResult>",
+	    "<ListBucketResult><Marker></Marker></ListBucketResult>",
 	};
 	static const char *const root_reasons[] = {
-		"<IsTruncated> is 'yes'",
-		"no <NextContinuationToken>",
-		"v1",
+	    "<IsTruncated> is 'yes'",
+	    "no <NextContinuationToken>",
+	    "v1",
 	};
 
 	check_group("list: <Contents> missing or bad fields");
@@ -1022,17 +1029,17 @@ static void test_paths(void)
 	/* Key-like elements away from ListBucketResult/Contents/Key must
 	 * not be taken for a key. */
 	static const char inner[] =
-		"<Key>root-level</Key>"
-		"<CommonPrefixes><Prefix>p/</Prefix><Contents><Key>evil</Key>"
-		"<Size>9</Size></Contents></CommonPrefixes>"
-		"<Contents><Owner><Key>owner</Key><ID>1</ID></Owner>"
-		"<Key>real</Key><Foo><Size>5</Size></Foo>"
-		"<LastModified>" MTIME "</LastModified><ETag>" ETAG_X
-		"</ETag><Size>3</Size><ChecksumAlgorithm>CRC32"
-		"</ChecksumAlgorithm><RestoreStatus><IsRestoreInProgress>false"
-		"</IsRestoreInProgress></RestoreStatus></Contents>"
-		"<Wrapper><IsTruncated>true</IsTruncated></Wrapper>";
-	static const struct want w[] = { { "real", 3, 1705312800, ETAG } };
+	    "<Key>root-level</Key>"
+	    "<CommonPrefixes><Prefix>p/</Prefix><Contents><Key>evil</Key>"
+	    "<Size>9</Size></Contents></CommonPrefixes>"
+	    "<Contents><Owner><Key>owner</Key><ID>1</ID></Owner>"
+	    "<Key>real</Key><Foo><Size>5</Size></Foo>"
+	    "<LastModified>" MTIME "</LastModified><ETag>" ETAG_X
+	    "</ETag><Size>3</Size><ChecksumAlgorithm>CRC32"
+	    "</ChecksumAlgorithm><RestoreStatus><IsRestoreInProgress>false"
+	    "</IsRestoreInProgress></RestoreStatus></Contents>"
+	    "<Wrapper><IsTruncated>true</IsTruncated></Wrapper>";
+	static const struct want w[] = {{"real", 3, 1705312800, ETAG}};
 	char *doc = list_doc(inner, true);
 	struct s3_list_page p;
 
@@ -1048,23 +1055,23 @@ static void test_paths(void)
 static void test_lenient(void)
 {
 	static const char *const docs[] = {
-		/* namespace prefix instead of a default namespace */
-		"<s3:ListBucketResult xmlns:s3=\"http://s3.amazonaws.com/doc/"
-		"2006-03-01/\"><s3:IsTruncated>true</s3:IsTruncated>"
-		"<s3:NextContinuationToken>t+%2F=</s3:NextContinuationToken>"
-		"<s3:Contents><s3:Key>k</s3:Key><s3:LastModified>" MTIME
-		"</s3:LastModified><s3:ETag>" ETAG_X "</s3:ETag><s3:Size>1"
-		"</s3:Size></s3:Contents></s3:ListBucketResult>",
-		/* BOM, comments, a PI and whitespace before the root */
-		"\xef\xbb\xbf" XML_DECL "<!-- license -->\n<?pi data?>\n  "
-		"<ListBucketResult><IsTruncated> true\n</IsTruncated>"
-		"<NextContinuationToken>t+%2F=</NextContinuationToken>"
-		"<Contents><Key>k</Key><LastModified>"
-		"2024-01-15T10:00:00.123456789Z</LastModified><ETag>" ETAG
-		"</ETag><Size>1</Size></Contents>"
-		"</ListBucketResult>\n<!-- trailing -->\n",
+	    /* namespace prefix instead of a default namespace */
+	    "<s3:ListBucketResult xmlns:s3=\"http://s3.amazonaws.com/doc/"
+	    "2006-03-01/\"><s3:IsTruncated>true</s3:IsTruncated>"
+	    "<s3:NextContinuationToken>t+%2F=</s3:NextContinuationToken>"
+	    "<s3:Contents><s3:Key>k</s3:Key><s3:LastModified>" MTIME
+	    "</s3:LastModified><s3:ETag>" ETAG_X "</s3:ETag><s3:Size>1"
+	    "</s3:Size></s3:Contents></s3:ListBucketResult>",
+	    /* BOM, comments, a PI and whitespace before the root */
+	    "\xef\xbb\xbf" XML_DECL "<!-- license -->\n<?pi data?>\n  "
+	    "<ListBucketResult><IsTruncated> true\n</IsTruncated>"
+	    "<NextContinuationToken>t+%2F=</NextContinuationToken>"
+	    "<Contents><Key>k</Key><LastModified>"
+	    "2024-01-15T10:00:00.123456789Z</LastModified><ETag>" ETAG
+	    "</ETag><Size>1</Size></Contents>"
+	    "</ListBucketResult>\n<!-- trailing -->\n",
 	};
-	static const struct want w[] = { { "k", 1, 1705312800, ETAG } };
+	static const struct want w[] = {{"k", 1, 1705312800, ETAG}};
 
 	check_group("list: namespace prefixes, comments, BOM, raw token");
 	for (size_t i = 0; i < sizeof(docs) / sizeof(*docs); i++) {
@@ -1085,8 +1092,8 @@ static void test_many_entries(void)
 	struct s3_list_page p;
 
 	check_group("list: 2,500 entries keep their order");
-	len += (size_t)snprintf(doc + len, cap - len, "<ListBucketResult " NS
-				">");
+	len +=
+	    (size_t)snprintf(doc + len, cap - len, "<ListBucketResult " NS ">");
 	for (size_t i = 0; i < n; i++)
 		len += (size_t)snprintf(doc + len, cap - len,
 					"<Contents><Key>d/%05zu</Key>"
@@ -1126,8 +1133,7 @@ static void test_err_buffer(void)
 
 	check_group("list: small or missing reason buffer, page_fini");
 	memset(err, 'x', sizeof(err));
-	CHECK(s3_list_parse(bad, strlen(bad), &p, err, sizeof(err)) ==
-	      -EPROTO);
+	CHECK(s3_list_parse(bad, strlen(bad), &p, err, sizeof(err)) == -EPROTO);
 	CHECK(memchr(err, '\0', sizeof(err)) != NULL);
 	CHECK(!strncmp(err, "ListObj", 7));
 	err[0] = 'x';
@@ -1159,20 +1165,24 @@ static void test_error_edge(void)
 	check_error_doc(body, strlen(body), NULL, NULL);
 	snprintf(body, sizeof(body), "precondition failed");
 	check_error_doc(body, strlen(body), NULL, NULL);
-	snprintf(body, sizeof(body), "<ErrorResponse><Error><Code>Throttling"
+	snprintf(body, sizeof(body),
+		 "<ErrorResponse><Error><Code>Throttling"
 		 "</Code><Message>Rate exceeded</Message></Error>"
 		 "</ErrorResponse>");
 	check_error_doc(body, strlen(body), "Throttling", "Rate exceeded");
-	snprintf(body, sizeof(body), "<ErrorResponse><Code>X</Code>"
+	snprintf(body, sizeof(body),
+		 "<ErrorResponse><Code>X</Code>"
 		 "</ErrorResponse>");
 	check_error_doc(body, strlen(body), NULL, NULL);
 	/* Only the <Code> directly under <Error> counts. */
-	snprintf(body, sizeof(body), "<Error xmlns=\"urn:x\"><Details><Code>"
+	snprintf(body, sizeof(body),
+		 "<Error xmlns=\"urn:x\"><Details><Code>"
 		 "Inner</Code></Details><x:Code xmlns:x=\"urn:x\">Outer"
 		 "</x:Code></Error>");
 	check_error_doc(body, strlen(body), "Outer", "");
 	/* Pretty-printing trimmed; tab, LF and CR become spaces. */
-	snprintf(body, sizeof(body), "<Error>\n  <Code>\n    SlowDown\n  "
+	snprintf(body, sizeof(body),
+		 "<Error>\n  <Code>\n    SlowDown\n  "
 		 "</Code>\n  <Message>a\tb\nc&#13;d</Message></Error>");
 	check_error_doc(body, strlen(body), "SlowDown", "a b c d");
 	/* A code longer than 63 bytes is cut. */
@@ -1183,11 +1193,14 @@ static void test_error_edge(void)
 	/* A cut never splits a UTF-8 character: 254 bytes + a 2-byte one. */
 	memset(want, 'x', 254);
 	want[254] = '\0';
-	snprintf(body, sizeof(body), "<Error><Code>C</Code><Message>%s\xc3\xa9"
-		 "</Message></Error>", want);
+	snprintf(body, sizeof(body),
+		 "<Error><Code>C</Code><Message>%s\xc3\xa9"
+		 "</Message></Error>",
+		 want);
 	check_error_doc(body, strlen(body), "C", want);
 	/* Comment before the root, as in adobe's samples; no Code. */
-	snprintf(body, sizeof(body), "<!-- c --><Error><Message>m</Message>"
+	snprintf(body, sizeof(body),
+		 "<!-- c --><Error><Message>m</Message>"
 		 "</Error>");
 	check_error_doc(body, strlen(body), "", "m");
 	memset(&d, 'x', sizeof(d));
@@ -1204,30 +1217,42 @@ static void test_parse_time(void)
 		const char *s;
 		int64_t t;
 	} good[] = {
-		{ "2009-10-12T17:50:30.000Z", 1255369830 },
-		{ "2009-10-12T17:50:30Z", 1255369830 },
-		{ "2009-10-12T17:50:30.9Z", 1255369830 },
-		{ "1970-01-01T00:00:00Z", 0 },
-		{ "1969-12-31T23:59:59.000Z", -1 },
-		{ "2000-02-29T00:00:00Z", 951782400 },
-		{ "2024-02-29T12:00:00.5Z", 1709208000 },
-		{ "2038-01-19T03:14:08Z", 2147483648LL },
-		{ "9999-12-31T23:59:59Z", 253402300799LL },
-		{ "2016-12-31T23:59:60Z", 1483228800 },
+	    {"2009-10-12T17:50:30.000Z", 1255369830},
+	    {"2009-10-12T17:50:30Z", 1255369830},
+	    {"2009-10-12T17:50:30.9Z", 1255369830},
+	    {"1970-01-01T00:00:00Z", 0},
+	    {"1969-12-31T23:59:59.000Z", -1},
+	    {"2000-02-29T00:00:00Z", 951782400},
+	    {"2024-02-29T12:00:00.5Z", 1709208000},
+	    {"2038-01-19T03:14:08Z", 2147483648LL},
+	    {"9999-12-31T23:59:59Z", 253402300799LL},
+	    {"2016-12-31T23:59:60Z", 1483228800},
 	};
 	static const char *const bad[] = {
-		"", "2009-10-12", "2009-10-12T17:50:30",
-		"2009-10-12T17:50:30.Z",
-		"2009-10-12T17:50:30.000", "2009-10-12 17:50:30Z",
-		"2009-10-12T17:50:30.000Z ", " 2009-10-12T17:50:30Z",
-		"2009-10-12T17:50:30+00:00", "2009-13-01T00:00:00Z",
-		"2009-00-01T00:00:00Z", "2009-10-32T00:00:00Z",
-		"2009-10-00T00:00:00Z", "2023-02-29T00:00:00Z",
-		"2100-02-29T00:00:00Z", "2009-10-12T24:00:00Z",
-		"2009-10-12T17:60:00Z", "2009-10-12T17:50:61Z",
-		"0000-01-01T00:00:00Z", "+009-10-12T17:50:30Z",
-		"2009-1-12T17:50:30Z", "2009-10-12t17:50:30z",
-		"2009-10-12T17:50:30.000ZZ", "20091012T175030Z",
+	    "",
+	    "2009-10-12",
+	    "2009-10-12T17:50:30",
+	    "2009-10-12T17:50:30.Z",
+	    "2009-10-12T17:50:30.000",
+	    "2009-10-12 17:50:30Z",
+	    "2009-10-12T17:50:30.000Z ",
+	    " 2009-10-12T17:50:30Z",
+	    "2009-10-12T17:50:30+00:00",
+	    "2009-13-01T00:00:00Z",
+	    "2009-00-01T00:00:00Z",
+	    "2009-10-32T00:00:00Z",
+	    "2009-10-00T00:00:00Z",
+	    "2023-02-29T00:00:00Z",
+	    "2100-02-29T00:00:00Z",
+	    "2009-10-12T24:00:00Z",
+	    "2009-10-12T17:60:00Z",
+	    "2009-10-12T17:50:61Z",
+	    "0000-01-01T00:00:00Z",
+	    "+009-10-12T17:50:30Z",
+	    "2009-1-12T17:50:30Z",
+	    "2009-10-12t17:50:30z",
+	    "2009-10-12T17:50:30.000ZZ",
+	    "20091012T175030Z",
 	};
 	int64_t t;
 	int mismatches = 0;
@@ -1269,20 +1294,19 @@ static void test_form_decode(void)
 		const char *in, *out;
 		size_t out_len;
 	} good[] = {
-		{ "a+b", "a b", 3 },
-		{ "a%2Bb", "a+b", 3 },
-		{ "a%2bb", "a+b", 3 },
-		{ "100%25", "100%", 4 },
-		{ "run%20books%2F", "run books/", 10 },
-		{ "%ED%95%9C%EA%B8%80/", "\xed\x95\x9c\xea\xb8\x80/", 7 },
-		{ "%01%0D%7f%FF", "\x01\r\x7f\xff", 4 },
-		{ "", "", 0 },
-		{ "plain/key.txt", "plain/key.txt", 13 },
-		{ "a%00b", "a\0b", 3 },
+	    {"a+b", "a b", 3},
+	    {"a%2Bb", "a+b", 3},
+	    {"a%2bb", "a+b", 3},
+	    {"100%25", "100%", 4},
+	    {"run%20books%2F", "run books/", 10},
+	    {"%ED%95%9C%EA%B8%80/", "\xed\x95\x9c\xea\xb8\x80/", 7},
+	    {"%01%0D%7f%FF", "\x01\r\x7f\xff", 4},
+	    {"", "", 0},
+	    {"plain/key.txt", "plain/key.txt", 13},
+	    {"a%00b", "a\0b", 3},
 	};
 	static const char *const bad[] = {
-		"%", "%4", "a%", "%G0", "%0G", "%%41", "% 1",
-		"%-1", "%+1",
+	    "%", "%4", "a%", "%G0", "%0G", "%%41", "% 1", "%-1", "%+1",
 	};
 	size_t n;
 	char *s;
@@ -1292,7 +1316,7 @@ static void test_form_decode(void)
 		n = 99;
 		s = s3_form_decode(good[i].in, strlen(good[i].in), &n);
 		CHECKF(s && n == good[i].out_len &&
-			       !memcmp(s, good[i].out, n) && s[n] == '\0',
+			   !memcmp(s, good[i].out, n) && s[n] == '\0',
 		       "'%s' -> '%s'", good[i].in, s ? s : "(null)");
 		free(s);
 	}
@@ -1331,8 +1355,8 @@ int main(void)
 		/* The samples are part of the source tree: without them
 		 * half of this test would not run, which must not pass. */
 		printf("FAIL s3xml samples: %s: %s (they are in tests/data; "
-		       "$HINTFS_TESTDATA names another folder)\n", s3xml_dir,
-		       strerror(errno));
+		       "$HINTFS_TESTDATA names another folder)\n",
+		       s3xml_dir, strerror(errno));
 		return 1;
 	}
 	closedir(d);

@@ -641,7 +641,7 @@ static void sign_and_check(const char *name, const struct sigv4_creds *cr,
 
 	if (rc) {
 		check_fail(name, "%s: sigv4_sign() returned %d (%s)", mode, rc,
-		     strerror(-rc));
+			   strerror(-rc));
 		return;
 	}
 	check(&v, "canonical request", ex->creq, res.canonical_request);
@@ -712,7 +712,8 @@ static void run_presigned(const char *name, const struct hreq *sr,
 	if (!h)
 		abort();
 	if (!signed_names || !url_sig) {
-		check_fail(name, "query auth: signed URL lacks X-Amz-SignedHeaders "
+		check_fail(name,
+			   "query auth: signed URL lacks X-Amz-SignedHeaders "
 			   "or X-Amz-Signature");
 		goto out;
 	}
@@ -777,9 +778,9 @@ static void run_classic_case(const char *root, const char *rel)
 	} else {
 		if (needs_normalizing(r.path)) {
 			check_skip(name,
-			     "generic rules normalize \"%s\"; S3 signs "
-			     "paths as they are",
-			     r.path);
+				   "generic rules normalize \"%s\"; S3 signs "
+				   "paths as they are",
+				   r.path);
 		} else {
 			/* Request lines here hold the raw path ("/ሴ"); S3
 			 * signs it encoded once. */
@@ -890,9 +891,9 @@ static void run_c_auth_case(const char *root, const char *case_name)
 		abort();
 	if (j_true(&ctx, "normalize") && needs_normalizing(r.path)) {
 		check_skip(name,
-		     "\"normalize\": true rewrites \"%s\"; S3 signs "
-		     "paths as they are",
-		     r.path);
+			   "\"normalize\": true rewrites \"%s\"; S3 signs "
+			   "paths as they are",
+			   r.path);
 		check_skip(qname, "same path normalization");
 		goto out;
 	}
@@ -930,7 +931,7 @@ static void run_c_auth_case(const char *root, const char *case_name)
 		hx.authz = hreq_get(&hs, "Authorization");
 		if (!hx.authz)
 			check_fail(name, "header-signed-request.txt has no "
-				   "Authorization");
+					 "Authorization");
 		else
 			sign_and_check(name, &cr, &rq, &hx, "header auth");
 		free(h);
@@ -1002,9 +1003,9 @@ static void run_s3_doc_case(const char *root, const char *c,
 		sent = hreq_get(&r, "x-amz-content-sha256");
 		if (sent && strcmp(sent, hash)) {
 			check_fail(name,
-			     "x-amz-content-sha256 is not SHA-256 of "
-			     "the body in %s.req",
-			     c);
+				   "x-amz-content-sha256 is not SHA-256 of "
+				   "the body in %s.req",
+				   c);
 		} else {
 			/* The doc writes keys raw ("/test$file.text"). */
 			rq.method = r.method;
@@ -1062,9 +1063,9 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 	enc = encode_path(raw);
 	if (strcmp(enc, r->path)) {
 		check_fail(name,
-		     "sigv4_uri_encode(raw_path) is \"%s\", botocore "
-		     "sent \"%s\"",
-		     enc, r->path);
+			   "sigv4_uri_encode(raw_path) is \"%s\", botocore "
+			   "sent \"%s\"",
+			   enc, r->path);
 		ok = false;
 	}
 	free(enc);
@@ -1088,9 +1089,9 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 	 * other parameters is checked (the pair list is empty). */
 	if (ok && (presigned ? q->n != 0 : strcmp(query, r->query) != 0)) {
 		check_fail(name,
-		     "encoded query pairs \"%s\" differ from the sent "
-		     "query \"%s\"",
-		     query, r->query);
+			   "encoded query pairs \"%s\" differ from the sent "
+			   "query \"%s\"",
+			   query, r->query);
 		ok = false;
 	}
 	free(query);
@@ -1106,7 +1107,7 @@ static bool botocore_consistent(const char *name, const struct jval *c,
 
 		if (!v || !extra->kids[i].s || strcmp(v, extra->kids[i].s)) {
 			check_fail(name, "extra header %s not in the request",
-			     extra->keys[i]);
+				   extra->keys[i]);
 			ok = false;
 		}
 	}
@@ -1228,7 +1229,7 @@ static void run_s3_suite(const char *root, const char *suite, bool botocore)
 			found |= !strcmp(kids[k], cases->keys[i]);
 		if (!found)
 			check_fail(suite, "context.json case %s has no folder",
-			     cases->keys[i]);
+				   cases->keys[i]);
 	}
 	free_list(kids, n);
 	j_free(&ctx);
@@ -1241,8 +1242,8 @@ static void run_s3_suite(const char *root, const char *suite, bool botocore)
 
 struct unit {
 	const char *name;
-	int checks;      /* expectations checked */
-	int bad;         /* of which failed */
+	int checks; /* expectations checked */
+	int bad;    /* of which failed */
 	char first[200];
 };
 
@@ -1267,7 +1268,7 @@ static void unit_done(struct unit *u)
 		check_fail(u->name, "no check was made");
 	else if (u->bad)
 		check_fail(u->name, "%s%s", u->first,
-		     u->bad > 1 ? " (and more)" : "");
+			   u->bad > 1 ? " (and more)" : "");
 	else
 		check_pass(u->name, NULL);
 }
@@ -1636,7 +1637,8 @@ static void unit_key_cache(void)
 	 * each signs as a fresh signer would. */
 	for (int i = 0; i < 3; i++) {
 		if (i == 0)
-			cr.secret_key = "rotated/SECRET/key+0123456789abcdefABCD";
+			cr.secret_key =
+			    "rotated/SECRET/key+0123456789abcdefABCD";
 		if (i == 1)
 			rq.amz_date = "20130525T000001Z";
 		if (i == 2)
@@ -1682,8 +1684,10 @@ int main(void)
 	if (!is_dir(root)) {
 		/* The vectors are part of the source tree: a signer checked
 		 * only by its own unit cases must not pass. */
-		check_fail("vectors", "%s not found (they are in tests/data; "
-		     "$HINTFS_TESTDATA names another folder)", root);
+		check_fail("vectors",
+			   "%s not found (they are in tests/data; "
+			   "$HINTFS_TESTDATA names another folder)",
+			   root);
 		free(root);
 		return check_done();
 	}

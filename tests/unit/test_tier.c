@@ -68,7 +68,7 @@ static void etag_of(const void *data, size_t len, int parts, char out[48])
  * ETag and size, the xxh3 and (with a key in @w) the MAC of @data. */
 static struct s3_obj_meta meta_of(const struct tier_want *w, const void *data)
 {
-	struct s3_obj_meta m = { 0 };
+	struct s3_obj_meta m = {0};
 
 	snprintf(m.origin_etag, sizeof(m.origin_etag), "%s", w->etag);
 	tier_sum_hex(data, w->size, m.sum);
@@ -113,7 +113,7 @@ static void test_etag_kind(void)
  * xxh3 of its own, other, bytes) is never a hit, whatever binds. */
 static void check_forgery_refused(const struct tier_want *w, const char *body)
 {
-	struct s3_status ok = { 0 };
+	struct s3_status ok = {0};
 	char *other = malloc(w->size);
 	struct s3_obj_meta m = meta_of(w, body), fm;
 
@@ -143,9 +143,9 @@ static void test_forgeries(void)
 	const char body[] = "the origin's bytes, all of them";
 	size_t len = sizeof(body) - 1;
 	char single[48], one_part[48], two_parts[48];
-	struct s3_status ok = { 0 };
-	struct tier_want w = { .bucket = "bkt", .key = "dir/a.jpg",
-			       .key_len = 9, .size = len };
+	struct s3_status ok = {0};
+	struct tier_want w = {
+	    .bucket = "bkt", .key = "dir/a.jpg", .key_len = 9, .size = len};
 	struct s3_obj_meta m;
 
 	etag_of(body, len, 0, single);
@@ -190,9 +190,9 @@ static void test_judge(void)
 	const char body[] = "the origin's bytes";
 	size_t len = sizeof(body) - 1;
 	char etag[48], etag2[48];
-	struct s3_status ok = { 0 }, st = { 0 };
-	struct tier_want w = { .bucket = "b", .key = "k", .key_len = 1,
-			       .etag = etag, .size = len };
+	struct s3_status ok = {0}, st = {0};
+	struct tier_want w = {
+	    .bucket = "b", .key = "k", .key_len = 1, .etag = etag, .size = len};
 	struct tier_want w2 = w;
 	struct s3_obj_meta m, bad;
 
@@ -204,7 +204,7 @@ static void test_judge(void)
 	/* Another version of the key (the listing moved on). */
 	CHECK(tier_judge((ssize_t)len, &ok, &m, &w2, body) == TIER_MISMATCH);
 	/* No metadata at all (written by someone else). */
-	bad = (struct s3_obj_meta){ .length = len, .has_length = true };
+	bad = (struct s3_obj_meta){.length = len, .has_length = true};
 	CHECK(tier_judge((ssize_t)len, &ok, &bad, &w, body) == TIER_MISMATCH);
 	/* A size that is not the listed one. */
 	bad = m;
@@ -214,17 +214,17 @@ static void test_judge(void)
 	 * mismatch (nothing is wrong with the object). */
 	CHECK(tier_judge((ssize_t)len - 4, &ok, &m, &w, body) == TIER_ERROR);
 	/* A body longer than the object (BodyTooLarge). */
-	st = (struct s3_status){ .kind = S3_ERR_OTHER, .code = "BodyTooLarge" };
+	st = (struct s3_status){.kind = S3_ERR_OTHER, .code = "BodyTooLarge"};
 	CHECK(tier_judge(-EPROTO, &st, &m, &w, body) == TIER_MISMATCH);
 	/* Not there: NoSuchKey, or a bare 404. */
-	st = (struct s3_status){ .kind = S3_ERR_STALE, .http = 404 };
+	st = (struct s3_status){.kind = S3_ERR_STALE, .http = 404};
 	CHECK(tier_judge(-ESTALE, &st, &m, &w, body) == TIER_MISS);
-	st = (struct s3_status){ .kind = S3_ERR_OTHER, .http = 404 };
+	st = (struct s3_status){.kind = S3_ERR_OTHER, .http = 404};
 	CHECK(tier_judge(-ENOENT, &st, &m, &w, body) == TIER_MISS);
 	/* 503, reset, refused, timeout: errors. */
-	st = (struct s3_status){ .kind = S3_ERR_SLOWDOWN, .http = 503 };
+	st = (struct s3_status){.kind = S3_ERR_SLOWDOWN, .http = 503};
 	CHECK(tier_judge(-EAGAIN, &st, &m, &w, body) == TIER_ERROR);
-	st = (struct s3_status){ .kind = S3_ERR_NETWORK };
+	st = (struct s3_status){.kind = S3_ERR_NETWORK};
 	CHECK(tier_judge(-ECONNRESET, &st, &m, &w, body) == TIER_ERROR);
 	CHECK(tier_judge(-ETIMEDOUT, &st, &m, &w, body) == TIER_ERROR);
 }
@@ -232,9 +232,12 @@ static void test_judge(void)
 static struct s3_client *client(void)
 {
 	struct s3_config cfg = {
-		.bucket = "tier", .endpoint = "http://127.0.0.1:9",
-		.region = "us-east-1", .path_style = true, .no_sign = true,
-		.max_attempts = 2,
+	    .bucket = "tier",
+	    .endpoint = "http://127.0.0.1:9",
+	    .region = "us-east-1",
+	    .path_style = true,
+	    .no_sign = true,
+	    .max_attempts = 2,
 	};
 	struct s3_client *c = NULL;
 	char err[256];
@@ -258,11 +261,12 @@ static void puts_settled(struct tier *t, struct tier_stats *ts)
 /* A whole GET of tier object @name as the engine sends it; its verdict
  * from tier @t, for object "k/1" version @etag. */
 static enum tier_verdict get_back(struct tier *t, const char *name,
-				  const char *etag, const void *want, size_t len)
+				  const char *etag, const void *want,
+				  size_t len)
 {
 	struct s3_client *c = tier_client(t);
 	char *buf = calloc(1, len);
-	struct s3_status st = { 0 };
+	struct s3_status st = {0};
 	struct s3_xfer *x = NULL;
 	enum tier_verdict v;
 	ssize_t got;
@@ -295,8 +299,8 @@ static void put_settled(struct tier *t, const char *etag, const void *data,
 static void test_put_and_read_back(void)
 {
 	struct s3_client *c = client();
-	struct tier_config tc = { .s3 = c, .origin_bucket = "origin",
-				  .prefix = "shared/" };
+	struct tier_config tc = {
+	    .s3 = c, .origin_bucket = "origin", .prefix = "shared/"};
 	struct tier_stats ts;
 	struct tier *t = NULL;
 	char name[TIER_NAME_MAX], data[3000], etag[48];
@@ -348,8 +352,7 @@ static void test_put_and_read_back(void)
 	tier_stop(t);
 	tc.mac_key = OTHER_KEY;
 	CHECK(tier_start(&tc, &t) == 0);
-	CHECK(get_back(t, name, "\"v1\"", data, sizeof(data)) ==
-	      TIER_MISMATCH);
+	CHECK(get_back(t, name, "\"v1\"", data, sizeof(data)) == TIER_MISMATCH);
 	tier_stop(t);
 	/* A key shorter than 16 bytes is refused. */
 	tc.mac_key_len = 15;
@@ -381,9 +384,11 @@ static uint64_t fake_clock(void)
  * @hedge_ms, on fake_clock(): its budget, breaker and counters. */
 static struct tier *bare_tier(unsigned int hedge_ms)
 {
-	struct tier_config tc = { .s3 = NULL, .origin_bucket = "o",
-				  .prefix = "", .hedge_ms = hedge_ms,
-				  .clock_ns = fake_clock };
+	struct tier_config tc = {.s3 = NULL,
+				 .origin_bucket = "o",
+				 .prefix = "",
+				 .hedge_ms = hedge_ms,
+				 .clock_ns = fake_clock};
 	struct tier *t = NULL;
 
 	CHECK(tier_start(&tc, &t) == 0);

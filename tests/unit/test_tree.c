@@ -46,20 +46,20 @@ static void test_rules(void)
 	CHECK(add(b, "a/b/c.jpg", 10) == 0);
 	CHECK(add(b, "a/b/d.jpg", 20) == 0);
 	CHECK(add(b, "top", 5) == 0);
-	CHECK(add(b, "empty-dir/", 0) == 0);     /* marker only */
-	CHECK(add(b, "x", 7) == 0);              /* file ... */
-	CHECK(add(b, "x/y", 8) == 0);            /* ... shadowed by dir x */
-	CHECK(add(b, "y/z", 8) == 0);            /* dir y first ... */
-	CHECK(add(b, "y", 9) == 0);              /* ... then file y: hidden */
-	CHECK(add(b, "a//b", 1) == 0);           /* empty component */
+	CHECK(add(b, "empty-dir/", 0) == 0); /* marker only */
+	CHECK(add(b, "x", 7) == 0);	     /* file ... */
+	CHECK(add(b, "x/y", 8) == 0);	     /* ... shadowed by dir x */
+	CHECK(add(b, "y/z", 8) == 0);	     /* dir y first ... */
+	CHECK(add(b, "y", 9) == 0);	     /* ... then file y: hidden */
+	CHECK(add(b, "a//b", 1) == 0);	     /* empty component */
 	CHECK(add(b, "./x", 1) == 0);
 	CHECK(add(b, "../y", 1) == 0);
 	CHECK(add(b, "/abs", 1) == 0);
-	CHECK(add(b, key, 1) == 0);              /* 299-byte component */
+	CHECK(add(b, key, 1) == 0); /* 299-byte component */
 	CHECK(tree_builder_add(b, "n\0ul", 4, 1, 0, "\"e\"") == 0);
-	CHECK(add(b, ".hintfs/stats", 1) == 0);  /* reserved at the root */
-	CHECK(add(b, "sub/.hintfs", 1) == 0);    /* fine below it */
-	CHECK(add(b, "/", 0) == 0);              /* marker of the root */
+	CHECK(add(b, ".hintfs/stats", 1) == 0); /* reserved at the root */
+	CHECK(add(b, "sub/.hintfs", 1) == 0);	/* fine below it */
+	CHECK(add(b, "/", 0) == 0);		/* marker of the root */
 	CHECK(tree_build(b, 42, &t) == 0);
 
 	const struct tree_skips *sk = tree_skips(t);
@@ -89,9 +89,11 @@ static void test_rules(void)
 	/* Children are sorted bytewise and their parent is right. */
 	n = tree_node(t, 0);
 	for (uint32_t i = 1; i < n->n_children; i++) {
-		const struct tree_node *p = tree_node(t, n->first_child + i - 1);
+		const struct tree_node *p =
+		    tree_node(t, n->first_child + i - 1);
 		const struct tree_node *q = tree_node(t, n->first_child + i);
-		size_t m = p->name_len < q->name_len ? p->name_len : q->name_len;
+		size_t m =
+		    p->name_len < q->name_len ? p->name_len : q->name_len;
 		int c = memcmp(tree_name(t, p), tree_name(t, q), m);
 
 		CHECK(c < 0 || (c == 0 && p->name_len < q->name_len));

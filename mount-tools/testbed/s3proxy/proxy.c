@@ -53,8 +53,8 @@
 
 /* Per-request draws are made in this order; the rates are stacked. */
 static const enum fault drawn_faults[] = {
-    FAULT_SLOWDOWN, FAULT_ERROR500, FAULT_RESET, FAULT_TRUNCATE, FAULT_STALL,
-    FAULT_TRICKLE, FAULT_SLOW,
+    FAULT_SLOWDOWN, FAULT_ERROR500, FAULT_RESET, FAULT_TRUNCATE,
+    FAULT_STALL,    FAULT_TRICKLE,  FAULT_SLOW,
 };
 
 struct s3_error {
@@ -474,8 +474,8 @@ static void stall_wait(struct conn *c, uint64_t ns)
  * http_relay() (1: complete), or -EPIPE when the client gave up (or the
  * proxy stops).
  */
-static int trickle_relay(struct conn *c, struct http_body *rb,
-			 size_t head_len, uint64_t *sent)
+static int trickle_relay(struct conn *c, struct http_body *rb, size_t head_len,
+			 uint64_t *sent)
 {
 	int r = http_relay(c->ufd, &c->uin, head_len, c->cfd, rb, 1, sent);
 

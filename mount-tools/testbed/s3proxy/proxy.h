@@ -36,8 +36,8 @@ struct proxy_config {
 	uint64_t seed;
 	double pct[N_FAULTS]; /* rate of each drawn fault, in percent */
 	uint64_t stall_ns;
-	uint64_t trickle_ns;  /* between two bytes of a trickled body */
-	uint64_t slow_ns;     /* added before a slow response's head */
+	uint64_t trickle_ns;	/* between two bytes of a trickled body */
+	uint64_t slow_ns;	/* added before a slow response's head */
 	const char **fail_keys; /* substrings of failing paths; not owned */
 	int n_fail_keys;
 	int fail_status;      /* 403, 404, 500 or 503 */
