@@ -321,7 +321,6 @@ void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 	if (++pf->running > pf->st.inflight_peak)
 		pf->st.inflight_peak = pf->running;
 	f->running++;
-	pf->st.requests++;
 	if (f->tier) {
 		tier_note_get(pf->tier);
 		tier_run_add(pf, p, now);

@@ -89,26 +89,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	}
 	pthread_mutex_unlock(&pf->mu);
 	if (pf->tier) {
-		struct tier_stats ts;
-
-		tier_get_stats(pf->tier, &ts);
 		st->tier = true;
-		st->tier_st.gets = ts.gets;
-		st->tier_st.hits = ts.hits;
-		st->tier_st.misses = ts.misses;
-		st->tier_st.mismatches = ts.mismatches;
-		st->tier_st.unbound = ts.unbound;
-		st->tier_st.fallbacks = ts.fallbacks;
-		st->tier_st.hedged = ts.hedged;
-		st->tier_st.hedge_denied = ts.hedge_denied;
-		st->tier_st.hedge_budget_pct = ts.hedge_budget_pct;
-		st->tier_st.bypassed = ts.bypassed;
-		st->tier_st.reader_stalls = ts.reader_stalls;
-		st->tier_st.breaker_opens = ts.breaker_opens;
-		st->tier_st.breaker_open = ts.breaker_open;
-		st->tier_st.puts = ts.puts;
-		st->tier_st.put_errors = ts.put_errors;
-		st->tier_st.put_dropped = ts.put_dropped;
-		st->tier_st.put_pending = ts.put_pending;
+		tier_get_stats(pf->tier, &st->tier_st);
 	}
 }

@@ -144,96 +144,26 @@ struct pf_reclaimed {
 	uint64_t unread; /**< entries its hints still had to read */
 };
 
-/** Counters for .hintfs/stats; a snapshot. */
+/** The shared cache tier's counters: the PF_TIER_STAT rows of
+ *  prefetch/stats.def, and its breaker's state. */
+struct pf_tier_stats {
+#define PF_TIER_STAT(type, name, help) type name;
+#include "prefetch/stats.def"
+	bool breaker_open; /**< open or half-open now */
+};
+
+/** Counters for .hintfs/stats; a snapshot. Its numbers are the PF_STAT
+ *  rows of prefetch/stats.def; what is not one number is written here. */
 struct pf_stats {
-	uint64_t reads;		  /**< pf_read calls */
-	uint64_t cache_hits;	  /**< reads served by the local cache */
-	uint64_t reads_zero_copy; /**< of those, replied by reference
-				       (pf_read_ref), not copied */
-	uint64_t prefetch_joins;  /**< reads that joined a prefetch in flight */
-	uint64_t demand_fetches;  /**< reads that had to start a GET */
-	uint64_t read_through;	  /**< reads of objects the cache cannot take,
-				       served by ranged GETs, never cached */
-	uint64_t stalls;	  /**< reads that waited on the network */
-	uint64_t stall_ns;	  /**< total time they waited */
-	uint64_t requests;	  /**< GETs sent, retries included */
-	uint64_t bytes;		  /**< body bytes received */
-	uint64_t retries;
-	uint64_t prefetched;   /**< objects fetched ahead by the hint */
-	uint64_t err_slowdown; /**< failed attempts by s3_err_kind: */
-	uint64_t err_server;
-	uint64_t err_network;
-	uint64_t err_stale;
-	uint64_t err_other;	  /**< S3_ERR_DENIED, S3_ERR_OTHER and local
-				       failures to start a transfer */
-	uint64_t failed_reads;	  /**< reads that returned an error */
-	uint64_t not_cached;	  /**< fetched objects not admitted or not
-				       written to the cache */
-	uint32_t inflight;	  /**< GETs in flight now */
-	uint32_t inflight_limit;  /**< current limit (lowered on SlowDown) */
-	uint32_t inflight_peak;	  /**< the most GETs in flight at once */
-	uint64_t fetch_mem;	  /**< bytes of fetch buffers held now */
-	uint64_t fetch_mem_peak;  /**< the most held at once since mount */
-	uint64_t fetch_mem_limit; /**< the bound (pf_config.fetch_mem) */
-	uint64_t commit_ns;	  /**< time spent writing fetched objects into
-				       the cache (blobs, index, eviction) */
-	uint64_t commit_batches;  /**< index transactions for them */
-	uint64_t commit_objects;  /**< objects in those transactions */
-	uint64_t engine_busy_ns;  /**< the network thread's time between two
-				       polls: what transfers wait behind */
-	uint64_t engine_busy_max_ns; /**< its longest single stretch */
-	uint64_t lost_wakeups;	     /**< the network thread's waits that ran
-					  their whole timeout with no GET running
-					  while prefetch was held back by
-					  fetch_mem, though memory came back
-					  during them: a wake-up lost (0 unless
-					  something is wrong) */
-	uint64_t hint_pos;	     /**< the streams' hint_pos added up */
-	uint64_t hint_len;	/**< their current hints' lengths added up */
-	int64_t hint_epoch;	/**< the epoch of the stream hinted last, -1
-				     if unnamed */
-	uint32_t hints_queued;	/**< hints waiting, over all streams */
-	uint64_t hints_total;	/**< hints received since mount */
-	uint64_t warm_queued;	/**< objects asked for by pf_warm() */
-	uint64_t warm_done;	/**< of those, now cached */
-	uint64_t warm_failed;	/**< of those, not fetched or not cached */
-	uint64_t warm_refused;	/**< objects pf_warm() refused: list full */
-	uint64_t hints_refused; /**< hints pf_hint() refused: queue full or
-				     too many streams */
-	uint32_t n_streams;	/**< streams[] used */
+#define PF_STAT(type, name, help) type name;
+#include "prefetch/stats.def"
+	uint32_t n_streams;				/**< streams[] used */
 	struct pf_stream_stats streams[PF_STREAMS_MAX]; /**< in slot order */
-	uint64_t reclaimed_exited; /**< streams reclaimed: writer ended */
-	uint64_t reclaimed_idle;   /**< streams reclaimed: idle 10 minutes */
-	uint32_t n_reclaimed;	   /**< reclaimed[] used */
+	uint32_t n_reclaimed;				/**< reclaimed[] used */
 	struct pf_reclaimed reclaimed[PF_RECLAIMED_RECENT]; /**< the latest
 				      reclaimed, newest first */
-	bool tier;		     /**< a shared cache tier is configured */
-	struct {		     /**< its counters (see -o shared_cache) */
-		uint64_t gets;	     /**< GETs sent to the tier */
-		uint64_t hits;	     /**< answered, checked, served */
-		uint64_t misses;     /**< not there: origin, then PUT */
-		uint64_t mismatches; /**< there, but not proven the
-					  origin's version: not served */
-		uint64_t unbound;    /**< skipped the tier: nothing binds
-					  its ETag to its bytes */
-		uint64_t fallbacks;  /**< errors: read from the origin */
-		uint64_t hedged;     /**< too slow for a waiting reader:
-					  cancelled, read from the origin */
-		uint64_t hedge_denied;	 /**< hedges over the budget: the
-					      reader waited on the tier */
-		double hedge_budget_pct; /**< hedges allowed per 100 tier
-					      GETs */
-		uint64_t bypassed;	 /**< fetches sent to the origin while
-					      the tier was failing */
-		uint64_t reader_stalls;	 /**< tier GETs a reader waited on
-					      that ended without an answer */
-		uint64_t breaker_opens;	 /**< times the breaker opened */
-		bool breaker_open;	 /**< open or half-open now */
-		uint64_t puts;		 /**< objects written to the tier */
-		uint64_t put_errors;	 /**< PUTs failed after retries */
-		uint64_t put_dropped;	 /**< PUTs not queued: queue full */
-		uint64_t put_pending;	 /**< PUTs queued or running now */
-	} tier_st;
+	bool tier;		      /**< a shared cache tier is configured */
+	struct pf_tier_stats tier_st; /**< its counters (-o shared_cache) */
 };
 
 /** Creates the engine and starts its thread. Returns 0 or -errno. */

@@ -536,7 +536,7 @@ void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
 		breaker_open(t, "8 failures in a row");
 }
 
-void tier_get_stats(struct tier *t, struct tier_stats *st)
+void tier_get_stats(struct tier *t, struct pf_tier_stats *st)
 {
 	st->gets = atomic_load(&t->n.gets);
 	st->hits = atomic_load(&t->n.hits);

@@ -129,35 +129,6 @@ struct tier_config {
 					 passes one it moves itself) */
 };
 
-/** Counters of one tier (a snapshot). */
-struct tier_stats {
-	uint64_t gets;		 /**< tier GETs started */
-	uint64_t hits;		 /**< answered with the object, checked */
-	uint64_t misses;	 /**< not there */
-	uint64_t mismatches;	 /**< there but not proven the origin's: not
-				      served */
-	uint64_t unbound;	 /**< objects that skipped the tier: nothing
-				      binds their ETag to their bytes (no MAC
-				      key; or an MD5-shaped ETag that was not
-				      the bytes' MD5, not PUT) */
-	uint64_t fallbacks;	 /**< errors, timeouts: read from the origin */
-	uint64_t hedged;	 /**< too slow for a waiting reader: origin */
-	uint64_t hedge_denied;	 /**< hedges the budget refused: the reader
-				      waited on for the tier */
-	double hedge_budget_pct; /**< the budget: hedges per 100 tier GETs */
-	uint64_t bypassed;	 /**< fetches sent to the origin while the
-				      breaker was open (tier failing), or cut
-				      when it opened */
-	uint64_t reader_stalls;	 /**< tier GETs a reader waited on that
-				      ended without an answer */
-	uint64_t breaker_opens;	 /**< times the breaker opened */
-	bool breaker_open;	 /**< open or half-open now */
-	uint64_t puts;		 /**< objects written to the tier */
-	uint64_t put_errors;	 /**< PUTs that failed after their retries */
-	uint64_t put_dropped;	 /**< not queued: queue full */
-	uint64_t put_pending;	 /**< queued or being written now */
-};
-
 struct tier;
 
 /**
@@ -279,6 +250,6 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	     uint64_t size, const void *data);
 
 /** Fills @st. Any thread. */
-void tier_get_stats(struct tier *t, struct tier_stats *st);
+void tier_get_stats(struct tier *t, struct pf_tier_stats *st);
 
 #endif /* HINTFS_PREFETCH_TIER_H */

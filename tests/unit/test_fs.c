@@ -11,6 +11,7 @@
 #include "check.h"
 #include "common/test_hook.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -663,6 +664,50 @@ static void test_stats_are_the_table(void)
 	fs_destroy(fs);
 }
 
+/* Whether some row of fs/stats.def reads @field ("ps.reads") of the
+ * engine's snapshot: its "val" column names it, not a longer name. */
+static bool stat_reads_field(const char *field)
+{
+	static const char *const vals[] = {
+#define HINTFS_STAT(id, path, type, fmt, val, prom, label, scale, help) #val,
+#include "fs/stats.def"
+#undef HINTFS_STAT
+	};
+	size_t n = strlen(field);
+
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		for (const char *p = strstr(vals[i], field); p;
+		     p = strstr(p + 1, field))
+			if (!isalnum((unsigned char)p[n]) && p[n] != '_')
+				return true;
+	return false;
+}
+
+/*
+ * Every number of the engine's snapshot (the rows of prefetch/stats.def,
+ * from which struct pf_stats is made) is shown in the stats file: a
+ * counter added there and not to fs/stats.def would count unseen.
+ */
+static void test_engine_counters_are_shown(void)
+{
+	int unseen = 0;
+
+#define PF_STAT(type, name, help)                                              \
+	if (!stat_reads_field("ps." #name)) {                                  \
+		fprintf(stderr, "stats: pf_stats.%s is in no row\n", #name);   \
+		unseen++;                                                      \
+	}
+#include "prefetch/stats.def"
+#define PF_TIER_STAT(type, name, help)                                         \
+	if (!stat_reads_field("ps.tier_st." #name)) {                          \
+		fprintf(stderr, "stats: pf_tier_stats.%s is in no row\n",      \
+			#name);                                                \
+		unseen++;                                                      \
+	}
+#include "prefetch/stats.def"
+	CHECK(unseen == 0);
+}
+
 int main(void)
 {
 	static void (*const tests[])(void) = {
@@ -674,6 +719,7 @@ int main(void)
 	    test_write_failure_reads_through,
 	    test_ctl_nodes,
 	    test_stats_are_the_table,
+	    test_engine_counters_are_shown,
 	};
 	char cmd[128];
 

@@ -247,7 +247,7 @@ static struct s3_client *client(void)
 }
 
 /* Waits (5 s at most) for @t's queued PUTs to end; their stats in @ts. */
-static void puts_settled(struct tier *t, struct tier_stats *ts)
+static void puts_settled(struct tier *t, struct pf_tier_stats *ts)
 {
 	for (int i = 0; i < 500; i++) {
 		tier_get_stats(t, ts);
@@ -289,7 +289,7 @@ static enum tier_verdict get_back(struct tier *t, const char *name,
 /* Queues a PUT of "k/1", version @etag, of @len bytes at @data to @t and
  * waits for it; the stats after it in @ts. */
 static void put_settled(struct tier *t, const char *etag, const void *data,
-			size_t len, struct tier_stats *ts)
+			size_t len, struct pf_tier_stats *ts)
 {
 	tier_put_expect(t);
 	CHECK(tier_put(t, "k/1", 3, etag, len, data) == 0);
@@ -301,7 +301,7 @@ static void test_put_and_read_back(void)
 	struct s3_client *c = client();
 	struct tier_config tc = {
 	    .s3 = c, .origin_bucket = "origin", .prefix = "shared/"};
-	struct tier_stats ts;
+	struct pf_tier_stats ts;
 	struct tier *t = NULL;
 	char name[TIER_NAME_MAX], data[3000], etag[48];
 
@@ -399,7 +399,7 @@ static struct tier *bare_tier(unsigned int hedge_ms)
 static void test_hedge_budget(void)
 {
 	struct tier *t = bare_tier(100);
-	struct tier_stats ts;
+	struct pf_tier_stats ts;
 	int taken = 0;
 
 	CHECK(!tier_hedge_take(t));
@@ -426,7 +426,7 @@ static void test_hedge_budget(void)
 static void test_breaker(void)
 {
 	struct tier *t = bare_tier(100);
-	struct tier_stats ts;
+	struct pf_tier_stats ts;
 
 	/* An answer between failures resets the count. */
 	for (int i = 0; i < 7; i++)
