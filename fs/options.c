@@ -426,11 +426,14 @@ static int opts_apply_table(struct hintfs_opts *o, char *err, size_t err_len)
 {
 	for (size_t i = 0; i < OPT_TABLE_LEN; i++) {
 		const struct opt_desc *d = &opt_table[i];
-		const char *s = *(char **)((char *)o + d->str_off);
+		const char *s;
 		int rc;
 
+		/* A flag's field is an int, not a char *: never read it as
+		 * one (UBSan: a misaligned load). */
 		if (d->type == OPT_STR || d->type == OPT_FLAG)
 			continue;
+		memcpy(&s, (char *)o + d->str_off, sizeof(s));
 		rc = opt_set(o, d, s ? s : d->def, err, err_len);
 		if (rc)
 			return rc;
