@@ -128,6 +128,12 @@ def test_a_crash_leaves_no_core_file(s3, bucket, mount, tmp_path):
     (which would hold its keys): it makes itself undumpable (issue 20,
     item 6; doc/operations.md, Security). A plain process crashed the same
     way first shows that this machine writes core files at all."""
+    daemon = workload.build_dir() / "fs" / "hintfs"
+    if b"__asan_init" in daemon.read_bytes():
+        # NOTE: AddressSanitizer catches SIGSEGV itself (a report, then an
+        # abort) and turns core files off (disable_coredump=1): there the
+        # test could not fail. The plain build's run is the one that can.
+        pytest.skip("an AddressSanitizer build writes no core by itself")
     pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
     if pattern != "core":
         pytest.skip(f"core_pattern is {pattern!r}, not 'core'")
