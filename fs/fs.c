@@ -404,6 +404,8 @@ void fs_set_open_per_file(struct fs *fs)
 
 const char *fs_data_path(const struct fs *fs)
 {
+	if (fs->passthrough)
+		return "passthrough";
 	return fs->open_per_file ? "open per file" : "zero-message opens";
 }
 

@@ -79,6 +79,9 @@ struct fs_config {
 	 *  OPEN and FLUSH with ENOSYS, so it sends none again (zero-message
 	 *  opens); true keeps an OPEN and a RELEASE per file. */
 	bool open_per_file;
+	/** FUSE passthrough (fs/passthrough.c): implies open_per_file, and
+	 *  the cache keeps each object in a file of its own. */
+	bool passthrough;
 };
 
 struct fs;

@@ -56,6 +56,8 @@ struct fs {
 	uint64_t ctl_refused; /* lookups refused at the cap */
 
 	bool open_per_file;	 /* fs_config.open_per_file */
+	struct fs_pt *pt;	 /* -o passthrough's state (passthrough.c) */
+	bool passthrough;	 /* the kernel took passthrough (op_init) */
 	struct fuse_session *se; /* for notifications (fs_ops_set_session()) */
 	_Atomic uint64_t fuse_req[FS_REQ_N]; /* requests by kind */
 	struct fs_follow *follow; /* readers of large files (follow.c) */
@@ -81,6 +83,11 @@ uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len);
  *  reference (cache_read_ref), without counting a read: for filling the
  *  kernel's page cache ahead (store.c). -ENODATA when not cached. */
 ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
+
+/** Opens the cache file that holds exactly the object of file @ino, for
+ *  passthrough (cache_open_file()): an fd the caller closes, or -ENODATA
+ *  (not cached), -ENOTSUP (not in a file of its own), -errno. */
+int fs_cached_file(struct fs *fs, uint64_t ino);
 
 /** Parses @text as a hint and hands it to the engine, in the stream its
  *  header names or else in @stream ("pid:1234": the writing process);

@@ -26,6 +26,7 @@
 #include "fs/fs_ops.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
+#include "fs/passthrough.h"
 #include "fs/store.h"
 #include "common/log.h"
 
@@ -88,6 +89,35 @@ static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
 }
 
 /*
+ * -o passthrough (fs/passthrough.c). NOTE(fuse): the kernel offers it
+ * only with CONFIG_FUSE_PASSTHROUGH, and drops it with a writeback cache
+ * (not used here). A backing file on a stacked file system (overlayfs)
+ * would need max_backing_stack_depth 1, which forbids stacking anything
+ * on this mount; the cache lives on a plain one, so 0 (the default).
+ * Without it the mount keeps an OPEN per file, reads through READ.
+ */
+static void init_passthrough(struct fs *fs, struct fuse_conn_info *conn)
+{
+	if (!fs->pt)
+		return;
+#ifdef HINTFS_HAVE_PASSTHROUGH
+	if (conn->capable & FUSE_CAP_PASSTHROUGH) {
+		conn->want |= FUSE_CAP_PASSTHROUGH;
+		conn->max_backing_stack_depth = FUSE_BACKING_STACKED_UNDER;
+		fs->passthrough = true;
+		/* READDIRPLUS throughout, as with zero-message opens: an
+		 * ImageFolder scan leaves every dentry. */
+		if (conn->capable & FUSE_CAP_READDIRPLUS)
+			conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+		return;
+	}
+#endif
+	log_warn("-o passthrough: the kernel has no FUSE passthrough (Linux "
+		 "6.9+ with CONFIG_FUSE_PASSTHROUGH): data path 'open per "
+		 "file'");
+}
+
+/*
  * NOTE(fuse): libfuse 3.14 leaves splicing replies off unless asked; with
  * it, a reply from a segment file moves pages instead of copying them
  * through a buffer (reply_ref).
@@ -120,6 +150,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * would show it empty to every reader. Without it the truncation is
 	 * a SETATTR, answered EROFS. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	init_passthrough(fs, conn);
 }
 
 void fs_ops_set_session(struct fs *fs, struct fuse_session *se)
@@ -347,6 +378,14 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 	return (struct fs_file *)(uintptr_t)fi->fh;
 }
 
+/* The end of an open of data file @ino (per-file opens only). */
+static void release_data(struct fs *fs, fuse_req_t req, fuse_ino_t ino)
+{
+	fs_store_note_close(fs, ino);
+	if (fs->passthrough)
+		fs_pt_release(fs->pt, req, ino);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = count(req, FS_REQ_OPEN, ino);
@@ -384,12 +423,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * comes, and the kernel does not wait for its answer). */
 		fi->keep_cache = 1;
 		fi->noflush = 1;
+#ifdef HINTFS_HAVE_PASSTHROUGH
+		if (fs->passthrough)
+			fi->backing_id = fs_pt_open(fs, fs->pt, req, ino);
+#endif
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: nobody will release this. */
 		fs_release(fs, ino, fh);
 		if (!fh)
-			fs_store_note_close(fs, ino);
+			release_data(fs, req, ino);
 	}
 }
 
@@ -508,7 +551,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fs_open_per_file(fs)) {
 		fs_release(fs, ino, file_of(fi));
 		if (!file_of(fi))
-			fs_store_note_close(fs, ino);
+			release_data(fs, req, ino);
 	}
 	fuse_reply_err(req, 0);
 }

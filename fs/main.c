@@ -395,7 +395,19 @@ static int run(struct hintfs_opts *o)
 	}
 	cfg.cache_dir = o->cache_dir;
 	cfg.hint_file = o->hint_file;
+#ifndef HINTFS_HAVE_PASSTHROUGH
+	if (o->passthrough) {
+		log_warn("-o passthrough: this build has no FUSE passthrough "
+			 "(libfuse 3.17 has it: meson -Dlibfuse=bundled); "
+			 "ignored");
+		o->passthrough = 0;
+	}
+#endif
+	/* Passthrough answers each OPEN with the object's cache file. */
+	if (o->passthrough)
+		o->open_per_file = 1;
 	cfg.open_per_file = o->open_per_file;
+	cfg.passthrough = o->passthrough;
 	if (add_fsname(&o->fuse_args, o->source) ||
 	    (!o->open_per_file && add_default_permissions(&o->fuse_args))) {
 		rc = -ENOMEM;
@@ -503,6 +515,14 @@ static int run(struct hintfs_opts *o)
 			log_warn("-o store_ahead: only with -o open_per_file; "
 				 "with zero-message opens a file in the page "
 				 "cache costs nothing already");
+		o->store_ahead = 0;
+	}
+	/* Passthrough reads go to the cache file's pages, never to the
+	 * pages a store fills. */
+	if (o->passthrough && o->store_ahead) {
+		if (o->store_ahead_str)
+			log_warn("-o store_ahead: not with -o passthrough, "
+				 "where the kernel reads cached files itself");
 		o->store_ahead = 0;
 	}
 	rc = fs_store_start(fs, se, o->store_ahead);

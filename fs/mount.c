@@ -12,6 +12,7 @@
  * then the cache treats every object as unhinted.
  */
 #include "fs/fs_internal.h"
+#include "fs/passthrough.h"
 #include "common/clock.h"
 #include "common/fileio.h"
 #include "common/log.h"
@@ -229,6 +230,17 @@ ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg)
 			      (size_t)o.size, 0, cb, arg);
 }
 
+int fs_cached_file(struct fs *fs, uint64_t ino)
+{
+	char key[FS_KEY_MAX];
+	struct pf_object o;
+
+	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
+	    describe_cb(fs, (uint32_t)(ino - 1), key, sizeof(key), &o))
+		return -ENODATA;
+	return cache_open_file(fs->cache, o.key, o.key_len, o.etag, o.size);
+}
+
 static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
 {
 	struct fs *fs = arg;
@@ -274,7 +286,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_mutex_init(&fs->ctl_mu, NULL);
 	pthread_cond_init(&fs->ctl_cv, NULL);
-	fs->open_per_file = cfg->open_per_file;
+	fs->open_per_file = cfg->open_per_file || cfg->passthrough;
 	fs->follow = fs_follow_create();
 	fs->watch_efd = -1;
 	fs->last_hint.epoch = -1;
@@ -333,6 +345,8 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 		goto fail;
 	}
 	cc.source = source;
+	/* Passthrough hands the kernel an object's own file. */
+	cc.file_per_object = cfg->passthrough;
 	rc = cache_open(&cc, &fs->cache, why, sizeof(why));
 	free(source);
 	if (rc) {
@@ -343,6 +357,13 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	rc = build_namespace(fs, cfg, err, err_len);
 	if (rc)
 		goto fail;
+	if (cfg->passthrough) {
+		fs->pt = fs_pt_create(tree_count(fs->tree));
+		if (!fs->pt) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
 
 	pc.s3 = fs->s3;
 	pc.cache = fs->cache;
@@ -397,6 +418,7 @@ void fs_destroy(struct fs *fs)
 	pf_stop(atomic_load(&fs->pf));
 	cache_close(fs->cache);
 	tree_destroy(fs->tree);
+	fs_pt_destroy(fs->pt);
 	s3_client_destroy(fs->s3);
 	s3_client_destroy(fs->tier_s3);
 	pthread_mutex_destroy(&fs->hint_mu);

@@ -56,6 +56,7 @@ struct hintfs_opts {
 	int insecure;	   /**< -o insecure: no TLS verification */
 	int relist;	   /**< -o relist: list again, not from the cache */
 	int open_per_file; /**< -o open_per_file: OPEN and RELEASE per file */
+	int passthrough;   /**< -o passthrough: FUSE passthrough of hits */
 	bool foreground;   /**< -f (or -d) */
 	bool debug;	   /**< -d / -o debug: debug log and FUSE trace */
 	bool help;

@@ -8,6 +8,7 @@
  * only their provider and the key's last four characters).
  */
 #include "fs/fs_internal.h"
+#include "fs/passthrough.h"
 #include "fs/store.h"
 #include "common/fileio.h"
 #include "common/log.h"
@@ -85,6 +86,7 @@ struct stats_src {
 	const struct tree_skips *sk;
 	uint64_t files, bytes, rejected, lists, gets, connects;
 	uint64_t store_objects, store_bytes, store_refused;
+	struct fs_pt_stats pt;
 	uint64_t tier_gets, tier_puts, tier_connects;
 };
 
@@ -306,6 +308,7 @@ char *fs_stats_json(struct fs *fs, size_t *len)
 	tree_totals(fs->tree, &s->files, &s->bytes);
 	fs_store_stats(fs, &s->store_objects, &s->store_bytes,
 		       &s->store_refused);
+	fs_pt_get_stats(fs->pt, &s->pt);
 	pthread_mutex_lock(&fs->hint_mu);
 	s->hr = fs->last_hint;
 	s->rejected = fs->hints_rejected;
