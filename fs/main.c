@@ -601,8 +601,14 @@ int main(int argc, char **argv)
 	} else if (o.help) {
 		opts_usage(stdout, argv[0]);
 	} else if (o.version) {
-		printf("hintfs %s (libfuse %s)\n", HINTFS_VERSION,
-		       fuse_pkgversion());
+		printf("hintfs %s (libfuse %s%s)\n", HINTFS_VERSION,
+		       fuse_pkgversion(),
+#ifdef HINTFS_HAVE_PASSTHROUGH
+		       ", passthrough"
+#else
+		       ""
+#endif
+		);
 	} else {
 		if (o.debug)
 			log_set_level(LOG_LVL_DEBUG);

@@ -12,10 +12,10 @@ import json
 import math
 import textwrap
 
-SYSTEM_ORDER = ["local", "hintfs", "hintfs-open", "hintfs-nohint", "s3fs", "rclone",
+SYSTEM_ORDER = ["local", "hintfs", "hintfs-open", "hintfs-pt", "hintfs-nohint", "s3fs", "rclone",
                 "ceiling"]
 MODE_ORDER = ["train", "gpu", "raw"]
-COLORS = {"local": "#555555", "hintfs": "#1f77b4", "hintfs-open": "#6baed6",
+COLORS = {"local": "#555555", "hintfs": "#1f77b4", "hintfs-open": "#6baed6", "hintfs-pt": "#08519c",
           "hintfs-nohint": "#9ecae1",
           "s3fs": "#d62728", "rclone": "#ff7f0e", "ceiling": "#2ca02c"}
 

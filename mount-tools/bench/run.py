@@ -42,7 +42,7 @@ REPO = HERE.parents[1]
 CLIENT = HERE / "client.py"
 PYTHON = "/usr/bin/python3"
 MODES = ("train", "gpu", "raw")
-SYSTEM_NAMES = ("local", "hintfs", "hintfs-open", "hintfs-nohint", "s3fs", "rclone",
+SYSTEM_NAMES = ("local", "hintfs", "hintfs-open", "hintfs-pt", "hintfs-nohint", "s3fs", "rclone",
                 "ceiling")
 UPLOAD_PARALLEL = 32
 # The ceiling (run_ceiling): 2 s to set up connections and fill the pipe,
@@ -704,6 +704,9 @@ def main(argv=None):
     if argv[:1] == ["streams"]:
         from bench import streams
         return streams.main(argv[1:])
+    if argv[:1] == ["shards"]:
+        from bench import shards
+        return shards.main(argv[1:])
     if argv[:1] == ["report"]:
         return rerender(argv[1:])
     bench = Bench(parse_args(argv))

@@ -31,7 +31,10 @@ def hintfs_caps(binary):
         return {}
     r = subprocess.run([str(binary), "--help"], capture_output=True,
                        text=True)
-    return {"cache": "cache_dir" in r.stdout + r.stderr}
+    v = subprocess.run([str(binary), "--version"], capture_output=True,
+                       text=True)
+    return {"cache": "cache_dir" in r.stdout + r.stderr,
+            "passthrough": "passthrough)" in v.stdout}
 
 
 def _write_secret(path, text):
@@ -177,6 +180,25 @@ class HintfsOpen(Hintfs):
         return argv
 
 
+class HintfsPassthrough(Hintfs):
+    """FUSE passthrough (-o passthrough): the kernel reads cached objects
+    from their cache files; needs a build with libfuse 3.17."""
+    name = "hintfs-pt"
+    label = "hintfs + hint, passthrough"
+
+    def available(self):
+        ok, why = super().available()
+        if ok and not self.ctx.hintfs_caps.get("passthrough"):
+            return False, (f"{self.ctx.hintfs_bin} has no FUSE passthrough "
+                           "(build with -Dlibfuse=bundled)")
+        return ok, why
+
+    def argv(self, endpoint, run_dir):
+        argv = super().argv(endpoint, run_dir)
+        argv[-1] += ",passthrough"
+        return argv
+
+
 class HintfsNoHint(Hintfs):
     name = "hintfs-nohint"
     label = "hintfs, no hint"
@@ -252,5 +274,5 @@ class Rclone(System):
         return e
 
 
-ALL = {c.name: c for c in (Local, Hintfs, HintfsOpen, HintfsNoHint, S3fs,
-                           Rclone)}
+ALL = {c.name: c for c in (Local, Hintfs, HintfsOpen, HintfsPassthrough,
+                           HintfsNoHint, S3fs, Rclone)}
