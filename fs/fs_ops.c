@@ -424,8 +424,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->keep_cache = 1;
 		fi->noflush = 1;
 #ifdef HINTFS_HAVE_PASSTHROUGH
-		if (fs->passthrough)
+		/* NOTE(fuse): a passthrough open may carry no flag but
+		 * NOFLUSH and DIRECT_IO (FOPEN_PASSTHROUGH_MASK, checked in
+		 * fuse_file_passthrough_open()): with KEEP_CACHE the opener
+		 * gets EIO. The kernel has no pages of its own to keep. */
+		if (fs->passthrough) {
 			fi->backing_id = fs_pt_open(fs, fs->pt, req, ino);
+			if (fi->backing_id > 0)
+				fi->keep_cache = 0;
+		}
 #endif
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
