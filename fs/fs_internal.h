@@ -57,7 +57,7 @@ struct fs {
 
 	bool open_per_file;	 /* fs_config.open_per_file */
 	struct fs_pt *pt;	 /* -o passthrough's state (passthrough.c) */
-	bool passthrough;	 /* the kernel took passthrough (op_init) */
+	bool passthrough;	 /* asked for; cleared by an INIT without it */
 	struct fuse_session *se; /* for notifications (fs_ops_set_session()) */
 	_Atomic uint64_t fuse_req[FS_REQ_N]; /* requests by kind */
 	struct fs_follow *follow; /* readers of large files (follow.c) */

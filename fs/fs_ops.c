@@ -104,7 +104,6 @@ static void init_passthrough(struct fs *fs, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_PASSTHROUGH) {
 		conn->want |= FUSE_CAP_PASSTHROUGH;
 		conn->max_backing_stack_depth = FUSE_BACKING_STACKED_UNDER;
-		fs->passthrough = true;
 		/* READDIRPLUS throughout, as with zero-message opens: an
 		 * ImageFolder scan leaves every dentry. */
 		if (conn->capable & FUSE_CAP_READDIRPLUS)
@@ -112,6 +111,7 @@ static void init_passthrough(struct fs *fs, struct fuse_conn_info *conn)
 		return;
 	}
 #endif
+	fs->passthrough = false;
 	log_warn("-o passthrough: the kernel has no FUSE passthrough (Linux "
 		 "6.9+ with CONFIG_FUSE_PASSTHROUGH): data path 'open per "
 		 "file'");

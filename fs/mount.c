@@ -357,13 +357,17 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	rc = build_namespace(fs, cfg, err, err_len);
 	if (rc)
 		goto fail;
+#ifdef HINTFS_HAVE_PASSTHROUGH
+	/* Until the kernel's INIT says otherwise (fs_ops.c). */
 	if (cfg->passthrough) {
 		fs->pt = fs_pt_create(tree_count(fs->tree));
 		if (!fs->pt) {
 			rc = -ENOMEM;
 			goto fail;
 		}
+		fs->passthrough = true;
 	}
+#endif
 
 	pc.s3 = fs->s3;
 	pc.cache = fs->cache;
