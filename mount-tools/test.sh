@@ -3,7 +3,7 @@
 # runs the C unit tests, then the pytest integration suite against a real
 # Ceph RGW on 127.0.0.1.
 #
-# Usage: mount-tools/test.sh [--asan | --tsan] [PYTEST_ARGS...]
+# Usage: mount-tools/test.sh [--asan | --tsan] [--passthrough] [PYTEST_ARGS...]
 #   --asan   build with AddressSanitizer + UBSan (in build-asan/) and run
 #            the same tests on that build
 #   --tsan   build with ThreadSanitizer (in build-tsan/) and run the C unit
@@ -12,34 +12,78 @@
 #            under TSan would take most of an hour. This build leaves the
 #            test hooks out, so its unit tests also check that a build as
 #            shipped ignores them.
+#   --passthrough  build against libfuse 3.17 (-Dlibfuse=bundled, in
+#            build-pt/; install-deps.sh --passthrough fetches it) and run
+#            the C unit tests, then the integration tests of the data paths
+#            that build adds: tests/integration/test_warm.py and
+#            test_passthrough.py (those of them that exist). The rest of
+#            the suite does not depend on the libfuse version and runs on
+#            the plain build. With --asan or --tsan: the same on a
+#            sanitizer build (build-pt-asan/, build-pt-tsan/).
 #
 # Every build here is warning-free or fails (--werror), and but for --tsan
 # compiles in the test hooks (-Dtest_hooks=true, common/test_hook.h) that
-# the fault tests set. The integration run fails when pytest collected
-# nothing or passed nothing (everything skipped, as on a machine without
-# /dev/fuse): a green run has tested something.
+# the fault tests set. Without --passthrough a build uses the system's
+# libfuse (Debian 12: 3.14), as the Debian package does. The integration
+# run fails when pytest collected nothing or passed nothing (everything
+# skipped, as on a machine without /dev/fuse): a green run has tested
+# something.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 builddir=build
 meson_args=(--werror -Dtest_hooks=true)
 integration=1
-case "${1:-}" in
---asan)
+sanitizer=
+passthrough=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--asan | --tsan)
+		if [ -n "$sanitizer" ]; then
+			echo "test.sh: one of --asan and --tsan" >&2
+			exit 2
+		fi
+		sanitizer=${1#--}
+		;;
+	--passthrough) passthrough=1 ;;
+	*) break ;;
+	esac
 	shift
+done
+case "$sanitizer" in
+asan)
 	builddir=build-asan
 	meson_args+=(-Db_sanitize=address,undefined -Db_lundef=false)
 	;;
---tsan)
-	shift
+tsan)
 	builddir=build-tsan
 	meson_args=(--werror -Dtest_hooks=false -Db_sanitize=thread
 		-Db_lundef=false)
 	integration=0
 	;;
 esac
+deps=()
+tests=(tests/integration)
+if [ $passthrough -eq 1 ]; then
+	builddir=${builddir/build/build-pt}
+	meson_args+=(-Dlibfuse=bundled)
+	deps=(--passthrough)
+	tests=()
+	for t in test_warm.py test_passthrough.py; do
+		[ -f "tests/integration/$t" ] && tests+=("tests/integration/$t")
+	done
+	if [ ${#tests[@]} -eq 0 ]; then
+		echo "test.sh: no passthrough integration test file found" >&2
+		exit 1
+	fi
+else
+	# Said, not left to meson: a build directory set up by hand with
+	# -Dlibfuse=bundled keeps that option through --reconfigure.
+	meson_args+=(-Dlibfuse=system)
+fi
 
-bash mount-tools/install-deps.sh
+# A failed fetch of libfuse 3.17 fails here, in one line (not a skip).
+bash mount-tools/install-deps.sh "${deps[@]}"
 
 # An existing build directory gets this script's options too (a build made
 # by hand may lack them).
@@ -62,7 +106,7 @@ echo "== integration tests ($builddir)"
 junit="$builddir/meson-logs/pytest-junit.xml"
 rm -f "$junit"
 set +e
-HINTFS_BUILD="$PWD/$builddir" /usr/bin/python3 -m pytest tests/integration \
+HINTFS_BUILD="$PWD/$builddir" /usr/bin/python3 -m pytest "${tests[@]}" \
 	-p no:cacheprovider -ra --junitxml="$junit" "$@"
 rc=$?
 set -e

@@ -244,6 +244,22 @@ def test_the_version_is_written_once(tmp_path):
     assert check_version(tmp_path) == (1, ["CHANGELOG.md", "debian/changelog"])
 
 
+def test_the_version_check_skips_third_party_trees(tmp_path):
+    """A tree without git (a source package) that holds the libfuse
+    install-deps.sh --passthrough fetched: subprojects/ is third-party
+    code, whose versions are not hintfs's, and --check-version passes."""
+    if not shutil.which("dpkg-parsechangelog"):
+        pytest.skip("dpkg-parsechangelog (dpkg-dev) is absent")
+    for rel in VERSIONED:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(conftest.REPO / rel, tmp_path / rel)
+    lib = tmp_path / "subprojects/libfuse"
+    lib.mkdir(parents=True)
+    (lib / "meson.build").write_text(
+        f"project('libfuse3', ['c'],\n        version: '{meson_version()}')\n")
+    assert check_version(tmp_path) == (0, [])
+
+
 def test_man_pages_say_meson_builds_version():
     """meson writes the version on each man page's .TH line."""
     build = workload.build_dir() / "mount-tools"
