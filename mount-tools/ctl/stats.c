@@ -85,6 +85,16 @@ static void show_fuse(const struct json *st)
 		first = false;
 	}
 	printf("%s\n", first ? " no request" : "");
+	if (path && !strcmp(path, "passthrough")) {
+		char y[48], z[48];
+
+		printf(
+		    "  %-9s %s opens read by the kernel, %s by the daemon, "
+		    "%s refused\n",
+		    "", fmt_count(u64(st, K(passthrough_opens)), x, sizeof(x)),
+		    fmt_count(u64(st, K(passthrough_read_opens)), y, sizeof(y)),
+		    fmt_count(u64(st, K(passthrough_failures)), z, sizeof(z)));
+	}
 }
 
 static void show_table(const struct ctl_mount *m, const struct json *st)

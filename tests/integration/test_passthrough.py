@@ -11,10 +11,12 @@ what the daemon was asked (.hintfs/stats "fuse" and "passthrough")."""
 import mmap
 import os
 import random
+import subprocess
 import time
 
 import pytest
 
+import conftest
 from dataset import upload
 
 import hintfs
@@ -106,6 +108,11 @@ def test_cached_files_are_read_by_the_kernel(pt_mount):
     assert got["flush"] == 0, got  # noflush holds with passthrough
     assert b["passthrough"]["opens"] - a["passthrough"]["opens"] == N
     assert b["passthrough"]["failures"] == 0
+    ctl = conftest.HINTFS_BIN.parent.parent / "mount-tools" / "hintfs-ctl"
+    out = subprocess.run([str(ctl), "stats", str(m.path)], check=True,
+                         capture_output=True, text=True).stdout
+    assert f"{N} opens read by the kernel, {N} by the daemon, 0 refused" \
+        in out, out
 
 
 def test_an_inode_keeps_its_mode_while_open(pt_mount):
