@@ -3,8 +3,12 @@
  * (public header of cache).
  *
  * One cache lives in one directory: an LMDB environment (the index, and
- * small objects inline) plus append-only segment files for larger objects,
- * written and read with io_uring. It survives restarts and kill -9: an
+ * small objects inline) plus files for larger objects, written and read
+ * with io_uring: either append-only segment files shared by many objects,
+ * or (cache_config.file_per_object) one file per object holding exactly
+ * its bytes, which the kernel can read itself (FUSE passthrough; see
+ * cache_open_file()). A directory may hold both kinds: each object is
+ * read from where it was written. It survives restarts and kill -9: an
  * object is visible only once its bytes are written and its index entry
  * committed, and every blob carries an xxh3-64 checksum verified the first
  * time it is read after the cache is opened; a blob that fails is dropped
@@ -72,6 +76,10 @@ struct cache_config {
 				 directory that recorded another one is
 				 refused (-EEXIST), one that recorded
 				 none takes this one; NULL: no check */
+	bool file_per_object; /**< objects above inline_max each get a file
+				   of their own holding exactly their bytes
+				   (so the kernel can read it: FUSE
+				   passthrough); false: shared segments */
 };
 
 struct cache;
@@ -173,6 +181,23 @@ typedef ssize_t (*cache_ref_cb)(void *arg, const struct cache_ref *ref);
 ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		       const char *etag, uint64_t size, size_t len,
 		       uint64_t off, cache_ref_cb cb, void *arg);
+
+/**
+ * Opens the file that holds exactly the bytes of @key + @etag of @size
+ * bytes (the listed size): offset 0 to @size, nothing after. Verifies the
+ * object first when this is its first read in the session (as
+ * cache_read_ref() does; a failure drops it: -ENODATA), and counts a hit.
+ * Returns an fd the caller owns (O_RDONLY | O_CLOEXEC), -ENODATA on a miss
+ * (absent, other ETag/size, dropped), -ENOTSUP when the object is inline
+ * or shares a segment (written without file_per_object, or in an earlier
+ * session), or another -errno (-EMFILE: the caller's fd limit). Evicting
+ * the object later unlinks its file; an fd already handed out keeps
+ * reading the same bytes. Like cache_read_ref(), counts no miss (the
+ * caller's fallback does), and an entry of another size is only not
+ * served. Any thread.
+ */
+int cache_open_file(struct cache *c, const char *key, size_t key_len,
+		    const char *etag, uint64_t size);
 
 /** An object being written. */
 struct cache_put;
