@@ -1,7 +1,9 @@
 /*
  * cache/open.c - opening and closing the cache: the directory (DIR 0700,
  * DIR/lock held with flock while open), the checks of the index files,
- * the clean-close mark, and the load of the index into memory at open.
+ * the clean-close mark, the load of the index into memory at open, and
+ * then the removal of the files no record names (segments emptied, and
+ * per-object files of puts killed before their commit).
  *
  * Invariant: LMDB opens an index file only after it was either closed
  * cleanly by us (index.clean still matches it) or checked by a child
