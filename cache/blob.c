@@ -1,11 +1,22 @@
 /*
- * cache/blob.c - segment files, and the io_uring that moves their bytes.
+ * cache/blob.c - the files that hold objects' bytes, and the io_uring that
+ * moves them.
  *
  * Owns the files DIR/seg-XXXXXXXX.dat (id in hex): creating them,
  * finding them at open, handing out extents, punching the extents of
- * dropped objects, unlinking empty ones; and one io_uring per thread that
- * does cache I/O (created on its first use, torn down when the thread
- * exits or when the last cache closes).
+ * dropped objects, unlinking empty ones; the files DIR/obj-XXXXXXXX.dat
+ * (file_per_object), each holding exactly one object's bytes from offset
+ * 0, created per put and unlinked when their object leaves; and one
+ * io_uring per thread that does cache I/O (created on its first use, torn
+ * down when the thread exits or when the last cache closes).
+ *
+ * The two kinds share one id space (c->next_seg_id). A segment keeps an
+ * fd for its life, since it serves many objects (a few thousand in a 1 TB
+ * cache). A per-object file keeps none: a cache of a million of them
+ * would pass any fd limit, so it is opened by whoever reads it, for as
+ * long as it reads (an open costs a few microseconds: measured by
+ * tests/unit/bench_cache.c), and is found at open by its name alone,
+ * without an open or a stat.
  *
  * Invariants:
  * - A segment only grows: extents are handed out at its tail and never
@@ -36,6 +47,10 @@
 #define BLOB_RING_DEPTH	 32
 #define BLOB_CHUNK_BYTES (1u << 20)
 #define BLOB_NAME_LEN	 sizeof("seg-00000000.dat")
+#define BLOB_SEG_PREFIX	 "seg-"
+#define BLOB_OWN_PREFIX	 "obj-"
+/* Ids tried when a create finds its name taken (after the ids wrapped). */
+#define BLOB_CREATE_TRIES 16
 
 #define ALIGN_UP(x) (((x) + CACHE_ALIGN - 1) & ~(CACHE_ALIGN - 1))
 
@@ -317,20 +332,36 @@ int blob_io(int fd, void *buf, size_t len, uint64_t off, bool write)
 
 static void blob_name(uint32_t id, char buf[BLOB_NAME_LEN])
 {
-	snprintf(buf, BLOB_NAME_LEN, "seg-%08x.dat", id);
+	snprintf(buf, BLOB_NAME_LEN, BLOB_SEG_PREFIX "%08x.dat", id);
 }
 
-/* The id of a segment file name, or 0 when @name is not one. */
-static uint32_t blob_parse_name(const char *name)
+static void blob_own_name(uint32_t id, char buf[BLOB_NAME_LEN])
 {
-	char again[BLOB_NAME_LEN];
-	unsigned id;
+	snprintf(buf, BLOB_NAME_LEN, BLOB_OWN_PREFIX "%08x.dat", id);
+}
 
-	if (strlen(name) != BLOB_NAME_LEN - 1 ||
-	    sscanf(name, "seg-%8x.dat", &id) != 1)
+/*
+ * The id in @name when it is exactly @prefix, 8 lowercase hex digits and
+ * ".dat" (as blob_name() writes it), else 0. By hand, not sscanf: the
+ * scan at open reads a million names.
+ */
+static uint32_t blob_parse_name(const char *name, const char *prefix)
+{
+	uint32_t id = 0;
+
+	if (strncmp(name, prefix, 4) != 0)
 		return 0;
-	blob_name(id, again);
-	return strcmp(again, name) == 0 ? id : 0;
+	for (int i = 4; i < 12; i++) {
+		char ch = name[i];
+
+		if (ch >= '0' && ch <= '9')
+			id = id << 4 | (uint32_t)(ch - '0');
+		else if (ch >= 'a' && ch <= 'f')
+			id = id << 4 | (uint32_t)(ch - 'a' + 10);
+		else
+			return 0;
+	}
+	return strcmp(name + 12, ".dat") == 0 ? id : 0;
 }
 
 static int blob_cmp_id(const void *a, const void *b)
@@ -341,19 +372,46 @@ static int blob_cmp_id(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static int blob_cmp_own(const void *a, const void *b)
+{
+	uint32_t x = (uint32_t) * (const uint64_t *)a;
+	uint32_t y = (uint32_t) * (const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Notes a per-object file found by the scan. 0 or -ENOMEM. */
+static int blob_found_own(struct blob_found *f, size_t *cap, uint32_t id)
+{
+	if (f->n_own == *cap) {
+		size_t n = *cap ? *cap * 2 : 1024;
+		void *p = realloc(f->own, n * sizeof(*f->own));
+
+		if (!p)
+			return -ENOMEM;
+		f->own = p;
+		*cap = n;
+	}
+	f->own[f->n_own++] = id;
+	return 0;
+}
+
 /*
- * Opens every segment file of the directory (at cache_open, one thread).
- * They are all sealed: a new session appends to a new segment. Fills
- * *@sorted (malloc'd, by id) for blob_find().
+ * Opens every segment file of the directory and lists its per-object
+ * files (at cache_open, one thread). Segments are all sealed: a new
+ * session appends to a new one. Fills @f (sorted by id; free with
+ * blob_found_fini()) for blob_find() and blob_own_find().
  */
-int blob_scan(struct cache *c, struct blob_seg ***sorted, size_t *n_sorted)
+int blob_scan(struct cache *c, struct blob_found *f)
 {
 	struct blob_seg **arr = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0, cap = 0, cap_own = 0;
 	struct dirent *d;
 	uint32_t max_id = 0;
 	int dfd, ret = 0;
 	DIR *dir;
+
+	memset(f, 0, sizeof(*f));
 
 	dfd = dup(c->dir_fd);
 	if (dfd < 0)
@@ -364,11 +422,22 @@ int blob_scan(struct cache *c, struct blob_seg ***sorted, size_t *n_sorted)
 		return -errno;
 	}
 	while ((d = readdir(dir))) {
-		uint32_t id = blob_parse_name(d->d_name);
+		uint32_t id = blob_parse_name(d->d_name, BLOB_SEG_PREFIX);
+		uint32_t own = blob_parse_name(d->d_name, BLOB_OWN_PREFIX);
 		struct blob_seg *s;
 		struct stat st;
 		int fd;
 
+		if (own > max_id)
+			max_id = own;
+		if (own) {
+			/* Neither opened nor stat'ed: a file cut short is
+			 * caught by its first read (checksum, size). */
+			ret = blob_found_own(f, &cap_own, own);
+			if (ret)
+				break;
+			continue;
+		}
 		if (!id)
 			continue;
 		if (id > max_id)
@@ -416,32 +485,139 @@ int blob_scan(struct cache *c, struct blob_seg ***sorted, size_t *n_sorted)
 	}
 	closedir(dir);
 	c->next_seg_id = max_id + 1;
+	f->segs = arr;
+	f->n_segs = n;
 	if (ret) {
-		free(arr);
+		blob_found_fini(f);
 		return ret;
 	}
 	if (n)
 		qsort(arr, n, sizeof(*arr), blob_cmp_id);
-	*sorted = arr;
-	*n_sorted = n;
+	if (f->n_own)
+		qsort(f->own, f->n_own, sizeof(*f->own), blob_cmp_own);
 	return 0;
 }
 
-struct blob_seg *blob_find(struct blob_seg **sorted, size_t n, uint32_t id)
+/* Frees the lists of @f (the segments stay in c->segs). */
+void blob_found_fini(struct blob_found *f)
 {
-	size_t lo = 0, hi = n;
+	free(f->segs);
+	free(f->own);
+	memset(f, 0, sizeof(*f));
+}
+
+struct blob_seg *blob_find(const struct blob_found *f, uint32_t id)
+{
+	size_t lo = 0, hi = f->n_segs;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (sorted[mid]->id == id)
-			return sorted[mid];
-		if (sorted[mid]->id < id)
+		if (f->segs[mid]->id == id)
+			return f->segs[mid];
+		if (f->segs[mid]->id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return NULL;
+}
+
+/* The scan's word for per-object file @id (to mark BLOB_OWN_USED), or
+ * NULL when there is no such file. */
+uint64_t *blob_own_find(const struct blob_found *f, uint32_t id)
+{
+	size_t lo = 0, hi = f->n_own;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint32_t got = (uint32_t)f->own[mid];
+
+		if (got == id)
+			return &f->own[mid];
+		if (got < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/*
+ * At open, after loading the index: removes the per-object files no
+ * record refers to (a put killed before its commit, or records dropped).
+ */
+void blob_own_reap(struct cache *c, const struct blob_found *f)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->n_own; i++) {
+		if (f->own[i] & BLOB_OWN_USED)
+			continue;
+		blob_own_unlink(c, (uint32_t)f->own[i]);
+		n++;
+	}
+	if (n)
+		log_info("cache: %s: removed %zu object files no index "
+			 "record refers to",
+			 c->dir, n);
+}
+
+/*
+ * Creates a new per-object file, empty, and returns its fd (open for
+ * writing) with its id in *@id; -errno (-EIO: no free name found).
+ */
+int blob_own_create(struct cache *c, uint32_t *id)
+{
+	char name[BLOB_NAME_LEN];
+
+	/* EEXIST: ids wrapped onto a file still in use; take the next. */
+	for (int tries = 0; tries < BLOB_CREATE_TRIES; tries++) {
+		int fd;
+
+		pthread_mutex_lock(&c->seg_lock);
+		if (!c->next_seg_id)
+			c->next_seg_id = 1;
+		*id = c->next_seg_id++;
+		pthread_mutex_unlock(&c->seg_lock);
+		blob_own_name(*id, name);
+		fd = openat(c->dir_fd, name,
+			    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			atomic_store(&c->own_fresh, true);
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EIO;
+}
+
+/*
+ * Opens per-object file @id for reading: an fd the caller closes, or
+ * -errno (-ENODATA: the file is gone).
+ */
+int blob_own_open(struct cache *c, uint32_t id)
+{
+	char name[BLOB_NAME_LEN];
+	int fd;
+
+	blob_own_name(id, name);
+	fd = openat(c->dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	return errno == ENOENT ? -ENODATA : -errno;
+}
+
+/* Unlinks per-object file @id; an fd open on it still reads its bytes. */
+void blob_own_unlink(struct cache *c, uint32_t id)
+{
+	char name[BLOB_NAME_LEN];
+
+	blob_own_name(id, name);
+	if (unlinkat(c->dir_fd, name, 0) < 0 && errno != ENOENT)
+		log_warn("cache: cannot remove %s/%s: %s", c->dir, name,
+			 strerror(errno));
 }
 
 /* Under c->lock: takes an empty, sealed, unused @s out of c->segs. */
@@ -505,7 +681,7 @@ static int blob_seg_create(struct cache *c, struct blob_seg **out)
 	if (!s)
 		return -ENOMEM;
 	/* EEXIST: a file appeared that the scan did not see; skip its id. */
-	for (int tries = 0; fd < 0 && tries < 16; tries++) {
+	for (int tries = 0; fd < 0 && tries < BLOB_CREATE_TRIES; tries++) {
 		if (!c->next_seg_id)
 			c->next_seg_id = 1;
 		s->id = c->next_seg_id++;
@@ -621,14 +797,19 @@ void blob_reap(struct cache *c)
 }
 
 /*
- * At close: segments written this session reach the disk before the
- * index is synced, so a clean shutdown keeps every object through a
- * power loss. Then closes and frees them all (files stay).
+ * At close: segments and per-object files written this session reach the
+ * disk before the index is synced, so a clean shutdown keeps every object
+ * through a power loss. Then closes and frees the segments (files stay).
  */
 void blob_close_all(struct cache *c)
 {
 	struct blob_seg *s, *next;
 
+	/* One syncfs for however many per-object files, not an fdatasync
+	 * (and an open) each: the files hold no fd to sync by. */
+	if (atomic_exchange(&c->own_fresh, false) && c->dir_fd >= 0 &&
+	    syncfs(c->dir_fd) < 0)
+		log_warn("cache: syncfs %s: %s", c->dir, strerror(errno));
 	for (s = c->segs; s; s = s->next)
 		if (s->fresh && fdatasync(s->fd) < 0)
 			log_warn("cache: fdatasync segment %08x: %s", s->id,

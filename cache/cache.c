@@ -2,10 +2,11 @@
  * cache/cache.c - the cache as a whole: the read path, and dropping
  * objects (opening and closing it are cache/open.c's).
  *
- * Owns lookups and reads, the checksum
- * check on the first read of each entry in a session, and the one way an
- * object leaves the cache: out of memory, then out of the index, then its
- * blocks punched (cache_unlink_locked(), idx_apply(), cache_finish_drop()).
+ * Owns lookups and reads (by copy, by reference, and by a file handed
+ * out: cache_open_file()), the checksum check on the first read of each
+ * entry in a session, and the one way an object leaves the cache: out of
+ * memory, then out of the index, then its blocks punched or its own file
+ * unlinked (cache_unlink_locked(), idx_apply(), cache_finish_drop()).
  *
  * Invariants:
  * - Only correct bytes are returned. An entry's bytes are hashed whole
@@ -14,9 +15,13 @@
  *   after the copy, that its id left the table, and answers -ENODATA.
  *   A read by reference (cache_read_ref) cannot check afterwards, so it
  *   holds punch_lock instead: no extent is punched while it is handed out.
- * - Blocks are punched, and segments unlinked, only after the index no
- *   longer refers to them: after a kill -9 at any point every indexed
- *   object is either intact or caught by its checksum.
+ *   A file of its own is never punched, only unlinked: a reader that
+ *   opened it (its fd is opened per read, and by cache_open_file() for
+ *   the caller to keep) reads the same bytes to the end, and one that
+ *   comes after the unlink finds no file: a miss.
+ * - Blocks are punched, and segments and own files unlinked, only after
+ *   the index no longer refers to them: after a kill -9 at any point every
+ *   indexed object is either intact or caught by its checksum.
  */
 #include "cache/cache_internal.h"
 #include "common/fileio.h"
@@ -81,6 +86,11 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch)
 		e->punch =
 		    punch && e->seg && !(e->seg->sealed && !e->seg->live_bytes);
 	pthread_mutex_unlock(&c->lock);
+	/* Own files need no punch_lock: whoever has one open keeps its
+	 * bytes. */
+	for (e = victims; punch && e; e = e->hnext)
+		if (e->file)
+			blob_own_unlink(c, e->file);
 
 	pthread_rwlock_wrlock(&c->punch_lock);
 	for (e = victims; e; e = e->hnext)
@@ -166,13 +176,19 @@ static void cache_drop(struct cache *c, uint64_t id, const char *why,
 struct cache_pin {
 	uint64_t id;
 	uint64_t size, off, sum;
-	struct blob_seg *seg; /* holds a reference; NULL when inline */
+	struct blob_seg *seg; /* holds a reference; NULL when inline or in
+				 its own file */
+	uint32_t file;	      /* its own file's id, or 0 */
+	int fd;		      /* where its bytes are: the segment's fd, or
+				 its own file's opened by pin_open(); -1
+				 when inline or that open failed */
+	int open_err;	      /* why that open failed (-ENODATA: gone) */
 	bool verified;
 	size_t k_len; /* the LMDB key, for inline data */
 	unsigned char k[IDX_KEY_MAX];
 };
 
-/* Under c->lock: pins entry @e into @p. */
+/* Under c->lock: pins entry @e into @p; pin_open() must follow. */
 static void pin_fill_locked(struct cache_ent *e, struct cache_pin *p)
 {
 	p->id = e->id;
@@ -180,12 +196,33 @@ static void pin_fill_locked(struct cache_ent *e, struct cache_pin *p)
 	p->off = e->off;
 	p->sum = e->sum;
 	p->seg = e->seg;
+	p->file = e->file;
+	p->fd = p->seg ? p->seg->fd : -1;
+	p->open_err = 0;
 	p->verified = e->verified;
 	if (p->seg)
 		p->seg->refs++;
-	else
+	else if (!p->file)
 		p->k_len = idx_key(e->name, e->key_len,
 				   e->name + e->key_len + 1, e->etag_len, p->k);
+}
+
+/*
+ * Outside the lock: opens the own file of a pinned entry (a failure is
+ * kept in open_err, for the read to report). Opened per read rather than
+ * held: a million files cannot each keep an fd.
+ */
+static void pin_open(struct cache *c, struct cache_pin *p)
+{
+	int fd;
+
+	if (!p->file)
+		return;
+	fd = blob_own_open(c, p->file);
+	if (fd >= 0)
+		p->fd = fd;
+	else
+		p->open_err = fd;
 }
 
 /* Pins entry @id; copies its key into *@key_out (malloc'd) if asked. */
@@ -211,6 +248,7 @@ static int pin_get(struct cache *c, uint64_t id, struct cache_pin *p,
 	}
 	pin_fill_locked(e, p);
 	pthread_mutex_unlock(&c->lock);
+	pin_open(c, p);
 	return 0;
 }
 
@@ -232,6 +270,8 @@ static bool pin_put(struct cache *c, struct cache_pin *p, bool verified)
 	pthread_mutex_unlock(&c->lock);
 	if (dead)
 		blob_seg_destroy(c, p->seg);
+	if (p->file && p->fd >= 0)
+		close(p->fd);
 	return e != NULL;
 }
 
@@ -257,7 +297,7 @@ static int inline_copy_cb(void *arg, const void *data, size_t len)
 	return 0;
 }
 
-/* Hashes a whole segment blob. 0, -EBADMSG (mismatch) or -errno. */
+/* Hashes a whole blob in a file. 0, -EBADMSG (mismatch) or -errno. */
 static int seg_check(const struct cache_pin *p)
 {
 	size_t chunk = p->size < CACHE_HASH_CHUNK ? p->size : CACHE_HASH_CHUNK;
@@ -272,7 +312,7 @@ static int seg_check(const struct cache_pin *p)
 	for (uint64_t pos = 0; pos < p->size && !ret; pos += chunk) {
 		size_t n = p->size - pos < chunk ? p->size - pos : chunk;
 
-		ret = blob_io(p->seg->fd, buf, n, p->off + pos, false);
+		ret = blob_io(p->fd, buf, n, p->off + pos, false);
 		if (!ret)
 			XXH3_64bits_update(st, buf, n);
 	}
@@ -284,6 +324,11 @@ out:
 	return ret;
 }
 
+static bool pin_inline(const struct cache_pin *p)
+{
+	return !p->seg && !p->file;
+}
+
 /*
  * Checks (when @check) and copies @n bytes at @off of a pinned entry.
  * -EBADMSG or -ENODATA: the stored bytes are wrong or missing.
@@ -293,15 +338,17 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 {
 	int ret;
 
-	if (!p->seg) {
+	if (pin_inline(p)) {
 		struct inline_copy ic = {p, buf, n, off, check};
 
 		return idx_read_inline(c->ix, p->k, p->k_len, inline_copy_cb,
 				       &ic);
 	}
+	if (p->fd < 0)
+		return p->open_err;
 	if (check && buf && off == 0 && n == p->size) {
 		/* The read covers the object: hash what we copied. */
-		ret = blob_io(p->seg->fd, buf, n, p->off, false);
+		ret = blob_io(p->fd, buf, n, p->off, false);
 		if (!ret && XXH3_64bits(buf, n) != p->sum)
 			ret = -EBADMSG;
 		return ret;
@@ -311,7 +358,7 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 		if (ret)
 			return ret;
 	}
-	return buf ? blob_io(p->seg->fd, buf, n, p->off + off, false) : 0;
+	return buf ? blob_io(p->fd, buf, n, p->off + off, false) : 0;
 }
 
 /*
@@ -349,8 +396,8 @@ void cache_fault_init(struct cache_fault *f, const char *name, const char *what)
  * What a read of entry @id that failed with @rc returns: always a miss
  * (-ENODATA), for the server still has the object. Wrong or missing bytes
  * drop the entry as corrupt; other errors are counted, and an I/O error
- * drops it too (fetched again, to another place), while a busy index or a
- * lack of memory passes.
+ * drops it too (fetched again, to another place), while a busy index, a
+ * lack of memory or of fds (an own file opened per read) passes.
  */
 static ssize_t read_failed(struct cache *c, uint64_t id, int rc)
 {
@@ -364,7 +411,7 @@ static ssize_t read_failed(struct cache *c, uint64_t id, int rc)
 	pthread_mutex_lock(&c->lock);
 	c->read_errors++;
 	pthread_mutex_unlock(&c->lock);
-	if (rc != -EAGAIN && rc != -ENOMEM)
+	if (rc != -EAGAIN && rc != -ENOMEM && rc != -EMFILE && rc != -ENFILE)
 		cache_drop(c, id, strerror(-rc), false);
 	return -ENODATA;
 }
@@ -505,8 +552,11 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		pthread_rwlock_unlock(&c->punch_lock);
 		return -ENODATA;
 	}
+	pin_open(c, &p);
 	n = off >= p.size ? 0 : (p.size - off < len ? p.size - off : len);
 	rc = n ? cache_fault_hit(&c->fault_read) : 0;
+	if (!rc && p.file && p.fd < 0)
+		rc = p.open_err;
 	/* The first read in a session hashes the whole blob first. */
 	if (!rc && !p.verified)
 		rc = pin_read(c, &p, NULL, 0, 0, true);
@@ -517,14 +567,14 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 			e->verified = true;
 		pthread_mutex_unlock(&c->lock);
 	}
-	if (!rc && !p.seg) {
+	if (!rc && pin_inline(&p)) {
 		struct inline_ref ir = {&p, n, off, cb, arg, 0};
 
 		rc = idx_read_inline(c->ix, p.k, p.k_len, inline_ref_cb, &ir);
 		ret = ir.ret;
 	} else if (!rc) {
 		struct cache_ref ref = {
-		    .fd = p.seg->fd,
+		    .fd = p.fd,
 		    .fd_off = p.off + off,
 		    .len = n,
 		};
@@ -532,8 +582,66 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		ret = cb(arg, &ref);
 	}
 	pthread_rwlock_unlock(&c->punch_lock);
-	pin_put(c, &p, false);
+	/* Dropped under us (an own file unlinked before its open): a miss,
+	 * not a missing blob. */
+	if (!pin_put(c, &p, false) && rc)
+		return -ENODATA;
 	return rc ? read_failed(c, p.id, rc) : ret;
+}
+
+int cache_open_file(struct cache *c, const char *key, size_t key_len,
+		    const char *etag, uint64_t size)
+{
+	struct cache_pin p;
+	struct cache_ent *e;
+	struct stat st;
+	int rc;
+
+	if (!etag || !cache_valid_name(key, key_len, etag))
+		return -ENODATA;
+	pthread_mutex_lock(&c->lock);
+	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
+	/* Another size than the listing's: as in cache_read_ref(). */
+	if (e && e->size != size)
+		e = NULL;
+	if (e && !e->file) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOTSUP;
+	}
+	if (e)
+		pin_fill_locked(e, &p);
+	pthread_mutex_unlock(&c->lock);
+	if (!e)
+		return -ENODATA;
+	pin_open(c, &p);
+	rc = p.fd < 0 ? p.open_err : cache_fault_hit(&c->fault_read);
+	/* The kernel reads the file to its end: its size must be the
+	 * object's, whatever the checksum says of the bytes before it. */
+	if (!rc && fstat(p.fd, &st) < 0)
+		rc = -errno;
+	if (!rc && (uint64_t)st.st_size != p.size)
+		rc = (uint64_t)st.st_size < p.size ? -ENODATA : -EBADMSG;
+	if (!rc && !p.verified)
+		rc = pin_read(c, &p, NULL, 0, 0, true);
+	if (!rc) {
+		pthread_mutex_lock(&c->lock);
+		e = tab_by_id(&c->tab, p.id);
+		if (e) {
+			e->verified = true;
+			e->tick = ++c->tick;
+			c->hits++;
+		}
+		pthread_mutex_unlock(&c->lock);
+		/* Dropped since the lookup: the fd still reads the object
+		 * (checked above), but a miss is what a later caller gets. */
+		if (e)
+			return p.fd;
+		close(p.fd);
+		return -ENODATA;
+	}
+	if (!pin_put(c, &p, false))
+		return -ENODATA;
+	return (int)read_failed(c, p.id, rc);
 }
 
 /* ---- invalidate, clear, meta, stats, verify ---- */
@@ -665,15 +773,4 @@ int cache_verify(struct cache *c,
 	}
 	free(ids);
 	return ret;
-}
-
-int cache_open_file(struct cache *c, const char *key, size_t key_len,
-		    const char *etag, uint64_t size)
-{
-	(void)c;
-	(void)key;
-	(void)key_len;
-	(void)etag;
-	(void)size;
-	return -ENOTSUP;
 }

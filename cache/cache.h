@@ -71,11 +71,11 @@ struct cache_config {
 	cache_next_use_cb next_use; /**< may be NULL: LRU only (until
 					 cache_set_next_use()) */
 	void *next_use_arg;
-	const char *source; /**< where the objects come from (endpoint
-				 and bucket, as shown to the user): a
-				 directory that recorded another one is
-				 refused (-EEXIST), one that recorded
-				 none takes this one; NULL: no check */
+	const char *source;   /**< where the objects come from (endpoint
+				   and bucket, as shown to the user): a
+				   directory that recorded another one is
+				   refused (-EEXIST), one that recorded
+				   none takes this one; NULL: no check */
 	bool file_per_object; /**< objects above inline_max each get a file
 				   of their own holding exactly their bytes
 				   (so the kernel can read it: FUSE

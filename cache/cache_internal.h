@@ -7,7 +7,8 @@
  *   put.c     the put transaction: begin, write, read, commit, abort
  *   table.c   the in-memory table of committed entries (hash and slots)
  *   idx.c     the LMDB index: the only file that calls LMDB
- *   blob.c    segment files and the per-thread io_uring that moves bytes
+ *   blob.c    segment files, per-object files, and the per-thread
+ *             io_uring that moves bytes
  *   evict.c   making room: Belady by next use, then LRU
  *
  * Locks, always taken in this order (any may be skipped):
@@ -18,7 +19,8 @@
  *   change is made in memory, then in one LMDB write transaction, so that
  *   memory and LMDB agree whenever wlock is free. LMDB has one writer at a
  *   time anyway, so this costs no parallelism.
- * - seg_lock: the active segment and its tail, and creating segment files.
+ * - seg_lock: the active segment and its tail, creating segment files,
+ *   and handing out file ids (segments and per-object files share them).
  * - lock: the entry table, segment accounting, the byte counters and the
  *   stats. Held only for memory work, never across disk I/O or a callback.
  */
@@ -62,7 +64,8 @@ struct evict_cand;
 struct cache_ent {
 	struct cache_ent *hnext; /* hash chain; once removed, the list of
 				    entries being dropped */
-	struct blob_seg *seg;	 /* its segment, or NULL when inline */
+	struct blob_seg *seg;	 /* its segment, or NULL when inline or in
+				    a file of its own */
 	uint64_t id;		 /* (sequence << 32) | slot: cache_obj.id */
 	uint64_t size;		 /* object bytes */
 	uint64_t off;		 /* extent start in seg (0 when inline) */
@@ -72,6 +75,9 @@ struct cache_ent {
 	uint64_t tick;		 /* last lookup, for LRU (under lock) */
 	_Atomic uint32_t oid;	 /* the caller's object id, CACHE_NO_ID
 				    until put or resolved this session */
+	uint32_t file;		 /* id of its own file obj-XXXXXXXX.dat,
+				    which holds exactly its bytes; 0 when
+				    inline or in a segment */
 	uint16_t key_len;	 /* bytes of key in name[] */
 	uint8_t etag_len;	 /* bytes of etag in name[] */
 	bool verified;		 /* checksum checked this session (lock) */
@@ -122,6 +128,9 @@ struct cache {
 	struct idx *ix;		    /* the LMDB index */
 	uint64_t capacity_cfg;	    /* as configured */
 	size_t inline_max;	    /* objects up to this go inline */
+	bool file_per_object;	    /* larger ones each get a file */
+	atomic_bool own_fresh;	    /* a per-object file was created this
+				       session: syncfs at close */
 	cache_next_use_cb next_use; /* may be NULL: LRU only (lock) */
 	void *next_use_arg;	    /* its argument (lock) */
 
@@ -145,7 +154,8 @@ struct cache {
 
 	/* under seg_lock */
 	struct blob_seg *active; /* segment taking small extents, or NULL */
-	uint32_t next_seg_id;	 /* above every id on disk at open */
+	uint32_t next_seg_id;	 /* above every id on disk at open; for
+				    per-object files too */
 
 	/* under lock */
 	struct tab tab;	       /* the committed entries */
@@ -168,8 +178,11 @@ struct cache {
 /* An object being written (the cache_put of cache.h). */
 struct cache_put {
 	struct cache *c;      /* the cache it is written to */
-	struct blob_seg *seg; /* NULL when inline */
-	uint64_t off;	      /* extent start in seg */
+	struct blob_seg *seg; /* NULL when inline or in its own file */
+	uint64_t off;	      /* extent start in seg (0 otherwise) */
+	uint32_t file;	      /* its own file's id, or 0 */
+	int fd;		      /* that file, open for writing until the
+				 put ends; -1 otherwise */
 	uint64_t size;	      /* object bytes (and the reservation) */
 	unsigned char *buf;   /* inline: the bytes until commit */
 	uint32_t oid;	      /* the caller's object id, for the entry */
@@ -226,7 +239,8 @@ struct idx_rec {
 	const char *etag;
 	size_t etag_len;
 	bool is_inline;	 /* bytes in the inline db, not in a segment */
-	uint32_t seg;	 /* segment id (0 when inline) */
+	bool own;	 /* bytes in a file of their own, obj-<seg> */
+	uint32_t seg;	 /* segment or own file id (0 when inline) */
 	uint64_t size;	 /* object bytes */
 	uint64_t off;	 /* extent start in the segment */
 	uint64_t sum;	 /* xxh3-64 of the object */
@@ -265,9 +279,26 @@ int idx_meta_put(struct idx *ix, const char *name, const void *blob,
 int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len);
 
 /* ---- blob.c ---- */
+/* The files blob_scan() found at open: what the index load checks its
+ * records against. */
+struct blob_found {
+	struct blob_seg **segs; /* segments, by id */
+	size_t n_segs;
+	uint64_t *own; /* per-object files: id in the low 32 bits, sorted;
+			  BLOB_OWN_USED once a record refers to it */
+	size_t n_own;
+};
+#define BLOB_OWN_USED (1ull << 32)
+
 int blob_io(int fd, void *buf, size_t len, uint64_t off, bool write);
-int blob_scan(struct cache *c, struct blob_seg ***sorted, size_t *n_sorted);
-struct blob_seg *blob_find(struct blob_seg **sorted, size_t n, uint32_t id);
+int blob_scan(struct cache *c, struct blob_found *f);
+void blob_found_fini(struct blob_found *f);
+struct blob_seg *blob_find(const struct blob_found *f, uint32_t id);
+uint64_t *blob_own_find(const struct blob_found *f, uint32_t id);
+void blob_own_reap(struct cache *c, const struct blob_found *f);
+int blob_own_create(struct cache *c, uint32_t *id);
+int blob_own_open(struct cache *c, uint32_t id);
+void blob_own_unlink(struct cache *c, uint32_t id);
 int blob_reserve(struct cache *c, uint64_t size, struct blob_seg **seg,
 		 uint64_t *off);
 void blob_seal_active(struct cache *c);

@@ -15,8 +15,9 @@
  * never contains '\0', so the last '\0' separates key from ETag.
  *
  * Record, version 1, little-endian, 40 bytes (+ the key when long):
- *   0 u8 version   1 u8 flags (1 inline, 2 long key)   2 u16 zero
- *   4 u32 segment id   8 u64 size   16 u64 offset   24 u64 xxh3-64
+ *   0 u8 version   1 u8 flags (1 inline, 2 long key, 4 own file)
+ *   2 u16 zero   4 u32 segment id (seg-<id>.dat; obj-<id>.dat with flag
+ *   4, offset 0)   8 u64 size   16 u64 offset   24 u64 xxh3-64
  *   32 u64 insert time (unix s)   40 the S3 key when flag 2
  *
  * Invariant: an object's record and its inline bytes are written and
@@ -68,6 +69,9 @@
 #define IDX_REC_BYTES	40
 #define IDX_F_INLINE	1u
 #define IDX_F_LONGKEY	2u
+/* Added with file_per_object: an older hintfs drops such a record as
+ * one it cannot parse (a miss), never misreads it. */
+#define IDX_F_OWN 4u
 /* 0xff never starts a UTF-8 string: it marks a hashed (long) key. */
 #define IDX_LONG_MARK	0xff
 #define IDX_LONG_PREFIX (1 + 16)
@@ -173,7 +177,8 @@ static bool idx_decode(const MDB_val *k, const MDB_val *v, struct idx_rec *r)
 	if (v->mv_size < IDX_REC_BYTES || vb[0] != IDX_REC_VERSION)
 		return false;
 	flags = vb[1];
-	if (flags & ~(IDX_F_INLINE | IDX_F_LONGKEY))
+	if (flags & ~(IDX_F_INLINE | IDX_F_LONGKEY | IDX_F_OWN) ||
+	    (flags & IDX_F_INLINE && flags & IDX_F_OWN))
 		return false;
 	sep = memrchr(kb, '\0', k->mv_size);
 	if (!sep)
@@ -196,9 +201,12 @@ static bool idx_decode(const MDB_val *k, const MDB_val *v, struct idx_rec *r)
 		!!(flags & IDX_F_LONGKEY))
 		return false;
 	r->is_inline = flags & IDX_F_INLINE;
+	r->own = flags & IDX_F_OWN;
 	r->seg = get_le32(vb + 4);
 	r->size = get_le64(vb + 8);
 	r->off = get_le64(vb + 16);
+	if (r->own && (r->off || !r->seg))
+		return false;
 	r->sum = get_le64(vb + 24);
 	r->time_s = get_le64(vb + 32);
 	return true;
@@ -210,8 +218,8 @@ static size_t idx_encode(const struct idx_rec *r, bool long_key,
 {
 	memset(buf, 0, IDX_REC_BYTES);
 	buf[0] = IDX_REC_VERSION;
-	buf[1] =
-	    (r->is_inline ? IDX_F_INLINE : 0) | (long_key ? IDX_F_LONGKEY : 0);
+	buf[1] = (r->is_inline ? IDX_F_INLINE : 0) |
+		 (long_key ? IDX_F_LONGKEY : 0) | (r->own ? IDX_F_OWN : 0);
 	put_le32(buf + 4, r->seg);
 	put_le64(buf + 8, r->size);
 	put_le64(buf + 16, r->off);

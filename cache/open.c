@@ -1,7 +1,9 @@
 /*
  * cache/open.c - opening and closing the cache: the directory (DIR 0700,
  * DIR/lock held with flock while open), the checks of the index files,
- * the clean-close mark, and the load of the index into memory at open.
+ * the clean-close mark, the load of the index into memory at open, and
+ * then the removal of the files no record names (segments emptied, and
+ * per-object files of puts killed before their commit).
  *
  * Invariant: LMDB opens an index file only after it was either closed
  * cleanly by us (index.clean still matches it) or checked by a child
@@ -28,8 +30,8 @@
  * snapshot, capped well inside a 47-bit address space. */
 #define CACHE_MAP_EXTRA (4ull << 30)
 #define CACHE_MAP_MAX	(16ull << 40)
-/* Segment files each keep an fd open; besides them, 1,024 for FUSE, the
- * engine's sockets and the rest of the daemon. */
+/* Segment files each keep an fd open (per-object files do not); besides
+ * them, 1,024 for FUSE, the engine's sockets and the rest of the daemon. */
 #define CACHE_FD_HEADROOM 1024
 
 /* Open caches in this process: the last close tears the rings down. */
@@ -227,11 +229,10 @@ static void cache_mark_clean(struct cache *c)
  * 7 TB of ~110 KB samples; a larger count grows the table as it loads. */
 #define CACHE_PRESIZE_MAX (64u << 20)
 
-/* What the load of the index needs: the segments found, by id. */
+/* What the load of the index needs: the files found, by id. */
 struct cache_loader {
 	struct cache *c;
-	struct blob_seg **segs;
-	size_t n_segs;
+	struct blob_found *found;
 };
 
 /* One index record at open: keep it (0), drop it (1), or fail (< 0). */
@@ -240,10 +241,17 @@ static int cache_load_rec(void *arg, const struct idx_rec *r)
 	struct cache_loader *ld = arg;
 	struct cache *c = ld->c;
 	struct blob_seg *s = NULL;
+	uint64_t *own = NULL;
 	struct cache_ent *e;
 
-	if (!r->is_inline) {
-		s = blob_find(ld->segs, ld->n_segs, r->seg);
+	if (r->own) {
+		/* Its size is checked at its first read, not here: a stat
+		 * each would make opening a million of them slow. */
+		own = blob_own_find(ld->found, r->seg);
+		if (!own)
+			return 1;
+	} else if (!r->is_inline) {
+		s = blob_find(ld->found, r->seg);
 		/* Bytes are written before their record: a missing or cut
 		 * file means the bytes are gone. */
 		if (!s || r->off % CACHE_ALIGN || r->off > s->file_bytes ||
@@ -261,6 +269,7 @@ static int cache_load_rec(void *arg, const struct idx_rec *r)
 		return 1;
 	}
 	e->seg = s;
+	e->file = own ? r->seg : 0;
 	e->size = r->size;
 	e->off = r->off;
 	e->sum = r->sum;
@@ -272,36 +281,42 @@ static int cache_load_rec(void *arg, const struct idx_rec *r)
 	c->used += r->size;
 	if (s)
 		s->live_bytes += r->size;
+	if (own)
+		*own |= BLOB_OWN_USED;
 	return 0;
 }
 
 /* Forgets a partial load, to start over with an empty index. */
-static int cache_unload(struct cache *c)
+static int cache_unload(struct cache *c, struct blob_found *f)
 {
 	tab_fini(&c->tab);
 	for (struct blob_seg *s = c->segs; s; s = s->next)
 		s->live_bytes = 0;
+	for (size_t i = 0; i < f->n_own; i++)
+		f->own[i] &= ~BLOB_OWN_USED;
 	c->used = 0;
 	c->tick = 0;
 	return tab_init(&c->tab);
 }
 
 /*
- * Opens the index and loads it, against the segments on disk. A damaged
- * index is a cache miss for everything, not a failed mount: it is
- * removed and started afresh (its segments are then unreferenced and
- * removed by blob_reap()).
+ * Opens the index and loads it, against the files on disk (found into
+ * @found, which the caller frees). A damaged index is a cache miss for
+ * everything, not a failed mount: it is removed and started afresh (its
+ * files are then unreferenced and removed by blob_reap() and
+ * blob_own_reap()).
  */
-static int cache_load(struct cache *c, char *err, size_t err_len)
+static int cache_load(struct cache *c, struct blob_found *found, char *err,
+		      size_t err_len)
 {
-	struct cache_loader ld = {.c = c};
+	struct cache_loader ld = {.c = c, .found = found};
 	uint64_t map = CACHE_MAP_MAX;
 	size_t dropped = 0;
 	char *path = NULL, *via_fd = NULL;
 	bool clean;
 	int ret;
 
-	ret = blob_scan(c, &ld.segs, &ld.n_segs);
+	ret = blob_scan(c, found);
 	if (ret) {
 		snprintf(err, err_len,
 			 "cache dir %s: cannot open its segment files: %s%s",
@@ -313,7 +328,6 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 		map = c->capacity_cfg * 2 + CACHE_MAP_EXTRA;
 	if (asprintf(&path, "%s/index.mdb", c->dir) < 0 ||
 	    asprintf(&via_fd, "/proc/self/fd/%d/index.mdb", c->dir_fd) < 0) {
-		free(ld.segs);
 		free(path);
 		return -ENOMEM;
 	}
@@ -351,7 +365,7 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 				c->ix = NULL;
 				snprintf(err, err_len, "cache index %s: %s",
 					 path, strerror(-ret));
-				if (cache_unload(c))
+				if (cache_unload(c, found))
 					ret = -ENOMEM;
 			}
 		}
@@ -367,7 +381,6 @@ static int cache_load(struct cache *c, char *err, size_t err_len)
 		log_info("cache: %s: dropped %zu objects whose bytes were "
 			 "missing or unreadable",
 			 c->dir, dropped);
-	free(ld.segs);
 	free(path);
 	free(via_fd);
 	return ret;
@@ -432,6 +445,7 @@ static void cache_free(struct cache *c)
 int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	       size_t err_len)
 {
+	struct blob_found found = {0};
 	pthread_rwlockattr_t rwa;
 	struct cache *c;
 	int ret;
@@ -453,6 +467,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	c->capacity = cfg->capacity;
 	c->inline_max =
 	    cfg->inline_max ? cfg->inline_max : CACHE_INLINE_DEFAULT;
+	c->file_per_object = cfg->file_per_object;
 	c->next_use = cfg->next_use;
 	c->next_use_arg = cfg->next_use_arg;
 	cache_fault_init(&c->fault_read, "HINTFS_FAULT_CACHE_READ", "read");
@@ -476,13 +491,15 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 		ret = cache_lock_dir(c, err, err_len);
 	if (!ret) {
 		cache_raise_fd_limit(c);
-		ret = cache_load(c, err, err_len);
+		ret = cache_load(c, &found, err, err_len);
 	}
 	if (!ret && cfg->source)
 		ret = cache_check_source(c, cfg->source, err, err_len);
 	if (ret)
 		goto fail;
 	blob_reap(c);
+	blob_own_reap(c, &found);
+	blob_found_fini(&found);
 
 	pthread_mutex_lock(&open_lock);
 	open_count++;
@@ -491,6 +508,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	return 0;
 
 fail:
+	blob_found_fini(&found);
 	if (ret == -ENOMEM && err_len && !err[0])
 		snprintf(err, err_len, "cache: out of memory");
 	cache_free(c);

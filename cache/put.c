@@ -4,13 +4,18 @@
  *
  * Owns struct cache_put. A put holds a capacity reservation (evict.c)
  * and either an in-memory buffer (objects up to inline_max, stored in
- * LMDB at commit) or an extent of a segment, written in place as parts
- * arrive.
+ * LMDB at commit), an extent of a segment, or (file_per_object) a new
+ * file of its own; the last two are written in place as parts arrive.
+ * A file of its own is written from offset 0 and exactly to the object's
+ * size, so at commit it already holds nothing but the object (no
+ * alignment padding, no trim): the kernel may read it as the object.
  *
  * Invariants:
  * - Nothing of a put is visible to lookups before cache_put_commit()
  *   returns 0; the bytes are written (to the page cache, which survives
  *   kill -9) before the index record that points to them is committed.
+ *   A file of its own that is not kept is unlinked; one left by a kill
+ *   has no record, and the next open removes it (blob_own_reap()).
  * - The checksum covers exactly the bytes of the object: parts must come
  *   in order and are hashed as they come, so a commit never reads the
  *   segment back (the engine writes a fetched object in one part).
@@ -23,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 int cache_put_begin(struct cache *c, const char *key, size_t key_len,
@@ -50,6 +56,7 @@ int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 	if (!p)
 		return -ENOMEM;
 	p->c = c;
+	p->fd = -1;
 	p->size = size;
 	p->oid = id;
 	p->key_len = key_len;
@@ -68,8 +75,12 @@ int cache_put_begin(struct cache *c, const char *key, size_t key_len,
 	} else {
 		p->hstate = XXH3_createState();
 		ret = p->hstate ? 0 : -ENOMEM;
-		if (!ret) {
+		if (!ret)
 			XXH3_64bits_reset(p->hstate);
+		if (!ret && c->file_per_object) {
+			p->fd = blob_own_create(c, &p->file);
+			ret = p->fd < 0 ? p->fd : 0;
+		} else if (!ret) {
 			ret = blob_reserve(c, size, &p->seg, &p->off);
 		}
 		if (ret && ret != -ENOMEM) {
@@ -124,8 +135,8 @@ int cache_put_write(struct cache_put *p, uint64_t off, const void *data,
 	} else {
 		ret = cache_fault_hit(&p->c->fault_write);
 		if (!ret)
-			ret = blob_io(p->seg->fd, (void *)data, len,
-				      p->off + off, true);
+			ret = blob_io(p->seg ? p->seg->fd : p->fd, (void *)data,
+				      len, p->off + off, true);
 		if (ret) {
 			ret = ret == -ENOSPC || ret == -EDQUOT ? -ENOSPC : -EIO;
 			if (put_fail(p, ret))
@@ -155,6 +166,11 @@ static void put_release(struct cache_put *p)
 	struct blob_seg *s = p->seg;
 	bool punch = false, dead = false;
 
+	if (p->file) {
+		close(p->fd);
+		p->fd = -1;
+		blob_own_unlink(c, p->file);
+	}
 	pthread_mutex_lock(&c->lock);
 	c->reserved -= p->size;
 	if (s) {
@@ -176,6 +192,8 @@ static void put_release(struct cache_put *p)
 
 static void put_free(struct cache_put *p)
 {
+	if (p->fd >= 0)
+		close(p->fd);
 	atomic_fetch_sub(&p->c->n_puts, 1);
 	pthread_mutex_destroy(&p->lock);
 	XXH3_freeState(p->hstate);
@@ -207,6 +225,7 @@ static int put_prepare(struct cache_put *p, struct cache_ent **e)
 		return -ENOMEM;
 	}
 	(*e)->seg = p->seg;
+	(*e)->file = p->file;
 	(*e)->size = p->size;
 	(*e)->off = p->off;
 	(*e)->sum = put_checksum(p);
@@ -273,7 +292,8 @@ static int put_publish(struct cache_put **ps, struct cache_ent **es, size_t n,
 		    .etag = p->name + p->key_len + 1,
 		    .etag_len = p->etag_len,
 		    .is_inline = p->buf != NULL,
-		    .seg = p->seg ? p->seg->id : 0,
+		    .own = p->file != 0,
+		    .seg = p->seg ? p->seg->id : p->file,
 		    .size = p->size,
 		    .off = p->off,
 		    .sum = es[i]->sum,

@@ -4,7 +4,10 @@
  * persistence, checksums catching a flipped byte, truncated and damaged
  * files, Belady and LRU eviction, the directory lock and ownership, meta
  * blobs, invalidation, many threads at once, kill -9 at random moments,
- * and a full disk (root only: a 4 MiB tmpfs).
+ * and a full disk (root only: a 4 MiB tmpfs). Most of them run twice: with
+ * shared segments and with a file per object (file_per_object), whose own
+ * tests (cache_open_file(), eviction unlinking, orphans, mixed
+ * directories, 20,000 files under a 256-fd limit) come last.
  *
  * Every test works in its own mkdtemp directory under /tmp, removed at
  * the end. Object bytes are derived from the key, so a reader (or a
@@ -32,6 +35,7 @@
 #include <stddef.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -42,6 +46,9 @@
 #define MIB (1024ull * 1024)
 
 /* ---- helpers ---- */
+
+/* The mode the shared tests run in: cache_config.file_per_object. */
+static bool fpo;
 
 static uint64_t fnv(const char *s, size_t n)
 {
@@ -102,6 +109,7 @@ static struct cache *open_cache(const char *dir, uint64_t cap,
 	    .capacity = cap,
 	    .next_use = cb,
 	    .next_use_arg = arg,
+	    .file_per_object = fpo,
 	};
 	struct cache *c = NULL;
 	char err[256];
@@ -191,7 +199,10 @@ static int check_obj(struct cache *c, const char *key, const char *etag,
 	return rc;
 }
 
-/* The single segment file of @dir ("" when none), for damaging it. */
+/*
+ * How many files of @dir hold blobs (segments, and files of their own),
+ * with the path of the last in @out ("" when none), for damaging it.
+ */
 static int seg_path(const char *dir, char *out, size_t len)
 {
 	struct dirent *d;
@@ -200,7 +211,8 @@ static int seg_path(const char *dir, char *out, size_t len)
 
 	out[0] = '\0';
 	while (dp && (d = readdir(dp)))
-		if (strncmp(d->d_name, "seg-", 4) == 0) {
+		if (strncmp(d->d_name, "seg-", 4) == 0 ||
+		    strncmp(d->d_name, "obj-", 4) == 0) {
 			snprintf(out, len, "%s/%s", dir, d->d_name);
 			n++;
 		}
@@ -591,7 +603,8 @@ static void test_source_and_size(void)
 	char *dir = mktmp(), err[512];
 	struct cache_config cfg = {.dir = dir,
 				   .capacity = 64 * MIB,
-				   .source = "s3://one at http://h:1"};
+				   .source = "s3://one at http://h:1",
+				   .file_per_object = fpo};
 	struct cache_stats st;
 	struct cache_obj o;
 	struct cache *c = NULL;
@@ -985,6 +998,11 @@ static void test_evict_ids(void)
 	unsigned seed = 5;
 	int bad = 0, twice = 0, m_resolved = 0, n_resolved = 0;
 
+	/* Static for its size; the test runs once per mode. */
+	for (int i = 0; i < 2000; i++)
+		atomic_store(&t.resolves[i], 0);
+	atomic_store(&t.by_id, 0);
+	atomic_store(&t.wrong, 0);
 	for (uint32_t i = 0; i < 1000; i++) {
 		snprintf(key, sizeof(key), "n%u", i);
 		bad += put_obj_id(c, key, "e", 4 * KIB, 0, i, 1, &seed) != 0;
@@ -1299,7 +1317,8 @@ static size_t crash_size(int k)
 /* The child: puts (and sometimes invalidates) until it is killed. */
 static void crash_child(const char *dir, int round)
 {
-	struct cache_config cfg = {.dir = dir, .capacity = 24 * MIB};
+	struct cache_config cfg = {
+	    .dir = dir, .capacity = 24 * MIB, .file_per_object = fpo};
 	unsigned seed = (unsigned)getpid();
 	struct cache *c;
 	char err[256], key[32];
@@ -1330,7 +1349,8 @@ static void test_crash(void)
 	for (int round = 0; round < CRASH_ROUNDS; round++) {
 		struct cache_stats st;
 		struct cache *c;
-		int status = 0, found = 0;
+		int status = 0, found = 0, own = 0, files;
+		char path[512];
 		pid_t pid;
 
 		fflush(NULL);
@@ -1346,6 +1366,7 @@ static void test_crash(void)
 		c = open_cache(dir, 24 * MIB, NULL, NULL);
 		if (!c)
 			break;
+		files = seg_path(dir, path, sizeof(path));
 		for (int k = 0; k < CRASH_KEYS; k++) {
 			char key[32];
 			int rc1, rc2;
@@ -1354,6 +1375,7 @@ static void test_crash(void)
 			rc1 = check_obj(c, key, "\"even\"", crash_size(k));
 			rc2 = check_obj(c, key, "\"odd\"", crash_size(k));
 			found += (rc1 == 0) + (rc2 == 0);
+			own += crash_size(k) > 16 * KIB && (!rc1 || !rc2);
 			bad += (rc1 != 0 && rc1 != -ENODATA) ||
 			       (rc2 != 0 && rc2 != -ENODATA);
 			/* One version per key, at most. */
@@ -1362,6 +1384,11 @@ static void test_crash(void)
 		cache_get_stats(c, &st);
 		CHECK(st.corrupt == 0);
 		CHECK(st.bytes <= 24 * MIB);
+		/* A file of its own left by a put the kill cut short has no
+		 * record, and the open removed it: one file per object. */
+		if (fpo)
+			CHECKF(files == own, "%d files, %d objects", files,
+			       own);
 		found_total += found;
 		cache_close(c);
 	}
@@ -1563,15 +1590,479 @@ static void test_read_ref(void)
 	free(dir);
 }
 
-int main(void)
+/* ---- a file per object (file_per_object) ---- */
+
+/* Opens @dir with file_per_object @own and objects above @inline_max
+ * bytes (0: the default) in files. */
+static struct cache *open_mode(const char *dir, uint64_t cap, bool own,
+			       size_t inline_max)
 {
+	struct cache_config cfg = {
+	    .dir = dir,
+	    .capacity = cap,
+	    .inline_max = inline_max,
+	    .file_per_object = own,
+	};
+	struct cache *c = NULL;
+	char err[256];
+	int rc = cache_open(&cfg, &c, err, sizeof(err));
+
+	if (rc)
+		fprintf(stderr, "cache_open(%s): %d %s\n", dir, rc, err);
+	CHECK(rc == 0);
+	return c;
+}
+
+/* Files of @dir whose names start with @prefix. */
+static int count_files(const char *dir, const char *prefix)
+{
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	while (dp && (d = readdir(dp)))
+		n += strncmp(d->d_name, prefix, strlen(prefix)) == 0;
+	if (dp)
+		closedir(dp);
+	return n;
+}
+
+/* The fds this process has open. */
+static int count_fds(void)
+{
+	return count_files("/proc/self/fd", "") - 2; /* . and .. */
+}
+
+/* 0 when @fd holds exactly the bytes of @key (@etag) of @size bytes:
+ * its size and every byte. */
+static int check_fd(int fd, const char *key, const char *etag, size_t size)
+{
+	unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
+	struct stat st;
+	int rc = 0;
+
+	fill(want, size, key, etag);
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size)
+		rc = -EFBIG;
+	else if (pread(fd, got, size + 1, 0) != (ssize_t)size)
+		rc = -EIO;
+	else if (memcmp(want, got, size))
+		rc = -EBADMSG;
+	free(want);
+	free(got);
+	return rc;
+}
+
+/* What cache_open_file() hands out: the object's bytes and size, an fd
+ * the caller owns (read-only, close-on-exec); -ENOTSUP for inline and
+ * shared objects, -ENODATA for a miss, another ETag or size. */
+static void test_open_file(void)
+{
+	char *dir = mktmp(), *dir2 = mktmp();
+	struct cache *c = open_mode(dir, 64 * MIB, true, 0);
+	unsigned char *got = malloc(200 * KIB), *want = malloc(200 * KIB);
+	struct ref_sink rs = {.buf = got};
+	struct cache_stats st;
+	unsigned seed = 31;
+	int fd, fl;
+
+	CHECK(put_obj(c, "big", "e", 200 * KIB, 0, 3, &seed) == 0);
+	CHECK(put_obj(c, "odd", "e", 16 * KIB + 1, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "small", "e", 5000, 0, 1, &seed) == 0);
+	CHECK(count_files(dir, "obj-") == 2 && count_files(dir, "seg-") == 0);
+	fd = cache_open_file(c, "big", 3, "e", 200 * KIB);
+	CHECK(fd >= 0);
+	CHECK(check_fd(fd, "big", "e", 200 * KIB) == 0);
+	fl = fcntl(fd, F_GETFL);
+	CHECK((fl & O_ACCMODE) == O_RDONLY);
+	CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	/* Not a multiple of 4 KiB: no padding after the end. */
+	fd = cache_open_file(c, "odd", 3, "e", 16 * KIB + 1);
+	CHECK(fd >= 0 && check_fd(fd, "odd", "e", 16 * KIB + 1) == 0);
+	close(fd);
+	cache_get_stats(c, &st);
+	CHECK(st.hits == 2);
+
+	CHECK(cache_open_file(c, "small", 5, "e", 5000) == -ENOTSUP);
+	CHECK(cache_open_file(c, "none", 4, "e", 10) == -ENODATA);
+	CHECK(cache_open_file(c, "big", 3, "f", 200 * KIB) == -ENODATA);
+	CHECK(cache_open_file(c, "big", 3, "e", 200 * KIB - 1) == -ENODATA);
+	cache_get_stats(c, &st);
+	CHECK(st.hits == 2 && st.misses == 0);
+
+	/* The READ path serves the same files, by copy and by reference. */
+	CHECK(check_obj(c, "big", "e", 200 * KIB) == 0);
+	fill(want, 200 * KIB, "big", "e");
+	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 64 * KIB, 100 * KIB,
+			     ref_copy, &rs) == 64 * KIB);
+	CHECK(rs.by_fd && memcmp(got, want + 100 * KIB, 64 * KIB) == 0);
+	cache_close(c);
+
+	/* After a restart: verified at the first open, then served. */
+	c = open_mode(dir, 64 * MIB, true, 0);
+	fd = cache_open_file(c, "big", 3, "e", 200 * KIB);
+	CHECK(fd >= 0 && check_fd(fd, "big", "e", 200 * KIB) == 0);
+	close(fd);
+	cache_close(c);
+
+	/* A segment is shared: never handed out. */
+	c = open_mode(dir2, 64 * MIB, false, 0);
+	CHECK(put_obj(c, "big", "e", 200 * KIB, 0, 1, &seed) == 0);
+	CHECK(cache_open_file(c, "big", 3, "e", 200 * KIB) == -ENOTSUP);
+	CHECK(count_files(dir2, "obj-") == 0);
+	cache_close(c);
+	free(got);
+	free(want);
+	rm_rf(dir);
+	rm_rf(dir2);
+	free(dir);
+	free(dir2);
+}
+
+/* Eviction, invalidation, a new version and an aborted put unlink the
+ * file; an fd handed out before keeps reading the old bytes. */
+static void test_open_file_evict(void)
+{
+	char *dir = mktmp();
+	/* Room for two 300 KiB objects, not three. */
+	struct cache *c = open_mode(dir, 700 * KIB, true, 0);
+	struct cache_stats st;
+	struct cache_put *p;
+	unsigned char buf[4096] = {0};
+	unsigned seed = 32;
+	int fd, fd2;
+
+	CHECK(put_obj(c, "a", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	fd = cache_open_file(c, "a", 1, "e", 300 * KIB);
+	CHECK(fd >= 0);
+	CHECK(put_obj(c, "b", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(put_obj(c, "c", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.evictions == 1 && st.objects == 2);
+	CHECK(cache_open_file(c, "a", 1, "e", 300 * KIB) == -ENODATA);
+	CHECK(count_files(dir, "obj-") == 2);
+	CHECK(check_fd(fd, "a", "e", 300 * KIB) == 0);
+	close(fd);
+
+	fd = cache_open_file(c, "b", 1, "e", 300 * KIB);
+	CHECK(fd >= 0);
+	CHECK(cache_invalidate(c, "b", 1, NULL) == 0);
+	CHECK(count_files(dir, "obj-") == 1);
+	CHECK(check_fd(fd, "b", "e", 300 * KIB) == 0);
+	close(fd);
+
+	/* A new version: the old one's file goes, the new one's stays. */
+	fd = cache_open_file(c, "c", 1, "e", 300 * KIB);
+	CHECK(put_obj(c, "c", "e2", 200 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(count_files(dir, "obj-") == 1);
+	fd2 = cache_open_file(c, "c", 1, "e2", 200 * KIB);
+	CHECK(fd >= 0 && check_fd(fd, "c", "e", 300 * KIB) == 0);
+	CHECK(fd2 >= 0 && check_fd(fd2, "c", "e2", 200 * KIB) == 0);
+	close(fd);
+	close(fd2);
+
+	/* Neither an abort nor a put found cached already leaves a file. */
+	CHECK(cache_put_begin(c, "d", 1, "e", 100 * KIB, 0, CACHE_NO_ID, &p) ==
+	      0);
+	CHECK(cache_put_write(p, 0, buf, sizeof(buf)) == 0);
+	CHECK(count_files(dir, "obj-") == 2);
+	cache_put_abort(p);
+	CHECK(count_files(dir, "obj-") == 1);
+	{
+		struct cache_put *ps[2];
+		unsigned char *b = malloc(100 * KIB);
+		int rcs[2];
+
+		fill(b, 100 * KIB, "d", "e");
+		for (int i = 0; i < 2; i++) {
+			CHECK(cache_put_begin(c, "d", 1, "e", 100 * KIB, 0,
+					      CACHE_NO_ID, &ps[i]) == 0);
+			CHECK(cache_put_write(ps[i], 0, b, 100 * KIB) == 0);
+		}
+		CHECK(cache_put_commit_many(ps, 2, rcs) == 0);
+		free(b);
+	}
+	CHECK(count_files(dir, "obj-") == 2);
+	CHECK(check_obj(c, "d", "e", 100 * KIB) == 0);
+	CHECK(cache_clear(c) == 0);
+	CHECK(count_files(dir, "obj-") == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.corrupt == 0 && st.write_errors == 0);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The names of @dir's files of their own, sorted: in the order they were
+ * created, since ids only grow. Returns how many (at most @max). */
+static int own_files(const char *dir, char names[][32], int max)
+{
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	int n = 0;
+
+	while (dp && (d = readdir(dp)))
+		if (!strncmp(d->d_name, "obj-", 4) && n < max)
+			snprintf(names[n++], 32, "%.31s", d->d_name);
+	if (dp)
+		closedir(dp);
+	qsort(names, (size_t)n, 32,
+	      (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+/* Damaged files of their own, after a restart: a flipped byte, a file
+ * cut short, bytes after the end, a file gone. Each is dropped at
+ * cache_open_file(), never handed out. */
+static void test_open_file_corrupt(void)
+{
+	static const char *const keys[] = {"flip", "cut", "long", "gone",
+					   "good"};
+	char *dir = mktmp(), path[600], names[8][32];
+	struct cache *c = open_mode(dir, 64 * MIB, true, 0);
+	struct cache_stats st;
+	unsigned seed = 33;
+	unsigned char b;
+	int fd;
+
+	for (int k = 0; k < 5; k++)
+		CHECK(put_obj(c, keys[k], "e", 100 * KIB, 0, 1, &seed) == 0);
+	cache_close(c);
+	CHECK(own_files(dir, names, 8) == 5);
+	snprintf(path, sizeof(path), "%s/%s", dir, names[0]);
+	fd = open(path, O_RDWR);
+	CHECK(pread(fd, &b, 1, 99 * KIB) == 1);
+	b ^= 0x20;
+	CHECK(pwrite(fd, &b, 1, 99 * KIB) == 1);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/%s", dir, names[1]);
+	CHECK(truncate(path, 60 * KIB) == 0);
+	snprintf(path, sizeof(path), "%s/%s", dir, names[2]);
+	CHECK(truncate(path, 100 * KIB + 1) == 0);
+	snprintf(path, sizeof(path), "%s/%s", dir, names[3]);
+	CHECK(unlink(path) == 0);
+
+	c = open_mode(dir, 64 * MIB, true, 0);
+	cache_get_stats(c, &st);
+	/* A file gone is known at open, without a stat of every file. */
+	CHECK(st.objects == 4);
+	for (int k = 0; k < 4; k++)
+		CHECKF(cache_open_file(c, keys[k], strlen(keys[k]), "e",
+				       100 * KIB) == -ENODATA,
+		       "%s", keys[k]);
+	cache_get_stats(c, &st);
+	CHECK(st.corrupt == 3 && st.objects == 1 && st.hits == 0);
+	/* Dropped files are removed with their entries. */
+	CHECK(count_files(dir, "obj-") == 1);
+	fd = cache_open_file(c, "good", 4, "e", 100 * KIB);
+	CHECK(fd >= 0 && check_fd(fd, "good", "e", 100 * KIB) == 0);
+	close(fd);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* kill -9 between a file's bytes and its index record leaves a file no
+ * record names: the next open removes it, and keeps the others. */
+static void test_own_orphans(void)
+{
+	char *dir = mktmp(), path[600];
+	struct cache *c = open_mode(dir, 64 * MIB, true, 0);
+	struct cache_stats st;
+	unsigned seed = 34;
+	int status = 0, pipefd[2];
+	pid_t pid;
+
+	CHECK(put_obj(c, "kept", "e", 40 * KIB, 0, 1, &seed) == 0);
+	cache_close(c);
+	CHECK(pipe(pipefd) == 0);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		struct cache_put *p;
+		unsigned char buf[40 * KIB];
+
+		c = open_mode(dir, 64 * MIB, true, 0);
+		fill(buf, sizeof(buf), "lost", "e");
+		if (!c ||
+		    cache_put_begin(c, "lost", 4, "e", sizeof(buf), 0,
+				    CACHE_NO_ID, &p) ||
+		    cache_put_write(p, 0, buf, sizeof(buf)))
+			_exit(1);
+		/* Written, not committed: killed here. */
+		if (write(pipefd[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(1);
+	}
+	CHECK(pid > 0);
+	close(pipefd[1]);
+	{
+		char x;
+
+		CHECK(read(pipefd[0], &x, 1) == 1);
+	}
+	close(pipefd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	CHECK(WIFSIGNALED(status));
+	CHECK(count_files(dir, "obj-") == 2);
+	/* One planted by hand too (an older crash), named as ours are. */
+	snprintf(path, sizeof(path), "%s/obj-7fffffff.dat", dir);
+	CHECK(close(open(path, O_CREAT | O_WRONLY, 0600)) == 0);
+
+	c = open_mode(dir, 64 * MIB, true, 0);
+	CHECK(count_files(dir, "obj-") == 1);
+	cache_get_stats(c, &st);
+	CHECK(st.objects == 1);
+	CHECK(check_obj(c, "kept", "e", 40 * KIB) == 0);
+	CHECK(check_obj(c, "lost", "e", 40 * KIB) == -ENODATA);
+	/* Ids go on above every file seen: nothing is overwritten. */
+	CHECK(put_obj(c, "new", "e", 40 * KIB, 0, 1, &seed) == 0);
+	snprintf(path, sizeof(path), "%s/obj-80000000.dat", dir);
+	CHECK(access(path, F_OK) == 0);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* A directory written with shared segments and reopened with a file per
+ * object, and the reverse, serves every object; cache_open_file() hands
+ * out the files of their own only. */
+static void test_mixed(void)
+{
+	static const size_t sizes[] = {3000, 40 * KIB, 2 * MIB + 5};
+	char *dir = mktmp(), key[32];
+	struct cache *c;
+	unsigned seed = 35;
+	int bad = 0, fd;
+
+	for (int round = 0; round < 4; round++) {
+		bool own = round % 2;
+
+		c = open_mode(dir, 64 * MIB, own, 0);
+		for (int i = 0; i < 3; i++) {
+			snprintf(key, sizeof(key), "r%d/%d", round, i);
+			CHECK(put_obj(c, key, "e", sizes[i], 0, 2, &seed) == 0);
+		}
+		cache_close(c);
+		c = open_mode(dir, 64 * MIB, !own, 0);
+		for (int r = 0; r <= round; r++)
+			for (int i = 0; i < 3; i++) {
+				snprintf(key, sizeof(key), "r%d/%d", r, i);
+				bad += check_obj(c, key, "e", sizes[i]) != 0;
+				fd = cache_open_file(c, key, strlen(key), "e",
+						     sizes[i]);
+				/* Inline, or shared: not handed out. */
+				if (i == 0 || r % 2 == 0) {
+					bad += fd != -ENOTSUP;
+					continue;
+				}
+				bad += fd < 0 ||
+				       check_fd(fd, key, "e", sizes[i]) != 0;
+				if (fd >= 0)
+					close(fd);
+			}
+		cache_close(c);
+	}
+	CHECK(bad == 0);
+	CHECK(count_files(dir, "obj-") == 4 && count_files(dir, "seg-") >= 1);
+	rm_rf(dir);
+	free(dir);
+}
+
+/*
+ * 20,000 files of their own under an fd limit of 256: put, reopened,
+ * read by copy, by reference and by cache_open_file(). A cache that kept
+ * an fd per file would fail at the 256th put or at the open.
+ */
+#define MANY_OBJS   20000
+#define MANY_FDS    256
+#define MANY_INLINE 512
+
+static size_t many_size(int i)
+{
+	return MANY_INLINE + 1 + (size_t)(i % 7) * 300;
+}
+
+static void test_many_files(void)
+{
+	char *dir = mktmp(), key[32];
+	struct rlimit old, low;
+	struct cache_stats st;
+	struct cache *c;
+	unsigned seed = 36;
+	int bad = 0, held[64], n_held = 0;
+	unsigned char got[4096];
+
+	CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	low = old;
+	low.rlim_cur = MANY_FDS;
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+
+	c = open_mode(dir, 1024 * MIB, true, MANY_INLINE);
+	for (int i = 0; i < MANY_OBJS && c; i++) {
+		snprintf(key, sizeof(key), "many/%d", i);
+		bad += put_obj(c, key, "e", many_size(i), 0, 1, &seed) != 0;
+	}
+	CHECK(bad == 0);
+	cache_close(c);
+	CHECK(count_files(dir, "obj-") == MANY_OBJS);
+
+	c = open_mode(dir, 1024 * MIB, true, MANY_INLINE);
+	cache_get_stats(c, &st);
+	CHECK(st.objects == MANY_OBJS);
+	for (int i = 0; i < MANY_OBJS && c; i++) {
+		struct ref_sink rs = {.buf = got};
+		int fd;
+
+		snprintf(key, sizeof(key), "many/%d", i);
+		if (i % 3 == 0) {
+			bad += check_obj(c, key, "e", many_size(i)) != 0;
+		} else if (i % 3 == 1) {
+			bad += cache_read_ref(c, key, strlen(key), "e",
+					      many_size(i), sizeof(got), 0,
+					      ref_copy,
+					      &rs) != (ssize_t)many_size(i);
+		} else {
+			fd = cache_open_file(c, key, strlen(key), "e",
+					     many_size(i));
+			bad +=
+			    fd < 0 || check_fd(fd, key, "e", many_size(i)) != 0;
+			/* The first 64 held to the end, as a kernel holds
+			 * the backing files of open files. */
+			if (fd >= 0 && n_held < 64)
+				held[n_held++] = fd;
+			else if (fd >= 0)
+				close(fd);
+		}
+	}
+	CHECK(bad == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.corrupt == 0 && st.read_errors == 0);
+	CHECK(count_fds() < 128);
+	cache_close(c);
+	/* Handed out, a file outlives the cache. */
+	CHECK(n_held == 64 &&
+	      check_fd(held[0], "many/2", "e", many_size(2)) == 0);
+	for (int i = 0; i < n_held; i++)
+		close(held[i]);
+	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The tests that hold for both kinds of files. */
+static void run_both(void)
+{
+	int fds = count_fds();
+
 	test_roundtrip();
 	test_parts();
 	test_abort();
 	test_persist();
-	test_corrupt();
 	test_read_ref();
-	test_truncate();
 	test_read_errors();
 	test_source_and_size();
 	test_damaged_index();
@@ -1588,5 +2079,23 @@ int main(void)
 	test_crash();
 	test_no_uring();
 	test_disk_full();
+	/* Every fd a read opened was closed. */
+	CHECKF(count_fds() == fds, "%d fds, %d before", count_fds(), fds);
+}
+
+int main(void)
+{
+	/* Where extents sit in one segment file: shared segments only. */
+	test_corrupt();
+	test_truncate();
+	run_both();
+	fpo = true;
+	run_both();
+	test_open_file();
+	test_open_file_evict();
+	test_open_file_corrupt();
+	test_own_orphans();
+	test_mixed();
+	test_many_files();
 	return check_done();
 }
