@@ -632,8 +632,8 @@ int cache_open_file(struct cache *c, const char *key, size_t key_len,
 			c->hits++;
 		}
 		pthread_mutex_unlock(&c->lock);
-		/* Dropped since the lookup: the fd still reads the object
-		 * (checked above), but a miss is what a later caller gets. */
+		/* Dropped since the lookup (evicted, or replaced by a new
+		 * version): a miss, as a later caller would get. */
 		if (e)
 			return p.fd;
 		close(p.fd);
