@@ -101,25 +101,30 @@ static char *mktmp(void)
 	return d;
 }
 
+/* Opens the cache @cfg describes; NULL (a failed check) when it fails. */
+static struct cache *open_cfg(const struct cache_config *cfg)
+{
+	struct cache *c = NULL;
+	char err[256];
+	int rc;
+
+	rc = cache_open(cfg, &c, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "cache_open(%s): %d %s\n", cfg->dir, rc, err);
+	CHECK(rc == 0);
+	return c;
+}
+
 static struct cache *open_cache(const char *dir, uint64_t cap,
 				cache_next_use_cb cb, void *arg)
 {
-	struct cache_config cfg = {
+	return open_cfg(&(struct cache_config){
 	    .dir = dir,
 	    .capacity = cap,
 	    .next_use = cb,
 	    .next_use_arg = arg,
 	    .file_per_object = fpo,
-	};
-	struct cache *c = NULL;
-	char err[256];
-	int rc;
-
-	rc = cache_open(&cfg, &c, err, sizeof(err));
-	if (rc)
-		fprintf(stderr, "cache_open(%s): %d %s\n", dir, rc, err);
-	CHECK(rc == 0);
-	return c;
+	});
 }
 
 /*
@@ -1597,20 +1602,12 @@ static void test_read_ref(void)
 static struct cache *open_mode(const char *dir, uint64_t cap, bool own,
 			       size_t inline_max)
 {
-	struct cache_config cfg = {
+	return open_cfg(&(struct cache_config){
 	    .dir = dir,
 	    .capacity = cap,
 	    .inline_max = inline_max,
 	    .file_per_object = own,
-	};
-	struct cache *c = NULL;
-	char err[256];
-	int rc = cache_open(&cfg, &c, err, sizeof(err));
-
-	if (rc)
-		fprintf(stderr, "cache_open(%s): %d %s\n", dir, rc, err);
-	CHECK(rc == 0);
-	return c;
+	});
 }
 
 /* Files of @dir whose names start with @prefix. */
