@@ -330,6 +330,22 @@ static bool pin_inline(const struct cache_pin *p)
 }
 
 /*
+ * Whether the own file of a pinned entry is exactly the object's size:
+ * the kernel reads such a file to its end, so bytes after the object are
+ * as wrong as a flipped one. 0, -ENODATA (short), -EBADMSG or -errno.
+ */
+static int pin_own_size(const struct cache_pin *p)
+{
+	struct stat st;
+
+	if (fstat(p->fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size == p->size)
+		return 0;
+	return (uint64_t)st.st_size < p->size ? -ENODATA : -EBADMSG;
+}
+
+/*
  * Checks (when @check) and copies @n bytes at @off of a pinned entry.
  * -EBADMSG or -ENODATA: the stored bytes are wrong or missing.
  */
@@ -346,6 +362,9 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 	}
 	if (p->fd < 0)
 		return p->open_err;
+	ret = check && p->file ? pin_own_size(p) : 0;
+	if (ret)
+		return ret;
 	if (check && buf && off == 0 && n == p->size) {
 		/* The read covers the object: hash what we copied. */
 		ret = blob_io(p->fd, buf, n, p->off, false);
@@ -594,7 +613,6 @@ int cache_open_file(struct cache *c, const char *key, size_t key_len,
 {
 	struct cache_pin p;
 	struct cache_ent *e;
-	struct stat st;
 	int rc;
 
 	if (!etag || !cache_valid_name(key, key_len, etag))
@@ -615,12 +633,10 @@ int cache_open_file(struct cache *c, const char *key, size_t key_len,
 		return -ENODATA;
 	pin_open(c, &p);
 	rc = p.fd < 0 ? p.open_err : cache_fault_hit(&c->fault_read);
-	/* The kernel reads the file to its end: its size must be the
-	 * object's, whatever the checksum says of the bytes before it. */
-	if (!rc && fstat(p.fd, &st) < 0)
-		rc = -errno;
-	if (!rc && (uint64_t)st.st_size != p.size)
-		rc = (uint64_t)st.st_size < p.size ? -ENODATA : -EBADMSG;
+	/* At every open, not only the first: the kernel will read the file
+	 * to its end. */
+	if (!rc)
+		rc = pin_own_size(&p);
 	if (!rc && !p.verified)
 		rc = pin_read(c, &p, NULL, 0, 0, true);
 	if (!rc) {
@@ -632,8 +648,8 @@ int cache_open_file(struct cache *c, const char *key, size_t key_len,
 			c->hits++;
 		}
 		pthread_mutex_unlock(&c->lock);
-		/* Dropped since the lookup: the fd still reads the object
-		 * (checked above), but a miss is what a later caller gets. */
+		/* Dropped since the lookup (evicted, or replaced by a new
+		 * version): a miss, as a later caller would get. */
 		if (e)
 			return p.fd;
 		close(p.fd);

@@ -153,7 +153,8 @@ void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg);
  */
 struct cache_ref {
 	const void *mem; /**< the bytes of a small object, in LMDB's map */
-	int fd;		 /**< -1 with @mem; else the segment file holding */
+	int fd;		 /**< -1 with @mem; else the file (a segment, or
+			      the object's own) holding */
 	uint64_t fd_off; /**<   the bytes at this offset */
 	size_t len;	 /**< bytes of the range; 0 at or past the end */
 };

@@ -101,25 +101,30 @@ static char *mktmp(void)
 	return d;
 }
 
+/* Opens the cache @cfg describes; NULL (a failed check) when it fails. */
+static struct cache *open_cfg(const struct cache_config *cfg)
+{
+	struct cache *c = NULL;
+	char err[256];
+	int rc;
+
+	rc = cache_open(cfg, &c, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "cache_open(%s): %d %s\n", cfg->dir, rc, err);
+	CHECK(rc == 0);
+	return c;
+}
+
 static struct cache *open_cache(const char *dir, uint64_t cap,
 				cache_next_use_cb cb, void *arg)
 {
-	struct cache_config cfg = {
+	return open_cfg(&(struct cache_config){
 	    .dir = dir,
 	    .capacity = cap,
 	    .next_use = cb,
 	    .next_use_arg = arg,
 	    .file_per_object = fpo,
-	};
-	struct cache *c = NULL;
-	char err[256];
-	int rc;
-
-	rc = cache_open(&cfg, &c, err, sizeof(err));
-	if (rc)
-		fprintf(stderr, "cache_open(%s): %d %s\n", dir, rc, err);
-	CHECK(rc == 0);
-	return c;
+	});
 }
 
 /*
@@ -1597,20 +1602,12 @@ static void test_read_ref(void)
 static struct cache *open_mode(const char *dir, uint64_t cap, bool own,
 			       size_t inline_max)
 {
-	struct cache_config cfg = {
+	return open_cfg(&(struct cache_config){
 	    .dir = dir,
 	    .capacity = cap,
 	    .inline_max = inline_max,
 	    .file_per_object = own,
-	};
-	struct cache *c = NULL;
-	char err[256];
-	int rc = cache_open(&cfg, &c, err, sizeof(err));
-
-	if (rc)
-		fprintf(stderr, "cache_open(%s): %d %s\n", dir, rc, err);
-	CHECK(rc == 0);
-	return c;
+	});
 }
 
 /* Files of @dir whose names start with @prefix. */
@@ -1812,22 +1809,25 @@ static int own_files(const char *dir, char names[][32], int max)
 	return n;
 }
 
-/* Damaged files of their own, after a restart: a flipped byte, a file
- * cut short, bytes after the end, a file gone. Each is dropped at
- * cache_open_file(), never handed out. */
-static void test_open_file_corrupt(void)
-{
-	static const char *const keys[] = {"flip", "cut", "long", "gone",
+static const char *const damaged_keys[] = {"flip", "cut", "long", "gone",
 					   "good"};
-	char *dir = mktmp(), path[600], names[8][32];
+
+/*
+ * Fills @dir with five objects in files of their own and damages four,
+ * as a disk or a hand might: a flipped byte, a file cut short, a byte
+ * after the end, a file gone. Opens it again.
+ */
+static struct cache *open_damaged(const char *dir)
+{
 	struct cache *c = open_mode(dir, 64 * MIB, true, 0);
-	struct cache_stats st;
+	char path[600], names[8][32];
 	unsigned seed = 33;
 	unsigned char b;
 	int fd;
 
 	for (int k = 0; k < 5; k++)
-		CHECK(put_obj(c, keys[k], "e", 100 * KIB, 0, 1, &seed) == 0);
+		CHECK(put_obj(c, damaged_keys[k], "e", 100 * KIB, 0, 1,
+			      &seed) == 0);
 	cache_close(c);
 	CHECK(own_files(dir, names, 8) == 5);
 	snprintf(path, sizeof(path), "%s/%s", dir, names[0]);
@@ -1842,15 +1842,26 @@ static void test_open_file_corrupt(void)
 	CHECK(truncate(path, 100 * KIB + 1) == 0);
 	snprintf(path, sizeof(path), "%s/%s", dir, names[3]);
 	CHECK(unlink(path) == 0);
+	return open_mode(dir, 64 * MIB, true, 0);
+}
 
-	c = open_mode(dir, 64 * MIB, true, 0);
+/* Each damaged file is dropped at cache_open_file(), never handed out;
+ * the READ path and verify drop them too. */
+static void test_open_file_corrupt(void)
+{
+	char *dir = mktmp();
+	struct cache *c = open_damaged(dir);
+	struct cache_stats st;
+	int fd, counts[2] = {0, 0};
+
 	cache_get_stats(c, &st);
 	/* A file gone is known at open, without a stat of every file. */
 	CHECK(st.objects == 4);
 	for (int k = 0; k < 4; k++)
-		CHECKF(cache_open_file(c, keys[k], strlen(keys[k]), "e",
+		CHECKF(cache_open_file(c, damaged_keys[k],
+				       strlen(damaged_keys[k]), "e",
 				       100 * KIB) == -ENODATA,
-		       "%s", keys[k]);
+		       "%s", damaged_keys[k]);
 	cache_get_stats(c, &st);
 	CHECK(st.corrupt == 3 && st.objects == 1 && st.hits == 0);
 	/* Dropped files are removed with their entries. */
@@ -1858,6 +1869,36 @@ static void test_open_file_corrupt(void)
 	fd = cache_open_file(c, "good", 4, "e", 100 * KIB);
 	CHECK(fd >= 0 && check_fd(fd, "good", "e", 100 * KIB) == 0);
 	close(fd);
+	/* Checked already, and then lengthened: the size is looked at on
+	 * every open, for the kernel reads to the end. */
+	{
+		char names[2][32], path[600];
+
+		CHECK(own_files(dir, names, 2) == 1);
+		snprintf(path, sizeof(path), "%s/%s", dir, names[0]);
+		CHECK(truncate(path, 100 * KIB + 4096) == 0);
+	}
+	CHECK(cache_open_file(c, "good", 4, "e", 100 * KIB) == -ENODATA);
+	cache_get_stats(c, &st);
+	CHECK(st.corrupt == 4 && st.objects == 0);
+	cache_close(c);
+	rm_rf(dir);
+	CHECK(mkdir(dir, 0700) == 0);
+
+	c = open_damaged(dir);
+	for (int k = 0; k < 3; k++)
+		CHECKF(check_obj(c, damaged_keys[k], "e", 100 * KIB) ==
+			   -ENODATA,
+		       "%s", damaged_keys[k]);
+	cache_close(c);
+	rm_rf(dir);
+	CHECK(mkdir(dir, 0700) == 0);
+
+	c = open_damaged(dir);
+	CHECK(cache_verify(c, verify_cb, counts) == 0);
+	CHECK(counts[0] == 3 && counts[1] == 1);
+	cache_get_stats(c, &st);
+	CHECK(st.corrupt == 3 && st.objects == 1);
 	cache_close(c);
 	rm_rf(dir);
 	free(dir);
