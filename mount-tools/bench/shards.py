@@ -2,7 +2,8 @@
 O objects of M MiB, R readers each reading its share of them whole, in
 order, with 1 MiB reads (what `cat` does), side by side in one run:
 
-- local disk, page cache dropped;
+- local disk, page cache dropped, before and after the others (the
+  better of the two is the reference: this machine is shared);
 - the S3 ceiling: O plain signed GETs at once through the same delay proxy
   (curl's parallel transfers, bytes discarded);
 - for each hintfs data path (default: zero-message opens, and passthrough
@@ -170,10 +171,13 @@ def main(argv):
         px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=a.rtt)
         log(f"proxy with {a.rtt} ms round trip at {px.endpoint}")
 
-        common.drop_page_cache()
-        mbs, secs, bad = read_pass(data, names, a.readers)
-        rows.append({"system": "local", "pass": "page cache dropped",
-                     "mb_s": mbs, "seconds": secs, "bad": len(bad)})
+        def local(when):
+            common.drop_page_cache()
+            mbs, secs, bad = read_pass(data, names, a.readers)
+            rows.append({"system": "local", "pass": f"page cache dropped, "
+                         f"{when}", "mb_s": mbs, "seconds": secs,
+                         "bad": len(bad)})
+        local("first")
         r = sysutil.curl_batch(px.endpoint, rgw.env, bucket, names,
                                parallel=a.objects)
         rows.append({"system": "ceiling", "pass": f"{a.objects} GETs at once",
@@ -200,7 +204,8 @@ def main(argv):
             finally:
                 for p in fs.unmount():
                     log(p)
-    local = rows[0]["mb_s"]
+        local("last")
+    local_mbs = max(r["mb_s"] for r in rows if r["system"] == "local")
     ceiling = rows[1]["mb_s"]
     lines = [f"large objects: {a.objects} x {a.mib} MiB, {a.readers} readers "
              f"each reading its share whole in order (1 MiB reads), proxy "
@@ -211,7 +216,7 @@ def main(argv):
     for r in rows:
         lines.append(
             f"| {r['system']} | {r['pass']} | {r['mb_s']:.0f} "
-            f"| {r['mb_s'] / local:.2f}x | {r['mb_s'] / ceiling:.2f}x "
+            f"| {r['mb_s'] / local_mbs:.2f}x | {r['mb_s'] / ceiling:.2f}x "
             f"| {r.get('cpu_s', 0):.2f} | {r.get('reads', '-')} "
             f"| {r.get('data_path', '-')} | {r['bad']} |")
     text = "\n".join(lines) + "\n"
