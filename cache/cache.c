@@ -772,7 +772,9 @@ int cache_verify(struct cache *c,
 			free(key);
 			continue;
 		}
-		if (rc == -ENOMEM) {
+		/* Out of memory or of fds (an object's own file is opened
+		 * to be read) says nothing of the bytes: stop, drop nothing. */
+		if (rc == -ENOMEM || rc == -EMFILE || rc == -ENFILE) {
 			free(key);
 			ret = rc;
 			break;

@@ -10,6 +10,7 @@
  * after fs_create(), so nothing here takes a lock on the read path.
  */
 #include "fs/fs_internal.h"
+#include "fs/passthrough.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -405,7 +406,9 @@ void fs_set_open_per_file(struct fs *fs)
 const char *fs_data_path(const struct fs *fs)
 {
 	if (fs->passthrough)
-		return "passthrough";
+		return fs_pt_refused(fs->pt) ? "open per file (passthrough "
+					       "refused)"
+					     : "passthrough";
 	return fs->open_per_file ? "open per file" : "zero-message opens";
 }
 

@@ -379,11 +379,11 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 }
 
 /* The end of an open of data file @ino (per-file opens only). */
-static void release_data(struct fs *fs, fuse_req_t req, fuse_ino_t ino)
+static void release_data(struct fs *fs, fuse_ino_t ino)
 {
 	fs_store_note_close(fs, ino);
 	if (fs->passthrough)
-		fs_pt_release(fs->pt, req, ino);
+		fs_pt_release(fs, fs->pt, ino);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -429,7 +429,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * fuse_file_passthrough_open()): with KEEP_CACHE the opener
 		 * gets EIO. The kernel has no pages of its own to keep. */
 		if (fs->passthrough) {
-			fi->backing_id = fs_pt_open(fs, fs->pt, req, ino);
+			fi->backing_id = fs_pt_open(fs, fs->pt, ino);
 			if (fi->backing_id > 0)
 				fi->keep_cache = 0;
 		}
@@ -439,7 +439,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* The opener was interrupted: nobody will release this. */
 		fs_release(fs, ino, fh);
 		if (!fh)
-			release_data(fs, req, ino);
+			release_data(fs, ino);
 	}
 }
 
@@ -558,7 +558,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fs_open_per_file(fs)) {
 		fs_release(fs, ino, file_of(fi));
 		if (!file_of(fi))
-			release_data(fs, req, ino);
+			release_data(fs, ino);
 	}
 	fuse_reply_err(req, 0);
 }

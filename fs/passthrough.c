@@ -21,8 +21,11 @@
  * reply is written. The kernel ends its own mode before it sends RELEASE,
  * so a RELEASE that brings the count to 0 leaves the inode free.
  *
- * NOTE(fuse): FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN; a refusal is
- * counted and logged once, and the open reads through the daemon.
+ * NOTE(fuse): FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN, and a cache
+ * on a file system that is not stacked (overlayfs is: ELOOP). Such a
+ * refusal is logged once and ends passthrough for the mount (the data path
+ * is then "open per file"); another is counted, and that open reads
+ * through the daemon.
  */
 #include "fs/passthrough.h"
 #include "fs/fs_internal.h"
@@ -36,14 +39,19 @@
 
 #ifdef HINTFS_HAVE_PASSTHROUGH
 
-/* Opens of different inodes rarely meet; 64 locks keep those that do
- * apart without a lock per inode. The backing-file ioctl runs under the
- * inode's lock (the mode must not change while it is decided). */
+#include <fuse_kernel.h>
+#include <fuse_lowlevel.h>
+#include <sys/ioctl.h>
+
+/* Opens of different inodes rarely meet: a lock is held for two counter
+ * updates and at most one ioctl (a few microseconds), and 64 of them keep
+ * 16 FUSE workers (max_threads) apart without a lock per inode. */
 #define PT_LOCKS 64
 
 struct pt_node {
-	int32_t opens;	 /* > 0: passthrough opens; < 0: READ opens */
-	int32_t backing; /* the backing id while opens > 0 */
+	_Atomic int32_t opens; /* > 0: passthrough opens; < 0: READ opens;
+				  changed under the inode's lock */
+	int32_t backing;       /* the backing id while opens > 0 */
 };
 
 struct fs_pt {
@@ -51,7 +59,7 @@ struct fs_pt {
 	struct pt_node *nodes; /* by inode - 1 */
 	pthread_mutex_t locks[PT_LOCKS];
 	_Atomic uint64_t opens, read_opens, failures;
-	atomic_bool refused_logged;
+	atomic_bool refused; /* the kernel refuses every backing file */
 };
 
 struct fs_pt *fs_pt_create(uint32_t files)
@@ -81,75 +89,108 @@ void fs_pt_destroy(struct fs_pt *pt)
 	free(pt);
 }
 
+bool fs_pt_refused(const struct fs_pt *pt)
+{
+	return pt && atomic_load(&pt->refused);
+}
+
 static pthread_mutex_t *lock_of(struct fs_pt *pt, uint64_t ino)
 {
 	return &pt->locks[ino % PT_LOCKS];
 }
 
-/* A backing id for @ino's cache file, or 0 (not a file of its own, or
- * refused). Under the inode's lock. */
-static int backing_open(struct fs *fs, struct fs_pt *pt, fuse_req_t req,
-			uint64_t ino)
+/* Whether @err says no backing file will ever be taken on this mount:
+ * no CAP_SYS_ADMIN (EPERM), the cache on a stacked file system (ELOOP),
+ * no passthrough in the kernel (ENOTTY, EOPNOTSUPP). */
+static bool refuses_all(int err)
 {
-	int fd = fs_cached_file(fs, ino);
-	int id;
-
-	if (fd < 0)
-		return 0;
-	errno = 0;
-	id = fuse_passthrough_open(req, fd);
-	if (id <= 0) {
-		int err = errno;
-
-		atomic_fetch_add(&pt->failures, 1);
-		if (!atomic_exchange(&pt->refused_logged, true))
-			log_warn("passthrough: the kernel refused a backing "
-				 "file (%s); such opens are read through the "
-				 "daemon",
-				 strerror(err ? err : EIO));
-		id = 0;
-	}
-	close(fd);
-	return id;
+	return err == EPERM || err == ELOOP || err == ENOTTY ||
+	       err == EOPNOTSUPP;
 }
 
-int fs_pt_open(struct fs *fs, struct fs_pt *pt, fuse_req_t req, uint64_t ino)
+/*
+ * Registers @fd as a backing file: its id, or 0 (counted; logged once).
+ * NOTE(fuse): the ioctl is made here rather than through libfuse's
+ * fuse_passthrough_open(), which needs a live request (the release of an
+ * interrupted open has none: fuse_reply_open() freed it) and logs an
+ * error for every refusal.
+ */
+static int backing_open(struct fs *fs, struct fs_pt *pt, int fd)
+{
+	struct fuse_backing_map map = {.fd = fd};
+	int id =
+	    ioctl(fuse_session_fd(fs->se), FUSE_DEV_IOC_BACKING_OPEN, &map);
+	int err = errno;
+
+	if (id > 0)
+		return id;
+	atomic_fetch_add(&pt->failures, 1);
+	if (refuses_all(err)) {
+		if (!atomic_exchange(&pt->refused, true))
+			log_warn(
+			    "passthrough: the kernel refuses backing files "
+			    "(%s%s): data path 'open per file'",
+			    strerror(err),
+			    err == EPERM ? ": needs CAP_SYS_ADMIN" : "");
+	} else {
+		log_debug("passthrough: backing file refused: %s",
+			  strerror(id < 0 ? err : EIO));
+	}
+	return 0;
+}
+
+int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 {
 	struct pt_node *n;
-	int id = 0;
+	int fd = -1, id = 0;
 
 	if (ino < 1 || ino > pt->files)
 		return 0;
 	n = &pt->nodes[ino - 1];
+	/* The object's file is found, and verified the first time (a hash
+	 * of all its bytes), before the lock: opens of other inodes under
+	 * the same lock do not wait for it. Two first opens of one inode at
+	 * once both look; one registers, the other's file is closed. */
+	if (atomic_load(&n->opens) == 0 && !atomic_load(&pt->refused))
+		fd = fs_cached_file(fs, ino);
 	pthread_mutex_lock(lock_of(pt, ino));
-	if (n->opens > 0) {
-		n->opens++;
+	if (atomic_load(&n->opens) > 0) {
+		atomic_fetch_add(&n->opens, 1);
 		id = n->backing;
-	} else if (n->opens == 0 && (id = backing_open(fs, pt, req, ino))) {
-		n->opens = 1;
+	} else if (atomic_load(&n->opens) == 0 && fd >= 0 &&
+		   (id = backing_open(fs, pt, fd))) {
 		n->backing = id;
+		atomic_store(&n->opens, 1);
 	} else {
-		n->opens--;
+		atomic_fetch_sub(&n->opens, 1);
 	}
 	pthread_mutex_unlock(lock_of(pt, ino));
+	if (fd >= 0)
+		close(fd);
 	atomic_fetch_add(id ? &pt->opens : &pt->read_opens, 1);
 	return id;
 }
 
-void fs_pt_release(struct fs_pt *pt, fuse_req_t req, uint64_t ino)
+void fs_pt_release(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 {
 	struct pt_node *n;
+	uint32_t id;
 
 	if (ino < 1 || ino > pt->files)
 		return;
 	n = &pt->nodes[ino - 1];
 	pthread_mutex_lock(lock_of(pt, ino));
-	if (n->opens < 0) {
-		n->opens++;
-	} else if (n->opens > 0 && --n->opens == 0) {
+	if (atomic_load(&n->opens) < 0) {
+		atomic_fetch_add(&n->opens, 1);
+	} else if (atomic_load(&n->opens) > 0 &&
+		   atomic_fetch_sub(&n->opens, 1) == 1) {
 		/* NOTE(fuse): a failed close leaves the id to the
 		 * connection's end; nothing reads through it any more. */
-		fuse_passthrough_close(req, n->backing);
+		id = (uint32_t)n->backing;
+		if (ioctl(fuse_session_fd(fs->se), FUSE_DEV_IOC_BACKING_CLOSE,
+			  &id) < 0)
+			log_debug("passthrough: closing backing id %u: %s", id,
+				  strerror(errno));
 		n->backing = 0;
 	}
 	pthread_mutex_unlock(lock_of(pt, ino));
@@ -176,12 +217,17 @@ void fs_pt_destroy(struct fs_pt *pt)
 {
 }
 
-int fs_pt_open(struct fs *fs, struct fs_pt *pt, fuse_req_t req, uint64_t ino)
+bool fs_pt_refused(const struct fs_pt *pt)
+{
+	return false;
+}
+
+int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 {
 	return 0;
 }
 
-void fs_pt_release(struct fs_pt *pt, fuse_req_t req, uint64_t ino)
+void fs_pt_release(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 {
 }
 

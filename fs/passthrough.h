@@ -2,17 +2,16 @@
  * fs/passthrough.h - FUSE passthrough of cached objects (fs/passthrough.c):
  * the kernel reads a cached object's own cache file itself, with no READ.
  *
- * Part of the FUSE adapter (it registers backing files on the connection,
- * so it takes fuse_req_t). Built with libfuse 3.17+ (HINTFS_HAVE_PASSTHROUGH);
- * without it fs_pt_create() returns NULL and nothing else is called.
+ * Part of the FUSE adapter: it registers backing files on the session's
+ * /dev/fuse (fs_ops_set_session() before the first request). Built with
+ * libfuse 3.17+ (HINTFS_HAVE_PASSTHROUGH); without it fs_pt_create() returns
+ * NULL and nothing else is called.
  */
 #ifndef HINTFS_FS_PASSTHROUGH_H
 #define HINTFS_FS_PASSTHROUGH_H
 
 #include <stdbool.h>
 #include <stdint.h>
-
-#include <fuse_lowlevel.h>
 
 struct fs;
 struct fs_pt;
@@ -41,11 +40,16 @@ void fs_pt_destroy(struct fs_pt *pt);
  * kernel refused the file (counted, logged once). Never fails. Pair each
  * call with one fs_pt_release().
  */
-int fs_pt_open(struct fs *fs, struct fs_pt *pt, fuse_req_t req, uint64_t ino);
+int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino);
 
 /** The RELEASE of an open of @ino that fs_pt_open() answered (or whose
  *  reply failed): the last passthrough one closes the backing id. */
-void fs_pt_release(struct fs_pt *pt, fuse_req_t req, uint64_t ino);
+void fs_pt_release(struct fs *fs, struct fs_pt *pt, uint64_t ino);
+
+/** Whether the kernel refused backing files for good (no CAP_SYS_ADMIN,
+ *  a stacked cache file system): every open then reads through the
+ *  daemon. False for NULL. */
+bool fs_pt_refused(const struct fs_pt *pt);
 
 void fs_pt_get_stats(const struct fs_pt *pt, struct fs_pt_stats *out);
 

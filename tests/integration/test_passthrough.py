@@ -79,19 +79,26 @@ def pt_mount(s3, bucket, mount, tmp_path):
         cache = cache or tmp_path / "cache"
         m = mount(bucket, options=("passthrough", f"cache_dir={cache}")
                   + options)
-        path = stats(m)["data_path"]
-        if path != "passthrough":
-            if os.environ.get("HINTFS_EXPECT_PASSTHROUGH") == "1":
-                pytest.fail(f"data path '{path}', not passthrough:\n{m.log()}")
-            pytest.skip(f"no FUSE passthrough here (data path '{path}')")
+        require_passthrough(m, "passthrough")
         return m
     return make
 
 
+def require_passthrough(m, want):
+    """Skips the test unless the data path is @want (or, where
+    HINTFS_EXPECT_PASSTHROUGH=1, fails it)."""
+    path = stats(m)["data_path"]
+    if path != want:
+        if os.environ.get("HINTFS_EXPECT_PASSTHROUGH") == "1":
+            pytest.fail(f"data path '{path}', not '{want}':\n{m.log()}")
+        pytest.skip(f"no FUSE passthrough here (data path '{path}')")
+
+
 def test_cached_files_are_read_by_the_kernel(pt_mount):
     """The first pass fetches and reads through the daemon; once cached,
-    a pass with the page cache dropped makes an OPEN per file and no READ,
-    and the bytes are the objects'."""
+    a pass with the FUSE files' pages dropped makes an OPEN per file and no
+    READ, and the bytes are the objects' (the kernel reads the cache
+    files, through their own page cache)."""
     objects = objects_of()
     m = pt_mount(objects)
     read_all(m.path, objects)
@@ -226,21 +233,63 @@ def test_a_cache_written_without_passthrough_still_serves(pt_mount, mount,
     assert st["passthrough"]["failures"] == 0
 
 
-def test_an_evicted_file_still_reads_while_open(pt_mount):
+def test_an_evicted_file_still_reads_while_open(pt_mount, tmp_path):
     """A file open in passthrough keeps reading its bytes after the cache
-    evicts it (its file is unlinked; the kernel holds it), and reads the
-    object again afterwards."""
-    objects = objects_of(n=12, size=1 << 20, tag="e")
+    drops it (`hintfs-ctl evict`: its file is unlinked, the kernel holds
+    it), and the object is fetched again at its next open."""
+    objects = objects_of(n=2, size=1 << 20, tag="e")
     first = next(iter(objects))
-    m = pt_mount(objects, "cache_size=5M")
-    with open(os.path.join(m.path, first), "rb") as f:
-        assert f.read() == objects[first]
-    wait_cached(m, 1)
+    m = pt_mount(objects, cache=tmp_path / "c")
+    read_all(m.path, objects)
+    wait_cached(m, 2)
+    before = set((tmp_path / "c").glob("obj-*.dat"))
     with open(os.path.join(m.path, first), "rb") as held:
         assert stats(m)["passthrough"]["opens"] == 1
-        read_all(m.path, objects)  # evicts the held one, the cache is 5 MiB
-        wait_for(m, lambda st: st["cache"]["evictions"] > 0, "evictions")
-        held.seek(0)
-        os.posix_fadvise(held.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        with open(os.path.join(m.path, ".hintfs", "evict"), "w") as f:
+            f.write(first + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        assert len(set((tmp_path / "c").glob("obj-*.dat"))) == \
+            len(before) - 1  # its own file is gone
         assert held.read() == objects[first]
+    wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
+             "releases")
+    gets = stats(m)["requests"]["get"]
     read_all(m.path, objects)
+    assert stats(m)["requests"]["get"] == gets + 1  # the evicted one
+
+
+def test_a_cache_on_overlayfs_falls_back_once(s3, bucket, mount, tmp_path):
+    """NOTE(fuse): the kernel refuses a backing file on a stacked file
+    system (ELOOP), as a cache inside a container's overlayfs root is:
+    one warning, the data path says so, every file reads through the
+    daemon with the right bytes, and no open tries again."""
+    for d in ("lower", "upper", "work", "merged"):
+        (tmp_path / d).mkdir()
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={tmp_path / 'lower'},upperdir="
+                        f"{tmp_path / 'upper'},workdir={tmp_path / 'work'}",
+                        str(tmp_path / "merged")], capture_output=True,
+                       text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount an overlayfs here: {r.stderr.strip()}")
+    try:
+        ovl = tmp_path / "merged"
+        objects = objects_of(n=6)
+        upload(s3, bucket, objects)
+        m = mount(bucket, options=("passthrough", f"cache_dir={ovl / 'c'}"))
+        require_passthrough(m, "passthrough")  # until a file is refused
+        read_all(m.path, objects)
+        wait_cached(m, 6)
+        read_all(m.path, objects)
+        read_all(m.path, objects)
+        st = stats(m)
+        assert st["data_path"] == "open per file (passthrough refused)", st
+        assert st["passthrough"]["opens"] == 0, st["passthrough"]
+        assert st["passthrough"]["failures"] == 1, st["passthrough"]
+        assert st["fuse"]["read"] >= 6
+        assert sum("refuses backing files" in line
+                   for line in m.log_lines()) == 1, m.log()
+        m.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(tmp_path / "merged")])
