@@ -118,6 +118,38 @@ static bool wait_until(struct pf *pf, uint64_t deadline_ns)
 	if (mono_ns() >= deadline_ns)
 		return false;
 	pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+	rd_add(&pf->rd.wakeups, 1);
+	return true;
+}
+
+/*
+ * Until a part of @f ends, the stop, or @deadline_ns passes (false then).
+ * mu held. Each fetch has a condition of its own: with one for all, every
+ * part's end woke every waiting reader, and 8 readers waiting on 8
+ * objects made 8 wake-ups (and as many sleeps) per object where one is
+ * needed (cold_ir.py: 30.6 context switches per cold object, 21.7 futex
+ * calls).
+ */
+static bool wait_parts(struct pf *pf, struct pf_fetch *f, uint64_t deadline_ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+			      .tv_nsec = (long)(deadline_ns % 1000000000u)};
+
+	if (mono_ns() >= deadline_ns)
+		return false;
+	if (!f->cv_ready) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&f->cv, &ca);
+		pthread_condattr_destroy(&ca);
+		f->cv_ready = true;
+	}
+	f->waiters++;
+	pthread_cond_timedwait(&f->cv, &pf->mu, &ts);
+	f->waiters--;
+	rd_add(&pf->rd.wakeups, 1);
 	return true;
 }
 
@@ -264,7 +296,7 @@ again:
 		waited = true;
 		pf_source_wake(pf->src);
 		while (!parts_ready(f, a, b, &err) && !err && !pf->stop)
-			if (!wait_until(pf, deadline))
+			if (!wait_parts(pf, f, deadline))
 				break;
 	}
 	if (waited) {
