@@ -363,6 +363,23 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
 	return got < 0 ? read_errno(got) : got;
 }
 
+ssize_t fs_read_cb(struct fs *fs, uint64_t ino, size_t size, off_t off,
+		   cache_ref_cb cb, void *arg)
+{
+	const struct tree_node *n = node_of(fs, ino);
+	ssize_t got;
+
+	if (!n)
+		return -ENOENT;
+	if (n->is_dir)
+		return -EISDIR;
+	if (off < 0)
+		return -EINVAL;
+	got = pf_read_cb(atomic_load(&fs->pf), (uint32_t)(ino - 1), size,
+			 (uint64_t)off, cb, arg);
+	return got < 0 ? read_errno(got) : got;
+}
+
 ssize_t fs_read_ref(struct fs *fs, uint64_t ino, struct fs_file *fh,
 		    size_t size, off_t off, cache_ref_cb cb, void *arg)
 {

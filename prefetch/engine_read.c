@@ -201,7 +201,70 @@ static ssize_t read_failed(struct pf *pf, ssize_t err)
 	return err;
 }
 
+/* Copies [off, off + len) of @f's done, pinned parts into @buf. */
+static void parts_copy(struct pf *pf, struct pf_fetch *f, char *buf,
+		       size_t len, uint64_t off)
+{
+	for (uint64_t at = off, end = off + len; at < end;) {
+		struct pf_part *p = &f->parts[at / pf->cfg.part_size];
+		size_t k = (size_t)(p->off + p->len - at < end - at
+					? p->off + p->len - at
+					: end - at);
+
+		memcpy(buf + (at - off), p->buf + (at - p->off), k);
+		at += k;
+	}
+}
+
+static ssize_t read_miss(struct pf *pf, uint32_t id, void *buf, size_t len,
+			 uint64_t off, cache_ref_cb cb, void *arg);
+
+/*
+ * Hands [off, off + len) of @f's done, pinned parts to @cb: by reference
+ * when one part holds it (the common case: an object under part_size is
+ * one part), else through a copy. Without mu.
+ */
+static ssize_t parts_to_cb(struct pf *pf, struct pf_fetch *f, size_t len,
+			   uint64_t off, cache_ref_cb cb, void *arg)
+{
+	const struct pf_part *p = &f->parts[off / pf->cfg.part_size];
+	struct cache_ref ref = {.fd = -1, .len = len};
+	char *tmp;
+	ssize_t n;
+
+	if (off + len <= p->off + p->len) {
+		ref.mem = p->buf + (off - p->off);
+		rd_add(&pf->rd.zero_copy, 1);
+		return cb(arg, &ref);
+	}
+	tmp = malloc(len);
+	if (!tmp)
+		return -ENOMEM;
+	parts_copy(pf, f, tmp, len, off);
+	ref.mem = tmp;
+	n = cb(arg, &ref);
+	free(tmp);
+	return n;
+}
+
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
+{
+	return read_miss(pf, id, buf, len, off, NULL, NULL);
+}
+
+ssize_t pf_read_cb(struct pf *pf, uint32_t id, size_t len, uint64_t off,
+		   cache_ref_cb cb, void *arg)
+{
+	return read_miss(pf, id, NULL, len, off, cb, arg);
+}
+
+/*
+ * pf_read() into @buf, or with @cb (and no @buf) pf_read_cb(): the bytes
+ * go to @cb from where they lie (the cache's file or map, the fetch's
+ * buffer) while they are pinned.
+ */
+static ssize_t read_miss(struct pf *pf, uint32_t id, void *buf, size_t len,
+			 uint64_t off, cache_ref_cb cb, void *arg)
 {
 	struct pf_object o;
 	struct cache_obj co;
@@ -231,11 +294,16 @@ again:
 		/* The cache first, without the engine's lock. */
 		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag,
 				  o.size, &co)) {
-			n = cache_read(pf->cfg.cache, &co, buf, len, off);
+			n = cb ? cache_read_ref(pf->cfg.cache, o.key,
+						o.key_len, o.etag, o.size, len,
+						off, cb, arg)
+			       : cache_read(pf->cfg.cache, &co, buf, len, off);
 			if (n != -ENODATA) {
 				rd_add(n >= 0 ? &pf->rd.cache_hits
 					      : &pf->rd.failed_reads,
 				       1);
+				if (cb && n >= 0)
+					rd_add(&pf->rd.zero_copy, 1);
 				return n;
 			}
 		}
@@ -322,22 +390,19 @@ again:
 	pthread_mutex_unlock(&pf->mu);
 
 	/* The parts we need are done, pinned and never written again: copy
-	 * freely. */
-	for (uint64_t at = off, end = off + len; at < end;) {
-		struct pf_part *p = &f->parts[at / pf->cfg.part_size];
-		size_t k = (size_t)(p->off + p->len - at < end - at
-					? p->off + p->len - at
-					: end - at);
-
-		memcpy((char *)buf + (at - off), p->buf + (at - p->off), k);
-		at += k;
+	 * or hand out freely. */
+	if (cb) {
+		n = parts_to_cb(pf, f, len, off, cb, arg);
+	} else {
+		parts_copy(pf, f, buf, len, off);
+		n = (ssize_t)len;
 	}
 
 	pthread_mutex_lock(&pf->mu);
 	fetch_unpin(f, a, b);
 	reader_put(pf, f);
 	pthread_mutex_unlock(&pf->mu);
-	return (ssize_t)len;
+	return n;
 }
 
 ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
