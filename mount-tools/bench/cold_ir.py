@@ -26,6 +26,7 @@ import argparse
 import concurrent.futures
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -246,6 +247,15 @@ def main():
         sw = marks["stop"][1] - marks["start"][1]
         print(f"hintfs: {sw / n:.1f} context switches, {cpu / n * 1e3:.3f} "
               "ms CPU per object (the CPU is noisy)")
+        if not args.no_curl:
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            run_curl(args, rgw, keys, [])
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            c_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+            c_sw = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw)
+            print(f"curl:   {c_sw / n:.1f} context switches, "
+                  f"{c_cpu / n * 1e3:.3f} ms CPU per GET (start-up included); "
+                  f"hintfs/curl CPU {cpu / c_cpu:.2f}x")
         s_out = work / "hintfs.strace"
         run_hintfs(args, rgw, keys,
                    ["strace", "-c", "-f", "-o", str(s_out)])
