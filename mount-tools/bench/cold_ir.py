@@ -179,6 +179,26 @@ def task_counts(pid):
     return cpu, sw
 
 
+def cpu_rounds(args, rgw, keys):
+    """CPU per object of the daemon and of curl, in turn, args.cpu times:
+    noisy on a shared machine, so each round's ratio is printed."""
+    n = len(keys)
+    for i in range(args.cpu):
+        marks = {}
+
+        def mark(what, pid):
+            marks[what] = task_counts(pid)
+        run_hintfs(args, rgw, keys, [], mark)
+        cpu = marks["stop"][0] - marks["start"][0]
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run_curl(args, rgw, keys, [])
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        c_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        print(f"round {i + 1}: hintfs {cpu / n * 1e3:.3f} ms, curl "
+              f"{c_cpu / n * 1e3:.3f} ms per object: {cpu / c_cpu:.2f}x "
+              f"(load {os.getloadavg()[0]:.1f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rgw", default=os.environ.get("HINTFS_TEST_RGW_DIR",
@@ -192,6 +212,9 @@ def main():
                     help="print callgrind_annotate --inclusive of the daemon")
     ap.add_argument("--strace", action="store_true")
     ap.add_argument("--no-curl", action="store_true")
+    ap.add_argument("--cpu", type=int, default=0, metavar="N",
+                    help="only N rounds of CPU seconds (no valgrind): the "
+                    "daemon's per object against curl's per GET, in turn")
     args = ap.parse_args()
     args.hintfs = Path(os.environ.get("HINTFS_BUILD", "build")) / "fs/hintfs"
     work = Path(args.workdir)
@@ -200,6 +223,10 @@ def main():
     keys = keys_of(args.objects)
     upload(common.s3_client(rgw), args.bucket, keys, args.size)
     n = len(keys)
+
+    if args.cpu:
+        cpu_rounds(args, rgw, keys)
+        return
 
     out = work / "hintfs.cg"
     for p in work.glob("hintfs.cg*"):
