@@ -202,8 +202,8 @@ static ssize_t read_failed(struct pf *pf, ssize_t err)
 }
 
 /* Copies [off, off + len) of @f's done, pinned parts into @buf. */
-static void parts_copy(struct pf *pf, struct pf_fetch *f, char *buf,
-		       size_t len, uint64_t off)
+static void parts_copy(struct pf *pf, struct pf_fetch *f, char *buf, size_t len,
+		       uint64_t off)
 {
 	for (uint64_t at = off, end = off + len; at < end;) {
 		struct pf_part *p = &f->parts[at / pf->cfg.part_size];
@@ -294,9 +294,9 @@ again:
 		/* The cache first, without the engine's lock. */
 		if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag,
 				  o.size, &co)) {
-			n = cb ? cache_read_ref(pf->cfg.cache, o.key,
-						o.key_len, o.etag, o.size, len,
-						off, cb, arg)
+			n = cb ? cache_read_ref(pf->cfg.cache, o.key, o.key_len,
+						o.etag, o.size, len, off, cb,
+						arg)
 			       : cache_read(pf->cfg.cache, &co, buf, len, off);
 			if (n != -ENODATA) {
 				rd_add(n >= 0 ? &pf->rd.cache_hits

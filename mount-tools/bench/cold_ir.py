@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
 from pathlib import Path
 
