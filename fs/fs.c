@@ -345,22 +345,42 @@ static ssize_t read_errno(ssize_t err)
 	}
 }
 
-ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
-		size_t size, off_t off)
+/* Whether file @ino may be read at @off: 0, or the -errno to answer. */
+static int data_read_ok(struct fs *fs, uint64_t ino, off_t off)
 {
 	const struct tree_node *n = node_of(fs, ino);
-	ssize_t got;
 
-	if (fh)
-		return fs_ctl_read(fh, buf, size, off);
 	if (!n)
 		return -ENOENT;
 	if (n->is_dir)
 		return -EISDIR;
-	if (off < 0)
-		return -EINVAL;
+	return off < 0 ? -EINVAL : 0;
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, struct fs_file *fh, char *buf,
+		size_t size, off_t off)
+{
+	ssize_t got;
+
+	if (fh)
+		return fs_ctl_read(fh, buf, size, off);
+	got = data_read_ok(fs, ino, off);
+	if (got)
+		return got;
 	got = pf_read(atomic_load(&fs->pf), (uint32_t)(ino - 1), buf, size,
 		      (uint64_t)off);
+	return got < 0 ? read_errno(got) : got;
+}
+
+ssize_t fs_read_cb(struct fs *fs, uint64_t ino, size_t size, off_t off,
+		   cache_ref_cb cb, void *arg)
+{
+	ssize_t got = data_read_ok(fs, ino, off);
+
+	if (got)
+		return got;
+	got = pf_read_cb(atomic_load(&fs->pf), (uint32_t)(ino - 1), size,
+			 (uint64_t)off, cb, arg);
 	return got < 0 ? read_errno(got) : got;
 }
 

@@ -175,6 +175,15 @@ ssize_t fs_read_ref(struct fs *fs, uint64_t ino, struct fs_file *fh,
 		    size_t size, off_t off, cache_ref_cb cb, void *arg);
 
 /**
+ * fs_read() of a dataset file without a buffer: the bytes go to @cb
+ * (pf_read_cb()) wherever they come from, cache or network, and its
+ * result is returned; or 0 (end of file) or -errno as fs_read() gives
+ * them, with @cb not called. Any thread.
+ */
+ssize_t fs_read_cb(struct fs *fs, uint64_t ino, size_t size, off_t off,
+		   cache_ref_cb cb, void *arg);
+
+/**
  * Writes to an open control file (hint, warm, evict, relist). -EROFS for
  * anything else, -EFBIG past the largest text taken (256 MiB).
  */

@@ -472,15 +472,44 @@ static ssize_t reply_ref(void *arg, const struct cache_ref *ref)
 	return (ssize_t)ref->len;
 }
 
+/* A reply by reference that says it was made (fs_read_cb() may answer
+ * without calling it: then the caller replies). */
+struct ref_reply {
+	fuse_req_t req;
+	bool replied;
+};
+
+static ssize_t reply_ref_once(void *arg, const struct cache_ref *ref)
+{
+	struct ref_reply *r = arg;
+
+	r->replied = true;
+	return reply_ref(r->req, ref);
+}
+
 /* Serves a read of a dataset file or of an open control file. */
 static void read_file(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		      size_t size, off_t off, struct fs_file *fh)
 {
+	struct ref_reply r = {.req = req};
 	char *buf;
 	ssize_t n;
 
 	if (!fh && fs_read_ref(fs, ino, NULL, size, off, reply_ref, req) >= 0)
 		return;
+	if (!fh && ino < FS_INO_CTL_NODE0) {
+		/* A miss: the reply goes out from the fetch's buffer, with no
+		 * copy into one of ours (cold_ir.py: 110 K instructions per
+		 * cold 110 KB object, a fifth of the daemon's). */
+		n = fs_read_cb(fs, ino, size, off, reply_ref_once, &r);
+		if (r.replied)
+			return;
+		if (n < 0)
+			fuse_reply_err(req, (int)-n);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 	buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);

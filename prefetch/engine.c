@@ -380,6 +380,11 @@ void pf_cancel(struct pf *pf)
 	pthread_mutex_lock(&pf->mu);
 	pf->stop = true;
 	pthread_cond_broadcast(&pf->cv);
+	/* Readers waiting for parts wait on their fetch, which is in the
+	 * table while any part is not done: one pass at the stop. */
+	for (uint32_t i = 0; i < pf->cfg.n_ids; i++)
+		if (pf->by_id[i])
+			fetch_wake(pf->by_id[i]);
 	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
 	pf_source_wake(pf->src);

@@ -46,7 +46,16 @@ void fetch_free(struct pf_fetch *f)
 	free(f->parts);
 	free(f->key);
 	free(f->etag);
+	if (f->cv_ready)
+		pthread_cond_destroy(&f->cv);
 	free(f);
+}
+
+/* See engine_internal.h. */
+void fetch_wake(struct pf_fetch *f)
+{
+	if (f->waiters)
+		pthread_cond_broadcast(&f->cv);
 }
 
 /* Drops a reference; frees the fetch with the last one. mu held. */
@@ -79,7 +88,10 @@ void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 	pf->mem -= n;
 	f->mem -= n;
 	pf->room_gen++;
-	pthread_cond_broadcast(&pf->cv);
+	/* Only readers waiting for room care: one waiting for parts is woken
+	 * by its own fetch (fetch_wake()), not by every commit. */
+	if (pf->room_waiters)
+		pthread_cond_broadcast(&pf->cv);
 	pf_source_wake(pf->src);
 }
 

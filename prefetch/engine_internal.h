@@ -154,6 +154,10 @@ struct pf_fetch {
 				  from the origin, the writer PUTs it */
 	uint32_t warm_refs;    /* warm-list entries waiting on this fetch */
 	int refs;	       /* readers holding it, + 1 for the table */
+	uint32_t waiters;      /* readers waiting on @cv for its parts */
+	bool cv_ready;	       /* @cv initialized (at the first wait) */
+	pthread_cond_t cv;     /* its parts' waiters: a part's end wakes only
+				  the readers of its fetch (CLOCK_MONOTONIC) */
 	uint32_t pos;	       /* read-through: first part of latest read */
 	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs */
 };
@@ -255,7 +259,7 @@ struct pf {
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
 	struct {
 		_Atomic uint64_t reads, cache_hits, read_through, stalls,
-		    stall_ns, failed_reads, zero_copy;
+		    stall_ns, failed_reads, zero_copy, wakeups;
 	} rd;
 };
 
@@ -295,6 +299,9 @@ struct pf_part *take_parts(struct pf *pf);
 
 /* engine_fetch.c: the fetch table, its memory, how a fetch ends */
 void fetch_free(struct pf_fetch *f);
+/* Wakes the readers waiting for @f's parts (a part ended, or the stop).
+ * mu held. */
+void fetch_wake(struct pf_fetch *f);
 void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n);
 void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n);
 struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,

@@ -75,7 +75,7 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
 		fetch_fail(pf, f, f->err ? f->err : err,
 			   f->err ? f->kind : kind, p->attempts, st);
 	}
-	pthread_cond_broadcast(&pf->cv);
+	fetch_wake(f);
 	if (f->read_through)
 		read_through_maybe_drop(pf, f);
 	else if (f->parts_done + f->parts_failed == f->n_parts)

@@ -42,6 +42,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	st->stall_ns = atomic_load(&pf->rd.stall_ns);
 	st->failed_reads = atomic_load(&pf->rd.failed_reads);
 	st->reads_zero_copy = atomic_load(&pf->rd.zero_copy);
+	st->read_wakeups = atomic_load(&pf->rd.wakeups);
 	/* The top-level hint fields add up the streams (one stream: its
 	 * own), the epoch being the one of the stream hinted last. */
 	st->hint_epoch = -1;

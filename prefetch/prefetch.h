@@ -198,6 +198,18 @@ ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len,
 		uint64_t off);
 
 /**
+ * pf_read() without a buffer: hands the bytes to @cb (cache.h's
+ * cache_ref_cb) from where they lie while they are pinned: the cache's
+ * file or map, or the buffer of the fetch they came in (no copy when one
+ * part holds the range; counted in reads_zero_copy), and returns its
+ * result. Returns 0 or a -errno, as pf_read() does, without calling @cb
+ * (at or past the end, or a failure): the caller answers then. Any
+ * thread; @cb must not call the engine or the cache.
+ */
+ssize_t pf_read_cb(struct pf *pf, uint32_t id, size_t len, uint64_t off,
+		   cache_ref_cb cb, void *arg);
+
+/**
  * Serves a read of object @id from the cache without copying: hands up to
  * @len bytes at @off to @cb (cache.h's cache_ref_cb) while they are pinned,
  * and returns its result. -ENODATA when the object is not cached (or is

@@ -89,6 +89,27 @@ def test_epoch_two_and_remount_make_no_request(s3, bucket, mount, proxy,
     assert st["reads"]["zero_copy"] == st["reads"]["cache_hits"]
 
 
+def test_cold_reads_reply_from_the_fetch_without_a_copy(s3, bucket, mount,
+                                                       tmp_path):
+    """A cold read is answered from the buffer its GET filled (reads.zero_copy
+    counts it), with the object's bytes; 8 readers waiting on 8 objects each
+    wake for their own object, not for every object that arrives."""
+    from concurrent.futures import ThreadPoolExecutor
+    objects = objects_of(64, 110_000)
+    upload(s3, bucket, objects)
+    m = mount(bucket, options=(f"cache_dir={tmp_path / 'cache'}",))
+
+    def check(k):
+        return Path(m / k).read_bytes() == objects[k]
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(check, sorted(objects)))
+    st = hintfs.stats(m.path)
+    assert st["reads"]["cache_hits"] == 0
+    assert st["reads"]["zero_copy"] >= len(objects), st["reads"]
+    # One wake-up per wait (a page cache readahead may wait twice).
+    assert st["stalls"]["wakeups"] <= 2 * st["stalls"]["count"], st["stalls"]
+
+
 def test_relist_sees_a_changed_object_never_the_stale_one(s3, bucket, mount,
                                                          proxy, tmp_path):
     upload(s3, bucket, {"a.bin": b"version one " * 1000, "b.bin": b"b" * 100})

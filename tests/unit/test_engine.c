@@ -242,6 +242,36 @@ static void test_demand_first(void)
 	env_stop(&e);
 }
 
+/*
+ * A reader waiting on the network wakes when its own fetch ends, not when
+ * another reader's does: reader 1 waits through object 0's end and commit
+ * and wakes once, at its own (with one wake-up for all, 8 readers on 8
+ * objects woke 8 times per object).
+ */
+static void test_wake_own_fetch(void)
+{
+	struct env e;
+	struct reader r[2];
+	pthread_t t[2];
+	struct pf_stats st;
+
+	env_start(&e, 10, 4 * KIB, (struct pf_config){.pace_ms = PF_PACE_OFF});
+	reader_start(&e, &r[0], &t[0], 0);
+	fake_source_advance(e.fs, LATENCY_MS / 2);
+	reader_start(&e, &r[1], &t[1], 1);
+	fake_source_advance(e.fs, LATENCY_MS / 2); /* object 0 ends */
+	pthread_join(t[0], NULL);
+	committed(&e, 1);
+	CHECK(r[0].rc == (ssize_t)r[0].len && bytes_ok(&r[0]));
+	fake_source_advance(e.fs, LATENCY_MS / 2); /* object 1 ends */
+	pthread_join(t[1], NULL);
+	CHECK(r[1].rc == (ssize_t)r[1].len && bytes_ok(&r[1]));
+	pf_get_stats(e.pf, &st);
+	CHECK(st.stalls == 2);
+	CHECK(st.read_wakeups == 2);
+	env_stop(&e);
+}
+
 /* A window of 40 objects of 1 MiB with 4 MiB of fetch memory: never more
  * than 4 GETs at once, and every object still comes. */
 static void test_fetch_mem_bound(void)
@@ -418,6 +448,7 @@ static void test_hedge_budget(void)
 int main(void)
 {
 	test_demand_first();
+	test_wake_own_fetch();
 	test_fetch_mem_bound();
 	test_slowdown_halves();
 	test_pacing();
