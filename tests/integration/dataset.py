@@ -9,6 +9,7 @@ it. Data is generated from seeded RNGs, so a failure reproduces.
 
 import hashlib
 import io
+import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -56,6 +57,17 @@ def list_objects(s3, bucket, prefix=""):
         for o in page.get("Contents", []):
             out[o["Key"]] = o
     return out
+
+
+def drop_pages(root, keys):
+    """Drops the page cache of each file @keys names under @root (no
+    global drop_caches)."""
+    for k in keys:
+        fd = os.open(os.path.join(root, k), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def sha256(data):

@@ -17,7 +17,7 @@ import time
 import pytest
 
 import conftest
-from dataset import upload
+from dataset import drop_pages, upload
 
 import hintfs
 
@@ -54,15 +54,6 @@ def read_all(root, objects):
     for k, v in objects.items():
         with open(os.path.join(root, k), "rb") as f:
             assert f.read() == v, k
-
-
-def drop_pages(root, objects):
-    for k in objects:
-        fd = os.open(os.path.join(root, k), os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def delta(a, b):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dataset import upload
+from dataset import drop_pages, upload
 
 import hintfs
 from hintfs.torch import write_epoch_hint, write_hint
@@ -52,16 +52,6 @@ def scan_and_read(root, objects):
     for k in found:
         with open(os.path.join(root, k), "rb") as f:
             assert f.read() == objects[k], k
-
-
-def drop_pages(root, objects):
-    """Drops the page cache of each file (no global drop_caches)."""
-    for k in objects:
-        fd = os.open(os.path.join(root, k), os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 @pytest.fixture
