@@ -707,6 +707,9 @@ def main(argv=None):
     if argv[:1] == ["shards"]:
         from bench import shards
         return shards.main(argv[1:])
+    if argv[:1] == ["ddp"]:
+        from bench import ddp
+        return ddp.main(argv[1:])
     if argv[:1] == ["report"]:
         return rerender(argv[1:])
     bench = Bench(parse_args(argv))

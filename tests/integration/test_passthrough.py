@@ -95,6 +95,8 @@ def test_cached_files_are_read_by_the_kernel(pt_mount):
     read_all(m.path, objects)
     wait_cached(m, N)
     drop_pages(m.path, objects)
+    wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
+             "drop_pages' releases")  # they come after close() returns
     a = stats(m)
     read_all(m.path, objects)
     wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
