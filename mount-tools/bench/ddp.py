@@ -100,7 +100,6 @@ def train(cmd, root, tmp):
 
 
 def main(argv):
-    from s3proxy import Proxy
     a = parse_args(argv)
     workdir = a.workdir.resolve()
     out = a.out.resolve()
@@ -114,14 +113,10 @@ def main(argv):
             prefix="hintfs-ddp-"))
         common.make_dataset(data, a.images, classes=a.classes,
                             workers=os.cpu_count() or 1)
-        rgw = sysutil.Rgw(workdir / "rgw",
-                          memstore_bytes=max(4 << 30, a.images * 400_000))
-        stack.callback(rgw.stop)
-        log(f"Ceph RGW ({rgw.start()}) at {rgw.env['AWS_ENDPOINT_URL']}")
+        rgw, px = sysutil.start_servers(
+            stack, workdir, a.rtt,
+            memstore_bytes=max(4 << 30, a.images * 400_000))
         common.upload(common.s3_client(rgw.env), data, bucket)
-        px = Proxy()
-        stack.callback(px.stop)
-        px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=a.rtt)
         ctx = scale.Ctx(a, rgw.env, bucket)
         run_tool = sysutil.REPO / "mount-tools" / "hintfs-run"
         for rnd in range(a.rounds):

@@ -165,7 +165,6 @@ def one_pass(ctx, endpoint, tail, run_dir, fresh, threads, expect):
 
 
 def main(argv):
-    from s3proxy import Proxy
     a = parse_args(argv)
     workdir = a.workdir.resolve()
     out = a.out.resolve()
@@ -176,18 +175,11 @@ def main(argv):
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(sysutil.workdir_lock(workdir))
-            rgw = sysutil.Rgw(workdir / "rgw")
-            stack.callback(rgw.stop)
-            note = rgw.start()
-            log(f"Ceph RGW ({note}) at {rgw.env['AWS_ENDPOINT_URL']}")
+            rgw, px = sysutil.start_servers(stack, workdir, a.rtt)
             for n in a.objects:
                 ensure_bucket(rgw.env, f"hintfs-scale-{n}", n, a.object_bytes,
                               workdir)
-            px = Proxy()
-            stack.callback(px.stop)
-            px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=a.rtt)
             tail = sysutil.LogTail(px.log_path)
-            log(f"proxy with {a.rtt} ms round trip at {px.endpoint}")
             for n in a.objects:
                 ctx = Ctx(a, rgw.env, f"hintfs-scale-{n}")
                 ok, why = systems.HintfsNoHint(ctx).available()

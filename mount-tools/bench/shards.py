@@ -142,7 +142,6 @@ def wait_cached(fs, n, timeout=300):
 
 
 def main(argv):
-    from s3proxy import Proxy
     a = parse_args(argv)
     workdir = a.workdir.resolve()
     out = a.out.resolve()
@@ -153,9 +152,7 @@ def main(argv):
         stack.enter_context(sysutil.workdir_lock(workdir))
         data = workdir / "shards"
         names = make_objects(data, a.objects, a.mib)
-        rgw = sysutil.Rgw(workdir / "rgw")
-        stack.callback(rgw.stop)
-        log(f"Ceph RGW ({rgw.start()}) at {rgw.env['AWS_ENDPOINT_URL']}")
+        rgw, px = sysutil.start_servers(stack, workdir, a.rtt)
         s3 = common.s3_client(rgw.env)
         common.ensure_bucket(s3, bucket)
         have = common.list_sizes(s3, bucket)
@@ -166,10 +163,6 @@ def main(argv):
                                    upload_from={n: data / n for n in todo})
             if r["failed"]:
                 raise SystemExit(f"bench.sh shards: upload failed: {r}")
-        px = Proxy()
-        stack.callback(px.stop)
-        px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=a.rtt)
-        log(f"proxy with {a.rtt} ms round trip at {px.endpoint}")
 
         def local(when):
             common.drop_page_cache()

@@ -120,7 +120,6 @@ def one_run(ctx, endpoint, run_dir, ranks, keys, a, expect):
 
 
 def main(argv):
-    from s3proxy import Proxy
     a = parse_args(argv)
     if not any(o.startswith("window=") for o in a.hintfs_opts.split(",")):
         a.hintfs_opts = ",".join(filter(None, [a.hintfs_opts,
@@ -135,14 +134,8 @@ def main(argv):
     rows = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(sysutil.workdir_lock(workdir))
-        rgw = sysutil.Rgw(workdir / "rgw")
-        stack.callback(rgw.stop)
-        log(f"Ceph RGW ({rgw.start()}) at {rgw.env['AWS_ENDPOINT_URL']}")
+        rgw, px = sysutil.start_servers(stack, workdir, a.rtt)
         scale.ensure_bucket(rgw.env, bucket, n, a.object_bytes, workdir)
-        px = Proxy()
-        stack.callback(px.stop)
-        px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=a.rtt)
-        log(f"proxy with {a.rtt} ms round trip at {px.endpoint}")
         ctx = scale.Ctx(a, rgw.env, bucket)
         keys = scale.keys_for(n)
         for ranks in (1, a.ranks):

@@ -16,6 +16,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from bench import common
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MOUNT_TOOLS = Path(__file__).resolve().parents[1]
 REPO = MOUNT_TOOLS.parent
@@ -203,7 +205,6 @@ class Rgw:
         """Starts (or restarts) the cluster; a directory that cannot be
         restarted is wiped and a fresh cluster made (its buckets are then
         uploaded again). Returns a note about what happened."""
-        from bench.common import read_env
         self.dir.mkdir(parents=True, exist_ok=True)
         fresh = not (self.dir / "env").exists()
         r = self._run("start")
@@ -217,7 +218,7 @@ class Rgw:
         if r.returncode != 0:
             raise RuntimeError("rgw.sh start failed:\n" + r.stderr[-2000:])
         self.started = True
-        self.env = read_env(self.dir / "env")
+        self.env = common.read_env(self.dir / "env")
         return note
 
     def pids(self):
@@ -236,6 +237,22 @@ class Rgw:
 
 
 # ------------------------------------------------------------------ proxy log
+
+
+def start_servers(stack, workdir, rtt_ms, **rgw_kw):
+    """Starts the Ceph RGW of @workdir/rgw (with what it held before;
+    @rgw_kw go to Rgw) and the delay proxy adding @rtt_ms in front of it,
+    both stopped when @stack closes: what each `bench.sh` subcommand reads
+    through. Returns (rgw, proxy)."""
+    from s3proxy import Proxy
+    rgw = Rgw(workdir / "rgw", **rgw_kw)
+    stack.callback(rgw.stop)
+    common.log(f"Ceph RGW ({rgw.start()}) at {rgw.env['AWS_ENDPOINT_URL']}")
+    px = Proxy()
+    stack.callback(px.stop)
+    px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=rtt_ms)
+    common.log(f"proxy with {rtt_ms} ms round trip at {px.endpoint}")
+    return rgw, px
 
 
 class LogTail:
