@@ -71,7 +71,7 @@ static void show_fuse(const struct json *st)
 {
 	const struct json *f = json_get(st, "fuse");
 	const char *path = json_str(st, "data_path");
-	char x[48];
+	char x[3][48];
 	bool first = true;
 
 	if (!f || f->type != JSON_OBJECT)
@@ -81,20 +81,16 @@ static void show_fuse(const struct json *st)
 		if (c->type != JSON_NUMBER || c->num <= 0)
 			continue;
 		printf("%s %s %s", first ? "" : ",", c->key,
-		       fmt_count((uint64_t)c->num, x, sizeof(x)));
+		       N(0, (uint64_t)c->num));
 		first = false;
 	}
 	printf("%s\n", first ? " no request" : "");
-	if (path && !strcmp(path, "passthrough")) {
-		char y[48], z[48];
-
-		printf(
-		    "  %-9s %s opens read by the kernel, %s by the daemon, "
-		    "%s refused\n",
-		    "", fmt_count(u64(st, K(passthrough_opens)), x, sizeof(x)),
-		    fmt_count(u64(st, K(passthrough_read_opens)), y, sizeof(y)),
-		    fmt_count(u64(st, K(passthrough_failures)), z, sizeof(z)));
-	}
+	if (path && !strcmp(path, "passthrough"))
+		printf("  %-9s %s opens read by the kernel, %s by the daemon, "
+		       "%s refused\n",
+		       "", N(0, u64(st, K(passthrough_opens))),
+		       N(1, u64(st, K(passthrough_read_opens))),
+		       N(2, u64(st, K(passthrough_failures))));
 }
 
 static void show_table(const struct ctl_mount *m, const struct json *st)
