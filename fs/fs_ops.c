@@ -104,10 +104,6 @@ static void init_passthrough(struct fs *fs, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_PASSTHROUGH) {
 		conn->want |= FUSE_CAP_PASSTHROUGH;
 		conn->max_backing_stack_depth = FUSE_BACKING_STACKED_UNDER;
-		/* READDIRPLUS throughout, as with zero-message opens: an
-		 * ImageFolder scan leaves every dentry. */
-		if (conn->capable & FUSE_CAP_READDIRPLUS)
-			conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 		return;
 	}
 #endif
@@ -138,11 +134,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 			 "'open per file'");
 		fs_set_open_per_file(fs);
 	}
+	init_passthrough(fs, conn);
 	/* NOTE(fuse): READDIRPLUS for every chunk of a directory, not only
 	 * the first (the _AUTO heuristic): a scan (ImageFolder) then leaves
 	 * a dentry and attributes for every file, and its opens send no
-	 * LOOKUP. */
-	if (!fs_open_per_file(fs) && (conn->capable & FUSE_CAP_READDIRPLUS))
+	 * LOOKUP. The open-per-file path keeps the kernel's default. */
+	if ((!fs_open_per_file(fs) || fs->passthrough) &&
+	    (conn->capable & FUSE_CAP_READDIRPLUS))
 		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	/* NOTE(fuse): with atomic O_TRUNC the kernel leaves the truncation
 	 * to OPEN and only empties its own copy of the file (fuse_setattr,
@@ -150,7 +148,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * would show it empty to every reader. Without it the truncation is
 	 * a SETATTR, answered EROFS. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
-	init_passthrough(fs, conn);
 }
 
 void fs_ops_set_session(struct fs *fs, struct fuse_session *se)

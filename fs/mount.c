@@ -218,13 +218,23 @@ static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
 	return 0;
 }
 
+/* The object of file @ino (its key in @key), or -ENODATA when @ino is
+ * not a file of the listing. */
+static int describe_ino(struct fs *fs, uint64_t ino, char key[FS_KEY_MAX],
+			struct pf_object *o)
+{
+	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
+	    describe_cb(fs, (uint32_t)(ino - 1), key, FS_KEY_MAX, o))
+		return -ENODATA;
+	return 0;
+}
+
 ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg)
 {
 	char key[FS_KEY_MAX];
 	struct pf_object o;
 
-	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
-	    describe_cb(fs, (uint32_t)(ino - 1), key, sizeof(key), &o))
+	if (describe_ino(fs, ino, key, &o))
 		return -ENODATA;
 	return cache_read_ref(fs->cache, o.key, o.key_len, o.etag, o.size,
 			      (size_t)o.size, 0, cb, arg);
@@ -235,8 +245,7 @@ int fs_cached_file(struct fs *fs, uint64_t ino)
 	char key[FS_KEY_MAX];
 	struct pf_object o;
 
-	if (ino < 1 || ino - 1 >= tree_count(fs->tree) ||
-	    describe_cb(fs, (uint32_t)(ino - 1), key, sizeof(key), &o))
+	if (describe_ino(fs, ino, key, &o))
 		return -ENODATA;
 	return cache_open_file(fs->cache, o.key, o.key_len, o.etag, o.size);
 }
