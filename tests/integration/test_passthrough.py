@@ -44,10 +44,16 @@ def wait_for(m, pred, what, timeout=30):
     pytest.fail(f"timed out waiting for {what}: {st}")
 
 
-def wait_cached(m, n):
-    wait_for(m, lambda st: st["cache"]["objects"] >= n, f"{n} cached objects")
+def wait_released(m):
+    """Every open released: RELEASE comes after close() returns, so the
+    next open may still find the last one's mode."""
     wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
              "every open released")
+
+
+def wait_cached(m, n):
+    wait_for(m, lambda st: st["cache"]["objects"] >= n, f"{n} cached objects")
+    wait_released(m)
 
 
 def read_all(root, objects):
@@ -95,12 +101,10 @@ def test_cached_files_are_read_by_the_kernel(pt_mount):
     read_all(m.path, objects)
     wait_cached(m, N)
     drop_pages(m.path, objects)
-    wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
-             "drop_pages' releases")  # they come after close() returns
+    wait_released(m)
     a = stats(m)
     read_all(m.path, objects)
-    wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
-             "releases")
+    wait_released(m)
     b = stats(m)
     got = delta(a["fuse"], b["fuse"])
     assert got["read"] == 0, got
@@ -138,8 +142,7 @@ def test_an_inode_keeps_its_mode_while_open(pt_mount):
             == (1, 0), (a, b)
         held.seek(0)
         assert held.read() == data
-    wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
-             "releases")
+    wait_released(m)
     with open(path, "rb") as f1, open(path, "rb") as f2:
         assert f1.read() == data and f2.read() == data
     c = stats(m)["passthrough"]
@@ -245,8 +248,7 @@ def test_an_evicted_file_still_reads_while_open(pt_mount, tmp_path):
         assert len(set((tmp_path / "c").glob("obj-*.dat"))) == \
             len(before) - 1  # its own file is gone
         assert held.read() == objects[first]
-    wait_for(m, lambda st: st["fuse"]["release"] == st["fuse"]["open"],
-             "releases")
+    wait_released(m)
     gets = stats(m)["requests"]["get"]
     read_all(m.path, objects)
     assert stats(m)["requests"]["get"] == gets + 1  # the evicted one
