@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from bench import common, scale, sysutil, systems
@@ -46,6 +47,8 @@ def run(rank, world, root, epochs, init):
         if rank == 0:
             drop_caches()
         dist.barrier()
+        if rank == 0:
+            print(f"begin {ep + 1}", flush=True)
         t0 = time.monotonic()
         n = sum(len(y) for _, y in dl)
         dist.barrier()
@@ -61,6 +64,8 @@ if __name__ == "__main__":
 '''
 
 log = common.log
+# Two epochs of 2,000 files take 15-30 s here; a run 60x that is stuck.
+TRAIN_TIMEOUT_S = 1800
 
 
 def parse_args(argv):
@@ -79,24 +84,40 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
-def train(cmd, root, tmp):
+def train(cmd, root, tmp, meter):
     """Runs the two-rank script under @cmd (a prefix list) over @root.
-    Returns [epoch 1 s, epoch 2 s]."""
+    Returns, per epoch, its time and @meter's CPU split over it (taken when
+    rank 0 says the epoch begins and ends, between barriers)."""
     script = Path(tmp) / "train_ddp.py"
     script.write_text(TRAIN)
     init = Path(tmp) / f"init-{os.getpid()}-{len(list(Path(tmp).iterdir()))}"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(sysutil.REPO / "mount-tools" / "python")
-    r = subprocess.run(cmd + ["/usr/bin/python3", str(script), str(root), "2",
-                              str(init)], capture_output=True, text=True,
-                       env=env, timeout=1800)
-    if r.returncode:
-        raise SystemExit(f"bench.sh ddp: the training failed:\n{r.stderr}")
-    times = [float(m.group(1)) for m in
-             re.finditer(r"^epoch \d+ ([\d.]+) \d+$", r.stdout, re.M)]
-    if len(times) != 2:
-        raise SystemExit(f"bench.sh ddp: no epoch times in:\n{r.stdout}")
-    return times
+    err = Path(tmp) / "train.err"
+    epochs, s0, out = [], None, []
+    with open(err, "w") as errf:
+        p = subprocess.Popen(cmd + ["/usr/bin/python3", str(script),
+                                    str(root), "2", str(init)],
+                             stdout=subprocess.PIPE, stderr=errf, text=True,
+                             env=env)
+        # A rank that hangs ends the run instead of the benchmark.
+        watchdog = threading.Timer(TRAIN_TIMEOUT_S, p.kill)
+        watchdog.start()
+        with p:
+            for line in p.stdout:
+                out.append(line)
+                if line.startswith("begin "):
+                    s0 = meter.snapshot()
+                elif m := re.match(r"^epoch \d+ ([\d.]+) \d+$", line):
+                    epochs.append({"s": float(m.group(1)),
+                                   "cpu": meter.split(s0, meter.snapshot())})
+        watchdog.cancel()
+    if p.returncode:
+        raise SystemExit(f"bench.sh ddp: the training failed:\n"
+                         f"{err.read_text()[-4000:]}")
+    if len(epochs) != 2:
+        raise SystemExit(f"bench.sh ddp: no epoch times in:\n{''.join(out)}")
+    return epochs
 
 
 def main(argv):
@@ -119,34 +140,59 @@ def main(argv):
         common.upload(common.s3_client(rgw.env), data, bucket)
         ctx = scale.Ctx(a, rgw.env, bucket)
         run_tool = sysutil.REPO / "mount-tools" / "hintfs-run"
+        fs = None
+        meter = sysutil.CpuMeter({
+            "server": lambda: rgw.pids().values(),
+            "proxy": lambda: [px.pid],
+            "fs": lambda: [fs.pid] if fs else []})
         for rnd in range(a.rounds):
-            loc = train([], data, tmp)
-            log(f"round {rnd + 1}: local disk epochs {loc}")
+            fs = None
+            loc = train([], data, tmp, meter)
+            log(f"round {rnd + 1}: local disk epochs "
+                f"{[e['s'] for e in loc]}")
             fs = systems.Hintfs(ctx)
             fs.mount(px.endpoint, workdir / "runs" / "ddp")
             try:
-                hfs = train(["sh", str(run_tool)], fs.mnt, tmp)
+                hfs = train(["sh", str(run_tool)], fs.mnt, tmp, meter)
                 st = fs.stats() or {}
             finally:
                 for p in fs.unmount():
                     log(p)
-            log(f"round {rnd + 1}: hintfs-run epochs {hfs}, demand "
-                f"fetches {st.get('reads', {}).get('demand_fetches')}")
+            log(f"round {rnd + 1}: hintfs-run epochs "
+                f"{[e['s'] for e in hfs]}, demand fetches "
+                f"{st.get('reads', {}).get('demand_fetches')}")
             rows.append({"round": rnd + 1, "local": loc, "hintfs": hfs,
                          "demand_fetches": st.get("reads", {}).get(
                              "demand_fetches"),
                          "load": sysutil.loadavg()})
     lines = [f"two ranks (torch.multiprocessing.spawn, DistributedSampler, "
              f"2 workers each, 64 px crops), {a.images} JPEGs, proxy "
-             f"{a.rtt} ms; page cache dropped before each epoch", "",
-             "| round | epoch | local s | hintfs-run s | ratio | load |",
-             "|---|---|---|---|---|---|"]
+             f"{a.rtt} ms; page cache dropped before each epoch. CPU-seconds "
+             f"over each epoch on {os.cpu_count()} CPUs: the RGW, the proxy "
+             f"and the hintfs daemon in the hintfs epoch; rest (the ranks, "
+             f"their workers, other jobs) and idle in both. 'CPU-bound at': "
+             f"the ratio the added CPU alone predicts, (local's busy + "
+             f"server + proxy + fs) / local's busy, where neither epoch "
+             f"left the machine idle", "",
+             "| round | epoch | local s | hintfs-run s | ratio "
+             "| server | proxy | fs | rest (local / hintfs) "
+             "| idle (local / hintfs) | CPU-bound at | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for e, what in ((0, "1 cold"), (1, "2 warm")):
-            lines.append(f"| {r['round']} | {what} | {r['local'][e]:.2f} "
-                         f"| {r['hintfs'][e]:.2f} "
-                         f"| {r['hintfs'][e] / r['local'][e]:.2f}x "
-                         f"| {r['load']:.1f} |")
+            lo, hi = r["local"][e], r["hintfs"][e]
+            lc, hc = lo["cpu"], hi["cpu"]
+            added = sum(hc[k] or 0 for k in ("server", "proxy", "fs"))
+            lbusy = lc["rest"] + sum(lc[k] or 0
+                                     for k in ("server", "proxy", "fs"))
+            lines.append(
+                f"| {r['round']} | {what} | {lo['s']:.2f} | {hi['s']:.2f} "
+                f"| {hi['s'] / lo['s']:.2f}x | {hc['server']:.2f} "
+                f"| {hc['proxy']:.2f} | {hc['fs']:.2f} "
+                f"| {lc['rest']:.2f} / {hc['rest']:.2f} "
+                f"| {lc['idle']:.2f} / {hc['idle']:.2f} "
+                f"| {(lbusy + added) / max(lbusy, 0.01):.2f}x "
+                f"| {r['load']:.1f} |")
     text = "\n".join(lines) + "\n"
     (out / "ddp.md").write_text(text)
     (out / "ddp.json").write_text(json.dumps(rows, indent=1))

@@ -296,30 +296,18 @@ class Bench:
     # ------------------------------------------------------------ measuring
 
     def snapshot(self, daemon_pid, rtt):
-        s = {"t": time.monotonic(), "machine": sysutil.machine_cpu_s()}
-        s["server"] = sum(sysutil.proc_cpu_s(p) or 0
-                          for p in self.rgw.pids().values())
+        """The CPU of the machine, the RGW, the proxy of @rtt and the
+        filesystem daemon @daemon_pid, for cpu_split()."""
         px = self.proxies.get(rtt, (None, None))[0] if rtt is not None else None
-        s["proxy"] = sysutil.proc_cpu_s(px.pid) if px else None
-        s["fs"] = sysutil.proc_cpu_s(daemon_pid) if daemon_pid else None
-        return s
+        return sysutil.CpuMeter({
+            "server": lambda: self.rgw.pids().values(),
+            "proxy": lambda: [px.pid] if px else [],
+            "fs": lambda: [daemon_pid] if daemon_pid else []}).snapshot()
 
     def cpu_split(self, s0, s1, client_cpu):
-        wall = s1["t"] - s0["t"]
-        busy = s1["machine"][0] - s0["machine"][0]
-        idle = s1["machine"][1] - s0["machine"][1]
-
-        def d(k):
-            if s0[k] is None or s1[k] is None:
-                return None
-            return round(s1[k] - s0[k], 2)
-        c = {"wall": round(wall, 2), "server": d("server"),
-             "proxy": d("proxy"), "fs": d("fs"),
-             "client": round(client_cpu, 2) if client_cpu is not None
-             else None, "idle": round(idle, 2)}
-        known = sum(v for k, v in c.items()
-                    if k in ("server", "proxy", "fs", "client") and v)
-        c["other"] = round(max(0.0, busy - known), 2)
+        c = sysutil.CpuMeter.split(s0, s1)
+        c["client"] = round(client_cpu, 2) if client_cpu is not None else None
+        c["other"] = round(max(0.0, c.pop("rest") - (client_cpu or 0)), 2)
         return c
 
     def base_row(self, system, mode, rtt, epoch):

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -115,17 +116,18 @@ def hint(mnt, names, readers):
         f.write("#hintfs v1 epoch=1\n" + "".join(k + "\n" for k in order))
 
 
-def fs_pass(fs, names, a, cold):
+def fs_pass(fs, names, a, cold, meter):
     st0 = fs.stats() or {}
-    cpu0 = sysutil.proc_cpu_s(fs.pid)
+    if not cold:
+        common.drop_page_cache()
+    c0 = meter.snapshot()
     if cold:
         hint(fs.mnt, names, a.readers)
-    else:
-        common.drop_page_cache()
     mbs, secs, bad = read_pass(fs.mnt, names, a.readers)
+    cpu = meter.split(c0, meter.snapshot())
     st1 = fs.stats() or {}
     return {"mb_s": mbs, "seconds": secs, "bad": len(bad),
-            "cpu_s": sysutil.proc_cpu_s(fs.pid) - cpu0,
+            "cpu_s": cpu["fs"], "cpu": cpu,
             "reads": st1.get("fuse", {}).get("read", 0)
             - st0.get("fuse", {}).get("read", 0),
             "data_path": st1.get("data_path")}
@@ -164,19 +166,29 @@ def main(argv):
             if r["failed"]:
                 raise SystemExit(f"bench.sh shards: upload failed: {r}")
 
+        fs = None
+        meter = sysutil.CpuMeter({
+            "server": lambda: rgw.pids().values(),
+            "proxy": lambda: [px.pid],
+            "fs": lambda: [fs.pid] if fs else []})
+
         def local(when):
             common.drop_page_cache()
+            c0 = meter.snapshot()
             mbs, secs, bad = read_pass(data, names, a.readers)
             rows.append({"system": "local", "pass": f"page cache dropped, "
                          f"{when}", "mb_s": mbs, "seconds": secs,
-                         "bad": len(bad)})
+                         "bad": len(bad),
+                         "cpu": meter.split(c0, meter.snapshot())})
         local("first")
+        c0 = meter.snapshot()
         r = sysutil.curl_batch(px.endpoint, rgw.env, bucket, names,
                                parallel=a.objects)
         rows.append({"system": "ceiling", "pass": f"{a.objects} GETs at once",
                      "mb_s": r["bytes"] / r["seconds"] / 1e6,
                      "seconds": r["seconds"], "cpu_s": r["cpu_s"],
-                     "bad": r["failed"]})
+                     "bad": r["failed"],
+                     "cpu": meter.split(c0, meter.snapshot())})
         ctx = scale.Ctx(a, rgw.env, bucket)
         for name in a.systems.split(","):
             fs = systems.ALL[name](ctx)
@@ -186,31 +198,39 @@ def main(argv):
                 continue
             fs.mount(px.endpoint, workdir / "runs" / f"shards-{name}")
             try:
-                res = fs_pass(fs, names, a, cold=True)
+                res = fs_pass(fs, names, a, True, meter)
                 rows.append({"system": name, "pass": "cold", **res})
                 if not wait_cached(fs, a.objects):
                     log(f"{name}: not every object cached; warm pass "
                         "reads some from the network")
-                res = fs_pass(fs, names, a, cold=False)
+                res = fs_pass(fs, names, a, False, meter)
                 rows.append({"system": name, "pass": "warm, pages dropped",
                              **res})
             finally:
                 for p in fs.unmount():
                     log(p)
+                fs = None
         local("last")
     local_mbs = max(r["mb_s"] for r in rows if r["system"] == "local")
     ceiling = rows[1]["mb_s"]
     lines = [f"large objects: {a.objects} x {a.mib} MiB, {a.readers} readers "
              f"each reading its share whole in order (1 MiB reads), proxy "
-             f"{a.rtt} ms, load {sysutil.loadavg()}", "",
-             "| system | pass | MB/s | vs local | vs ceiling | daemon CPU s "
+             f"{a.rtt} ms, load {sysutil.loadavg()}; CPU-seconds over each "
+             f"pass on {os.cpu_count()} CPUs: the client's (curl or the "
+             f"hintfs daemon), the RGW's, the proxy's, the rest (the "
+             f"readers, other jobs) and idle", "",
+             "| system | pass | MB/s | vs local | vs ceiling | client CPU s "
+             "| server | proxy | rest | idle "
              "| FUSE READs | data path | bad |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        c = r["cpu"]
         lines.append(
             f"| {r['system']} | {r['pass']} | {r['mb_s']:.0f} "
             f"| {r['mb_s'] / local_mbs:.2f}x | {r['mb_s'] / ceiling:.2f}x "
-            f"| {r.get('cpu_s', 0):.2f} | {r.get('reads', '-')} "
+            f"| {r.get('cpu_s') or 0:.2f} | {c['server']:.2f} "
+            f"| {c['proxy']:.2f} | {c['rest']:.2f} | {c['idle']:.2f} "
+            f"| {r.get('reads', '-')} "
             f"| {r.get('data_path', '-')} | {r['bad']} |")
     text = "\n".join(lines) + "\n"
     (out / "shards.md").write_text(text)

@@ -65,6 +65,39 @@ def machine_cpu_s():
     return busy / CLK_TCK, idle / CLK_TCK
 
 
+class CpuMeter:
+    """CPU-seconds of the machine and of named groups of processes over a
+    window: meter.snapshot() at its start and end, CpuMeter.split(s0, s1)
+    the split (wall, each group, 'rest': the machine's other busy time, the
+    clients included, and 'idle'). @groups maps a name to a callable that
+    returns the PIDs to count at that moment (a daemon may be remounted)."""
+
+    def __init__(self, groups):
+        self.groups = groups
+
+    def snapshot(self):
+        busy, idle = machine_cpu_s()
+        s = {"t": time.monotonic(), "busy": busy, "idle": idle,
+             "groups": {}}
+        for name, pids in self.groups.items():
+            vals = [proc_cpu_s(p) for p in pids() if p]
+            s["groups"][name] = (sum(v for v in vals if v is not None)
+                                 if vals else None)
+        return s
+
+    @staticmethod
+    def split(s0, s1):
+        out = {"wall": round(s1["t"] - s0["t"], 2),
+               "idle": round(s1["idle"] - s0["idle"], 2)}
+        known = 0.0
+        for name, v0 in s0["groups"].items():
+            v1 = s1["groups"].get(name)
+            out[name] = None if v0 is None or v1 is None else round(v1 - v0, 2)
+            known += out[name] or 0
+        out["rest"] = round(max(0.0, s1["busy"] - s0["busy"] - known), 2)
+        return out
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
