@@ -246,6 +246,7 @@ enum fs_req {
 	FS_REQ_RELEASEDIR,
 	FS_REQ_STATFS,
 	FS_REQ_XATTR, /**< getxattr and listxattr */
+	FS_REQ_IOCTL, /**< one per isatty() of an open file, among others */
 	FS_REQ_OTHER, /**< every write-type request (EROFS) */
 	FS_REQ_N
 };

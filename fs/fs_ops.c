@@ -637,6 +637,23 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	free(buf);
 }
 
+/*
+ * NOTE(fuse): the kernel forwards every ioctl on a file to the daemon, and
+ * remembers no refusal (fs/fuse/ioctl.c: ENOSYS becomes ENOTTY, nothing
+ * is cached). Python's open() with its default buffering asks isatty()
+ * (ioctl TCGETS) of each file it opens, PIL's Image.open() and so
+ * ImageFolder's loader included: one request per open even for a file
+ * whose pages are all in the page cache. Answered here, the way a regular
+ * file on a local disk answers (no ioctl is one of ours), and counted.
+ */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+		     void *arg, struct fuse_file_info *fi, unsigned flags,
+		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	count(req, FS_REQ_IOCTL, ino);
+	fuse_reply_err(req, ENOTTY);
+}
+
 /* ---- every write-type request: EROFS ------------------------------------ */
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -746,6 +763,7 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
     .statfs = op_statfs,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,
+    .ioctl = op_ioctl,
     .setattr = op_setattr,
     .mknod = op_mknod,
     .mkdir = op_mkdir,

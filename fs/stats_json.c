@@ -71,6 +71,7 @@ static const char *const fuse_req_names[FS_REQ_N] = {
     [FS_REQ_RELEASEDIR] = "releasedir",
     [FS_REQ_STATFS] = "statfs",
     [FS_REQ_XATTR] = "xattr",
+    [FS_REQ_IOCTL] = "ioctl",
     [FS_REQ_OTHER] = "other",
 };
 

@@ -1,14 +1,17 @@
 """The warm data path (issue 19, doc/design.md 3): what a cached file costs,
 counted in FUSE requests by kind (.hintfs/stats "fuse"). With zero-message
 opens (the default) a second pass over files in the page cache makes no
-request at all, one with the page cache dropped at most a READ per file,
-and the control files still work without OPEN, FLUSH or RELEASE. With
--o open_per_file each open is an OPEN and a RELEASE, as before."""
+request but the IOCTL of Python's isatty(), one with the page cache dropped
+a READ per file besides, and the control files still work without OPEN,
+FLUSH or RELEASE. With -o open_per_file each open is an OPEN and a
+RELEASE, as before."""
 
 import errno
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -43,14 +46,16 @@ def requests_of(m, work):
     return {k: (c[k] - b[k]) - (b[k] - a[k]) for k in a}
 
 
-def scan_and_read(root, objects):
+def scan_and_read(root, objects, buffering=-1):
     """What ImageFolder and a DataLoader do: list the classes and their
-    files, then open and read each file whole."""
+    files, then open and read each file whole. With the default
+    @buffering, Python's open() asks isatty() of each file (an ioctl), as
+    PIL's Image.open() does; buffering=0 does not ask."""
     found = sorted(os.path.relpath(os.path.join(d, f), root)
                    for d, _, files in os.walk(root) for f in files)
     assert found == sorted(objects)
     for k in found:
-        with open(os.path.join(root, k), "rb") as f:
+        with open(os.path.join(root, k), "rb", buffering=buffering) as f:
             assert f.read() == objects[k], k
 
 
@@ -72,30 +77,55 @@ def test_second_pass_in_page_cache_costs_no_request(warm_mount):
     no LOOKUP, OPEN, READ, FLUSH or RELEASE. NOTE(fuse): a READ makes the
     kernel forget the file's atime (fuse_invalidate_atime(), on a
     superblock that is not read-only), so the first open after one costs
-    a GETATTR when the opener stats the file (Python's open() does); the
-    pass after that sends nothing at all."""
+    a GETATTR when the opener stats the file (Python's open() does). The
+    kernel also forwards each ioctl, and Python's open() asks isatty() of
+    every file it opens: one IOCTL per open, counted and answered ENOTTY.
+    A reader that does not ask (buffering=0) sends nothing at all."""
     m, objects = warm_mount()
     assert hintfs.stats(m.path)["data_path"] == "zero-message opens"
     got = requests_of(m, lambda: scan_and_read(m.path, objects))
     assert got["getattr"] <= len(objects) + N_DIRS, got
+    assert got["ioctl"] == len(objects), got
     assert {k: v for k, v in got.items() if v and k not in
-            ("getattr", "forget")} == {}, got
+            ("getattr", "ioctl", "forget")} == {}, got
     got = requests_of(m, lambda: scan_and_read(m.path, objects))
+    assert {k: v for k, v in got.items() if v and k != "forget"} == \
+        {"ioctl": len(objects)}, got
+    got = requests_of(m, lambda: scan_and_read(m.path, objects, 0))
     assert {k: v for k, v in got.items() if v and k != "forget"} == {}, got
+
+
+def test_isatty_is_answered_enotty(warm_mount):
+    """An ioctl on a dataset file fails as on a local file (ENOTTY: isatty()
+    is False), and the file still reads."""
+    m, objects = warm_mount()
+    k = sorted(objects)[0]
+    with open(os.path.join(m.path, k), "rb") as f:
+        assert not f.isatty()
+        assert f.read() == objects[k]
+    fd = os.open(os.path.join(m.path, k), os.O_RDONLY)
+    try:
+        assert not os.isatty(fd)
+        with pytest.raises(OSError) as e:
+            fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+        assert e.value.errno == errno.ENOTTY
+    finally:
+        os.close(fd)
 
 
 def test_pass_with_pages_dropped_costs_a_read_per_file(warm_mount):
     """With the page cache dropped, a cached file costs one READ (its
-    128 KiB covers the file) and the GETATTR of its forgotten atime (see
-    above), nothing else: no OPEN, RELEASE, FLUSH, and no LOOKUP (the
-    scan's READDIRPLUS left the dentries)."""
+    128 KiB covers the file), the GETATTR of its forgotten atime and the
+    IOCTL of isatty() (see above), nothing else: no OPEN, RELEASE, FLUSH,
+    and no LOOKUP (the scan's READDIRPLUS left the dentries)."""
     m, objects = warm_mount()
     drop_pages(m.path, objects)
     got = requests_of(m, lambda: scan_and_read(m.path, objects))
     assert got["read"] == len(objects), got
     assert got["getattr"] <= len(objects) + N_DIRS, got
+    assert got["ioctl"] == len(objects), got
     assert {k: v for k, v in got.items() if v and k not in
-            ("read", "getattr", "forget")} == {}, got
+            ("read", "getattr", "ioctl", "forget")} == {}, got
 
 
 def test_open_per_file_keeps_an_open_and_release_per_file(warm_mount):
