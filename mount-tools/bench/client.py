@@ -121,6 +121,7 @@ class Raw:
             from hintfs.torch import write_hint
             self.write_hint = write_hint
         self.threads = a.threads
+        self.buffering = a.buffering
         self.batch = a.batch
         self.seed = a.seed
         self.max_s = a.max_epoch_s
@@ -142,7 +143,8 @@ class Raw:
             if time.monotonic() > deadline:
                 return
             try:
-                with open(self.root / rel, "rb", buffering=0) as f:
+                with open(self.root / rel, "rb",
+                          buffering=self.buffering) as f:
                     data = f.read()
                 bad = (self.sums is not None and
                        (len(data), zlib.crc32(data)) != self.sums[rel])
@@ -184,6 +186,9 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--buffering", type=int, default=0,
+                    help="raw: open()'s buffering; 0 (default) asks no "
+                    "isatty() of the file, -1 does, as PIL's open() does")
     ap.add_argument("--sleep-ms", type=float, default=0)
     ap.add_argument("--max-epoch-s", type=float, default=1e9)
     ap.add_argument("--verify", help="JSON of path -> [size, crc32]")

@@ -71,7 +71,9 @@ def main_table(rows, meta):
                f"({meta.get('workers')} workers, batch {meta.get('batch')}, "
                "RandomResizedCrop(224) + ToTensor); gpu = train + "
                f"{meta.get('sleep_ms')} ms sleep per batch; raw = file bytes "
-               f"in epoch order, {meta.get('threads')} threads. Epoch 1 cold, "
+               f"in epoch order, {meta.get('threads')} threads, open() "
+               f"buffering {meta.get('raw_buffering', 0)} (-1: it asks "
+               "isatty()). Epoch 1 cold, "
                "epoch 2 warm (page cache dropped before both), epochs 3 and 4 "
                "warm with the page cache kept.")
     hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'ep':>2} {'images':>6} "

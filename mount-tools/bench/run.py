@@ -99,6 +99,10 @@ def parse_args(argv):
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=16,
                     help="raw mode's reader threads (default 16)")
+    ap.add_argument("--raw-buffering", type=int, default=0,
+                    help="raw mode's open() buffering: 0 (default) asks no "
+                    "isatty() of a file; -1, Python's default, does (one "
+                    "FUSE IOCTL per open)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-epoch-s", type=float,
                     help="stop an epoch after this long and report its rate "
@@ -212,6 +216,7 @@ class Bench:
             "images": args.images, "classes": args.classes,
             "workers": args.workers, "batch": args.batch,
             "threads": args.threads, "sleep_ms": args.sleep_ms_per_batch,
+            "raw_buffering": args.raw_buffering,
             "rtts": args.rtt, "modes": args.modes, "systems": args.systems,
             "ncpu": self.ncpu, "max_epoch_s": args.max_epoch_s,
             "hintfs": str(self.hintfs_bin), "hintfs_opts": args.hintfs_opts,
@@ -382,7 +387,8 @@ class Bench:
         if mode == "gpu":
             argv += ["--sleep-ms", str(a.sleep_ms_per_batch)]
         if mode == "raw":
-            argv += ["--verify", str(self.sums_path)]
+            argv += ["--verify", str(self.sums_path),
+                     "--buffering", str(a.raw_buffering)]
         if hint:
             argv.append("--hint")
         return argv
