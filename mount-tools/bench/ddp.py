@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,22 +97,37 @@ def train(cmd, root, tmp, meter):
     err = Path(tmp) / "train.err"
     epochs, s0, out = [], None, []
     with open(err, "w") as errf:
+        # Its own session: the ranks and their workers are stopped with it.
         p = subprocess.Popen(cmd + ["/usr/bin/python3", str(script),
                                     str(root), "2", str(init)],
                              stdout=subprocess.PIPE, stderr=errf, text=True,
-                             env=env)
+                             env=env, start_new_session=True)
+
+        def kill():
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         # A rank that hangs ends the run instead of the benchmark.
-        watchdog = threading.Timer(TRAIN_TIMEOUT_S, p.kill)
+        watchdog = threading.Timer(TRAIN_TIMEOUT_S, kill)
+        watchdog.daemon = True
         watchdog.start()
-        with p:
+        try:
             for line in p.stdout:
                 out.append(line)
                 if line.startswith("begin "):
                     s0 = meter.snapshot()
-                elif m := re.match(r"^epoch \d+ ([\d.]+) \d+$", line):
+                elif (m := re.match(r"^epoch \d+ ([\d.]+) \d+$", line)) \
+                        and s0:
                     epochs.append({"s": float(m.group(1)),
                                    "cpu": meter.split(s0, meter.snapshot())})
-        watchdog.cancel()
+                    s0 = None
+        finally:
+            watchdog.cancel()
+            if p.poll() is None and not epochs[1:]:
+                kill()  # stopped early (Ctrl-C, an error): all of it
+            p.wait()
+            p.stdout.close()
     if p.returncode:
         raise SystemExit(f"bench.sh ddp: the training failed:\n"
                          f"{err.read_text()[-4000:]}")

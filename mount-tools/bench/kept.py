@@ -64,12 +64,7 @@ def main():
                             "--workdir", str(a.workdir)])
     bench = run.Bench(bargs)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(sysutil.workdir_lock(bench.workdir))
-        bench.prepare_dataset()
-        stack.callback(bench.rgw.stop)
-        bench.start_rgw()
-        bench.upload()
-        bench.start_proxies(stack)
+        bench.serve(stack)
         order = list(bench.files)
         random.Random(1).shuffle(order)
         fs = systems.Hintfs(bench)

@@ -289,6 +289,17 @@ class Bench:
         log(f"  uploaded in {time.monotonic() - t0:.0f} s "
             f"({r['ok']} PUTs)")
 
+    def serve(self, stack):
+        """Takes the workdir's lock, makes and uploads the dataset, starts
+        the RGW and the proxies; all of it undone when @stack closes. What
+        run(), probe.py and kept.py read through."""
+        stack.enter_context(sysutil.workdir_lock(self.workdir))
+        self.prepare_dataset()
+        stack.callback(self.rgw.stop)
+        self.start_rgw()
+        self.upload()
+        self.start_proxies(stack)
+
     def start_proxies(self, stack):
         from s3proxy import Proxy
         for rtt in self.args.rtt:
@@ -616,12 +627,7 @@ class Bench:
         self.workdir.mkdir(parents=True, exist_ok=True)
         t_start = time.monotonic()
         with contextlib.ExitStack() as stack:
-            stack.enter_context(sysutil.workdir_lock(self.workdir))
-            self.prepare_dataset()
-            stack.callback(self.rgw.stop)
-            self.start_rgw()
-            self.upload()
-            self.start_proxies(stack)
+            self.serve(stack)
             steps = self.plan()
             log(f"{len(steps)} runs: "
                 + ", ".join(f"{m}/{'-' if r is None else r}/{s}"

@@ -26,8 +26,8 @@ REPO = MOUNT_TOOLS.parent
 # ------------------------------------------------------------------ /proc
 
 
-def proc_cpu_s(pid):
-    """utime+stime of @pid (all its threads) in seconds; None if gone."""
+def proc_user_sys(pid):
+    """(utime, stime) of @pid (all its threads) in seconds; None if gone."""
     if not pid:
         return None
     try:
@@ -35,7 +35,13 @@ def proc_cpu_s(pid):
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def proc_cpu_s(pid):
+    """utime+stime of @pid (all its threads) in seconds; None if gone."""
+    us = proc_user_sys(pid)
+    return sum(us) if us else None
 
 
 def proc_mem_kb(pid):
