@@ -5,7 +5,8 @@ the way a trainer does, one epoch at a time, on command.
 Started by run.py with the dataset root (a local directory or a mount),
 it sets up (imports, ImageFolder scan), prints one JSON line
 {"ready": ...}, then for each line "epoch N" on stdin runs that epoch and
-prints one JSON line with its result; "quit" (or EOF) ends it. The parent
+prints one JSON line with its result, after one with the time of its first
+batch alone; "quit" (or EOF) ends it. The parent
 drops the page cache and takes its CPU snapshots between the epochs, while
 this process waits.
 
@@ -89,6 +90,8 @@ class Train:
             for x, y in it:
                 if first is None:
                     first = time.monotonic() - t0
+                    # The parent takes a CPU snapshot at this line.
+                    emit({"first_batch_s": first})
                 seen += len(y)
                 if self.sleep_s:
                     time.sleep(self.sleep_s)
@@ -156,6 +159,7 @@ class Raw:
                 state["bytes"] += len(data)
                 if state["done"] == min(self.batch, len(order)):
                     state["first_batch_s"] = time.monotonic() - t0
+                    emit({"first_batch_s": state["first_batch_s"]})
                 if bad:
                     state["bad"] += 1
                     state["first_error"] = (state["first_error"] or

@@ -166,6 +166,30 @@ def cpu_table(rows):
     return "\n".join(out)
 
 
+def first_batch_table(rows):
+    """The CPU split from each cold epoch's start to its first batch: what
+    the machine did while the first batch waited ('rest' holds the client
+    and everything else busy)."""
+    sel = [r for r in sorted(rows, key=_key)
+           if r.get("epoch") == 1 and r.get("cpu_first_batch")]
+    if not sel:
+        return ""
+    out = ["CPU split of each epoch 1 up to its first batch, in CPU-seconds "
+           "('rest': the client and everything else busy):"]
+    hdr = (f"{'mode':<5} {'rtt':>4} {'system':<14} {'1st batch':>9} "
+           f"{'server':>7} {'proxy':>6} {'fs':>6} {'rest':>6} {'idle':>6}")
+    out += [hdr, "-" * len(hdr)]
+    for r in sel:
+        c = r["cpu_first_batch"]
+        rtt = "-" if r.get("rtt_ms") is None else str(r["rtt_ms"])
+        out.append(
+            f"{r['mode']:<5} {rtt:>4} {r['system']:<14} "
+            f"{_f(c.get('wall'), '.2f', 9)} {_f(c.get('server'), '.2f', 7)} "
+            f"{_f(c.get('proxy'), '.2f', 6)} {_f(c.get('fs'), '.2f', 6)} "
+            f"{_f(c.get('other'), '.2f', 6)} {_f(c.get('idle'), '.2f', 6)}")
+    return "\n".join(out)
+
+
 def hintfs_table(rows):
     hr = [r for r in rows if r["system"].startswith("hintfs")
           and r.get("hintfs") and not r.get("failed")]

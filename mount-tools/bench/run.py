@@ -469,6 +469,12 @@ class Bench:
                 client.stdin.write(f"epoch {epoch}\n".encode())
                 client.stdin.flush()
                 line = reader.readline(timeout=self.args.max_epoch_s + 300)
+                s_first = None
+                if line is not None and "images" not in json.loads(line):
+                    # The first batch, mid-epoch: what the CPU did until it.
+                    s_first = self.snapshot(sysobj.pid, rtt)
+                    line = reader.readline(
+                        timeout=self.args.max_epoch_s + 300)
                 s1 = self.snapshot(sysobj.pid, rtt)
                 if line is None:
                     msg = (f"epoch {epoch}: no result "
@@ -488,6 +494,8 @@ class Bench:
                            partial=res.get("partial", False),
                            first_batch_s=res.get("first_batch_s"),
                            cpu=self.cpu_split(s0, s1, res.get("cpu_s")),
+                           cpu_first_batch=(self.cpu_split(s0, s_first, None)
+                                            if s_first else None),
                            proxy=tail.take() if tail else None,
                            hintfs=hintfs_delta(st0, st1))
                 problems = []
@@ -653,6 +661,7 @@ def render(rows, meta, out):
     text = "\n\n".join(t for t in (
         report.main_table(rows, meta),
         report.cpu_table(rows),
+        report.first_batch_table(rows),
         report.hintfs_table(rows),
         report.other_memory(rows),
         report.targets(rows, meta),
