@@ -45,7 +45,8 @@
 
 /* Opens of different inodes rarely meet: a lock is held for two counter
  * updates and at most one ioctl (a few microseconds), and 64 of them keep
- * 16 FUSE workers (max_threads) apart without a lock per inode. */
+ * the FUSE workers (max_threads, 64 by default) apart without a lock per
+ * inode. */
 #define PT_LOCKS 64
 
 struct pt_node {

@@ -178,21 +178,35 @@ def task_counts(pid):
     return cpu, sw
 
 
+def hintfs_cpu(args, rgw, keys):
+    """(CPU seconds, context switches) of the daemon over the reads of
+    @keys, without valgrind (noisy on a shared machine)."""
+    marks = {}
+
+    def mark(what, pid):
+        marks[what] = task_counts(pid)
+    run_hintfs(args, rgw, keys, [], mark)
+    return (marks["stop"][0] - marks["start"][0],
+            marks["stop"][1] - marks["start"][1])
+
+
+def curl_cpu(args, rgw, keys):
+    """(CPU seconds, context switches) of curl's GETs of @keys, start-up
+    included."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run_curl(args, rgw, keys, [])
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+            (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw))
+
+
 def cpu_rounds(args, rgw, keys):
     """CPU per object of the daemon and of curl, in turn, args.cpu times:
     noisy on a shared machine, so each round's ratio is printed."""
     n = len(keys)
     for i in range(args.cpu):
-        marks = {}
-
-        def mark(what, pid):
-            marks[what] = task_counts(pid)
-        run_hintfs(args, rgw, keys, [], mark)
-        cpu = marks["stop"][0] - marks["start"][0]
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        run_curl(args, rgw, keys, [])
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        c_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        cpu = hintfs_cpu(args, rgw, keys)[0]
+        c_cpu = curl_cpu(args, rgw, keys)[0]
         print(f"round {i + 1}: hintfs {cpu / n * 1e3:.3f} ms, curl "
               f"{c_cpu / n * 1e3:.3f} ms per object: {cpu / c_cpu:.2f}x "
               f"(load {os.getloadavg()[0]:.1f})")
@@ -264,21 +278,11 @@ def main():
 
     if args.strace:
         # Without valgrind: context switches and (noisy) CPU of the reads.
-        marks = {}
-
-        def mark(what, pid):
-            marks[what] = task_counts(pid)
-        run_hintfs(args, rgw, keys, [], mark)
-        cpu = marks["stop"][0] - marks["start"][0]
-        sw = marks["stop"][1] - marks["start"][1]
+        cpu, sw = hintfs_cpu(args, rgw, keys)
         print(f"hintfs: {sw / n:.1f} context switches, {cpu / n * 1e3:.3f} "
               "ms CPU per object (the CPU is noisy)")
         if not args.no_curl:
-            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            run_curl(args, rgw, keys, [])
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            c_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-            c_sw = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw)
+            c_cpu, c_sw = curl_cpu(args, rgw, keys)
             print(f"curl:   {c_sw / n:.1f} context switches, "
                   f"{c_cpu / n * 1e3:.3f} ms CPU per GET (start-up included); "
                   f"hintfs/curl CPU {cpu / c_cpu:.2f}x")

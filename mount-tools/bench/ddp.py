@@ -157,10 +157,7 @@ def main(argv):
         ctx = scale.Ctx(a, rgw.env, bucket)
         run_tool = sysutil.REPO / "mount-tools" / "hintfs-run"
         fs = None
-        meter = sysutil.CpuMeter({
-            "server": lambda: rgw.pids().values(),
-            "proxy": lambda: [px.pid],
-            "fs": lambda: [fs.pid] if fs else []})
+        meter = sysutil.server_meter(rgw, px, lambda: fs and fs.pid)
         for rnd in range(a.rounds):
             fs = None
             loc = train([], data, tmp, meter)

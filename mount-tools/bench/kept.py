@@ -17,7 +17,6 @@ ask isatty() of each file: an ioctl the kernel forwards to the daemon.
 """
 
 import argparse
-import concurrent.futures
 import contextlib
 import random
 import resource
@@ -29,14 +28,7 @@ from pathlib import Path
 sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 
 from bench import run, sysutil, systems  # noqa: E402
-
-
-def read_all(root, order, threads, buffering):
-    def one(rel):
-        with open(root / rel, "rb", buffering=buffering) as f:
-            return len(f.read())
-    with concurrent.futures.ThreadPoolExecutor(threads) as ex:
-        return sum(ex.map(one, order))
+from bench.probe import read_all  # noqa: E402
 
 
 def timed_pass(root, order, threads, buffering):

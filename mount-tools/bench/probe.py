@@ -58,9 +58,11 @@ def cpu_by_role(c0, c1):
     return by
 
 
-def read_all(root, order, threads):
+def read_all(root, order, threads, buffering=0):
+    """Reads every file of @order under @root whole with @threads readers,
+    open() with @buffering (-1 asks isatty()); the bytes read."""
     def one(rel):
-        with open(root / rel, "rb", buffering=0) as f:
+        with open(root / rel, "rb", buffering=buffering) as f:
             n = 0
             while True:
                 b = f.read(1 << 20)

@@ -315,10 +315,8 @@ class Bench:
         """The CPU of the machine, the RGW, the proxy of @rtt and the
         filesystem daemon @daemon_pid, for cpu_split()."""
         px = self.proxies.get(rtt, (None, None))[0] if rtt is not None else None
-        return sysutil.CpuMeter({
-            "server": lambda: self.rgw.pids().values(),
-            "proxy": lambda: [px.pid] if px else [],
-            "fs": lambda: [daemon_pid] if daemon_pid else []}).snapshot()
+        return sysutil.server_meter(self.rgw, px,
+                                    lambda: daemon_pid).snapshot()
 
     def cpu_split(self, s0, s1, client_cpu):
         c = sysutil.CpuMeter.split(s0, s1)

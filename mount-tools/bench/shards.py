@@ -167,10 +167,7 @@ def main(argv):
                 raise SystemExit(f"bench.sh shards: upload failed: {r}")
 
         fs = None
-        meter = sysutil.CpuMeter({
-            "server": lambda: rgw.pids().values(),
-            "proxy": lambda: [px.pid],
-            "fs": lambda: [fs.pid] if fs else []})
+        meter = sysutil.server_meter(rgw, px, lambda: fs and fs.pid)
 
         def local(when):
             common.drop_page_cache()

@@ -104,6 +104,15 @@ class CpuMeter:
         return out
 
 
+def server_meter(rgw, px, daemon_pid):
+    """A CpuMeter of @rgw's daemons ("server"), the proxy @px ("proxy";
+    None: none) and the filesystem daemon whose pid daemon_pid() gives at
+    each snapshot ("fs"; None: none)."""
+    return CpuMeter({"server": lambda: rgw.pids().values(),
+                     "proxy": lambda: [px.pid] if px else [],
+                     "fs": lambda: [daemon_pid()] if daemon_pid() else []})
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
