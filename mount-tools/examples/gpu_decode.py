@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Decode JPEGs on the GPU from hintfs.gpu batches, and report images/s.
 
-    gpu_decode.py DIR [--batch 256] [--limit N] [--cpu]
+    gpu_decode.py DIR [--batch 256] [--limit N] [--cpu] [--plain]
     gpu_decode.py --make 2048 DIR        # first write N ~110 KB JPEGs
 
 DIR is any directory of .jpg files (an ImageFolder tree under a hintfs
@@ -20,7 +20,9 @@ next batch is read. Then:
     starts with the JPEG SOI marker FF D8, without copying anything back.
 
 --cpu runs the same loop with the CPU fallback (Loader(cpu=True)) and CPU
-decoding, e.g. on a machine without a GPU.
+decoding, e.g. on a machine without a GPU. --plain reads each file with
+torchvision.io.read_file instead of the helper and decodes the same way:
+the decoder's rate without the helper, for comparison.
 
 Needs: the helper built (meson; found via $HINTFS_GPU_LIB, the installed
 copy, or the build tree), PyTorch and torchvision with CUDA for the GPU
@@ -109,6 +111,9 @@ def main():
                     help="the first one warms the page cache")
     ap.add_argument("--cpu", action="store_true",
                     help="CPU fallback and CPU decoding")
+    ap.add_argument("--plain", action="store_true",
+                    help="read files with torchvision.io.read_file, "
+                    "not the helper")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
 
@@ -126,26 +131,39 @@ def main():
         sys.exit(f"gpu_decode: {e} (try --cpu)")
     device = "cpu" if a.cpu else "cuda"
     decode = Decoder(device)
-    print(f"gpu_decode: {len(paths)} images, batches of {a.batch}; "
-          f"{loader.description}")
 
+    def from_helper():
+        for batch in loader.batches(paths, batch_size=a.batch):
+            if not a.cpu and batch.data.numel():
+                # On the device: every sample starts with FF D8.
+                first = batch.offsets.to(device, non_blocking=True)
+                soi = (batch.data[first] == 0xFF) & \
+                    (batch.data[first + 1] == 0xD8)
+                if not bool(soi.all()):
+                    sys.exit("gpu_decode: a sample is not a JPEG")
+            yield batch.samples(host=True), int(batch.lengths.sum())
+
+    def from_files():
+        from torchvision.io import read_file
+        for k in range(0, len(paths), a.batch):
+            encoded = [read_file(p) for p in paths[k:k + a.batch]]
+            yield encoded, sum(t.numel() for t in encoded)
+
+    how = "torchvision.io.read_file per file" if a.plain else \
+        loader.description
+    print(f"gpu_decode: {len(paths)} images, batches of {a.batch}, decoded "
+          f"on {device}; reads: {how}")
     with loader:
         for epoch in range(a.epochs):
             n_img = n_bytes = 0
             if not a.cpu:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for batch in loader.batches(paths, batch_size=a.batch):
-                if not a.cpu and batch.data.numel():
-                    # On the device: every sample starts with FF D8.
-                    first = batch.offsets.to(device, non_blocking=True)
-                    soi = (batch.data[first] == 0xFF) & \
-                        (batch.data[first + 1] == 0xD8)
-                    if not bool(soi.all()):
-                        sys.exit("gpu_decode: a sample is not a JPEG")
-                images = decode(batch.samples(host=True))
+            for encoded, nbytes in (from_files() if a.plain
+                                    else from_helper()):
+                images = decode(encoded)
                 n_img += len(images)
-                n_bytes += int(batch.lengths.sum())
+                n_bytes += nbytes
             if not a.cpu:
                 torch.cuda.synchronize()
             dt = time.perf_counter() - t0
@@ -154,7 +172,6 @@ def main():
                   f"{n_img / dt:,.0f} images/s, {n_bytes / dt / 1e6:,.0f} "
                   f"MB/s of JPEG; last image {shape} on "
                   f"{images[-1].device if n_img else device}")
-
 
 if __name__ == "__main__":
     main()

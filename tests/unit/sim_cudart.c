@@ -16,9 +16,10 @@
  *   - Events complete when their stream reaches them; cudaEventSynchronize
  *     waits for the latest record, cudaStreamWaitEvent holds a stream
  *     until then; an event never recorded is complete.
- *   - Device memory is host memory the runtime tracks: copies must target
- *     a live device allocation and read a live pinned one (anything else is
- *     counted as a misuse), frees are checked, and freed device memory is
+ *   - Device memory is host memory the runtime tracks: copies must go
+ *     from a live pinned allocation to a live device one, or back (a test
+ *     reading a batch on its own stream); anything else is counted as a
+ *     misuse; frees are checked, and freed device memory is
  *     poisoned. sim_cuda_stats() reports what is still allocated.
  *   - Faults on demand: no device at all, a device-memory limit
  *     (cudaErrorMemoryAllocation past it).
@@ -49,10 +50,11 @@ enum op_kind {
 struct op {
 	enum op_kind kind;
 	struct op *next;
-	/* OP_COPY */
+	/* OP_COPY: pinned to device, or device to pinned (d2h). */
 	void *dst;
 	const void *src;
 	size_t n;
+	bool d2h;
 	/* OP_RECORD, OP_WAIT: the event and the record ticket. */
 	struct CUevent_st *ev;
 	uint64_t ticket;
@@ -526,9 +528,9 @@ static cudaError_t submit(cudaStream_t s, struct op *o)
 	st = stream_of(s);
 	if (!st || (o->ev && !event_live(o->ev))) {
 		e = cudaErrorInvalidResourceHandle;
-	} else if (o->kind == OP_COPY &&
-		   (!find(o->dst, o->n, true) || !find(o->src, o->n, false))) {
-		/* Only pinned-to-device copies are simulated. */
+	} else if (o->kind == OP_COPY && (!find(o->dst, o->n, !o->d2h) ||
+					  !find(o->src, o->n, o->d2h))) {
+		/* Only copies between pinned and device memory. */
 		e = cudaErrorInvalidValue;
 	} else {
 		if (o->kind == OP_RECORD)
@@ -593,14 +595,20 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
 			    enum cudaMemcpyKind kind, cudaStream_t s)
 {
-	if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDefault) {
+	bool d2h = kind == cudaMemcpyDeviceToHost;
+
+	/* The library copies to the device; tests read back (d2h). */
+	if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDefault &&
+	    !d2h) {
 		pthread_mutex_lock(&mu);
 		n_misuse++;
 		pthread_mutex_unlock(&mu);
 		return cudaErrorInvalidValue;
 	}
 	return submit_new(
-	    s, (struct op){.kind = OP_COPY, .dst = dst, .src = src, .n = n});
+	    s,
+	    (struct op){
+		.kind = OP_COPY, .dst = dst, .src = src, .n = n, .d2h = d2h});
 }
 
 /* Synchronous device-to-host read, for tests (tests/unit/test_gpu.c's

@@ -12,7 +12,9 @@
  * With a GPU: the same batches are copied to the device and read back with
  * cudaMemcpy; many batches in a loop and held batches stay intact. Those
  * checks print "SKIP" lines when there is no device; the binary then still
- * exits 0 if everything else passed (77 only if nothing could run).
+ * exits 0 if everything else passed (77 only if nothing could run). A
+ * $HINTFS_CUDART given to the test names the runtime its GPU checks use
+ * (PyTorch's copy, where no libcudart is in ld.so.conf).
  *
  * With $HINTFS_TEST_SIM_CUDART naming the simulated runtime
  * (sim_cudart.c; the meson test "gpu-sim"), the GPU checks run on the
@@ -45,6 +47,9 @@
 
 /* The simulated CUDA runtime to test against, or NULL. */
 static const char *sim_path;
+/* $HINTFS_CUDART as the test was started with (a GPU machine whose
+ * libcudart is not in ld.so.conf, e.g. PyTorch's own copy), or NULL. */
+static char *user_cudart;
 
 static char dir[256];
 static char *paths[N_FILES];
@@ -242,6 +247,8 @@ static bool test_gpu_open(void)
 	printf("no runtime: %s\n", msg);
 	if (sim_path)
 		setenv("HINTFS_CUDART", sim_path, 1);
+	else if (user_cudart)
+		setenv("HINTFS_CUDART", user_cudart, 1);
 	else
 		unsetenv("HINTFS_CUDART");
 
@@ -593,26 +600,45 @@ static void test_threads(void)
 
 /* ------------------------------------------------------------- GPU */
 
-/* cudaMemcpy from the runtime the library loaded (same file, so dlopen
- * returns the same handle). */
+/* The runtime the library loaded (same file, so dlopen returns the same
+ * handle): cudaMemcpy to read device bytes back, and the calls that make
+ * a caller's own stream for test_gpu_user_stream(). */
 static int (*cuda_memcpy)(void *dst, const void *src, size_t n, int kind);
+static int (*cuda_memcpy_async)(void *dst, const void *src, size_t n, int kind,
+				void *stream);
+static int (*cuda_stream_create)(void **s, unsigned flags);
+static int (*cuda_stream_sync)(void *s);
+static int (*cuda_stream_destroy)(void *s);
+static int (*cuda_host_alloc)(void **p, size_t n, unsigned flags);
+static int (*cuda_free_host)(void *p);
 #define CUDA_MEMCPY_D2H 2 /* cudaMemcpyDeviceToHost */
 
 static bool load_memcpy(void)
 {
 	const char *names[] = {"libcudart.so.13", "libcudart.so.12",
 			       "libcudart.so"};
+	const char *only = sim_path ? sim_path : user_cudart;
+	void *dl = NULL;
 
-	if (sim_path)
-		names[0] = sim_path;
-	for (size_t i = 0; i < (sim_path ? 1 : 3) && !cuda_memcpy; i++) {
-		void *dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-
+	if (only)
+		names[0] = only;
+	for (size_t i = 0; i < (only ? 1 : 3) && !cuda_memcpy; i++) {
+		dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 		if (dl)
 			cuda_memcpy =
 			    (__typeof__(cuda_memcpy))dlsym(dl, "cudaMemcpy");
 	}
-	return cuda_memcpy != NULL;
+	if (!cuda_memcpy)
+		return false;
+#define USER_RT(var, fn) var = (__typeof__(var))dlsym(dl, fn)
+	USER_RT(cuda_memcpy_async, "cudaMemcpyAsync");
+	USER_RT(cuda_stream_create, "cudaStreamCreateWithFlags");
+	USER_RT(cuda_stream_sync, "cudaStreamSynchronize");
+	USER_RT(cuda_stream_destroy, "cudaStreamDestroy");
+	USER_RT(cuda_host_alloc, "cudaHostAlloc");
+	USER_RT(cuda_free_host, "cudaFreeHost");
+#undef USER_RT
+	return true;
 }
 
 static bool device_ok(const struct hintfs_gpu_batch *b, int first, uint32_t n)
@@ -673,6 +699,77 @@ static void test_gpu_batches(void)
 		CHECK(hintfs_gpu_open(&cfg, &h) == 0);
 		hintfs_gpu_close(h);
 	}
+}
+
+/*
+ * A caller's own non-blocking stream, as PyTorch uses: each batch is read
+ * back into pinned memory by an asynchronous copy queued on that stream
+ * after hintfs_gpu_stream_wait(), and released with
+ * hintfs_gpu_release_on_stream() before anything waits for it. With a
+ * ring of 2, the slot is refilled two batches later: the copies made
+ * before each release must still see their own batch.
+ */
+static void test_gpu_user_stream(void)
+{
+	enum { N_BATCHES = 24, MAX_FILES = 6 };
+	struct hintfs_gpu_config cfg;
+	struct hintfs_gpu_batch b[N_BATCHES];
+	struct hintfs_gpu *h = NULL;
+	uint8_t *back[N_BATCHES] = {0};
+	uint64_t offs[N_BATCHES][MAX_FILES], lens[N_BATCHES][MAX_FILES];
+	int first[N_BATCHES];
+	void *stream = NULL;
+	bool ok = true;
+
+	if (!cuda_memcpy_async || !cuda_stream_create || !cuda_stream_sync ||
+	    !cuda_stream_destroy || !cuda_host_alloc || !cuda_free_host) {
+		printf("SKIP caller's stream: runtime calls not found\n");
+		return;
+	}
+	hintfs_gpu_config_init(&cfg);
+	cfg.ring_depth = 2;
+	cfg.max_batch_bytes = 16 * MIB;
+	CHECK(cuda_stream_create(&stream, 1 /* cudaStreamNonBlocking */) == 0);
+	CHECK(hintfs_gpu_open(&cfg, &h) == 0);
+	if (!h || !stream)
+		goto out;
+	for (int k = 0; k < N_BATCHES && ok; k++) {
+		struct hintfs_gpu_batch *x = &b[k];
+
+		first[k] = (int)(rng() % (N_FILES - MAX_FILES));
+		ok = CHECK(
+		    hintfs_gpu_submit(h, cpaths(first[k]), MAX_FILES, x) == 0);
+		ok = ok &&
+		     CHECK(cuda_host_alloc((void **)&back[k],
+					   x->bytes ? x->bytes : 1, 0) == 0);
+		ok = ok && CHECK(hintfs_gpu_stream_wait(h, x, stream) == 0);
+		ok = ok &&
+		     CHECK(cuda_memcpy_async(back[k], x->dev, x->bytes,
+					     CUDA_MEMCPY_D2H, stream) == 0);
+		/* The library's arrays belong to the slot: keep copies. */
+		for (int i = 0; ok && i < MAX_FILES; i++) {
+			offs[k][i] = x->offsets[i];
+			lens[k][i] = x->lengths[i];
+		}
+		ok = ok &&
+		     CHECK(hintfs_gpu_release_on_stream(h, x, stream) == 0);
+	}
+	CHECK(cuda_stream_sync(stream) == 0);
+	for (int k = 0; ok && k < N_BATCHES; k++) {
+		struct hintfs_gpu_batch x = b[k];
+
+		x.offsets = offs[k];
+		x.lengths = lens[k];
+		CHECKF(batch_ok(&x, back[k], first[k], MAX_FILES, 1),
+		       "batch %d read back on the caller's stream", k);
+	}
+out:
+	hintfs_gpu_close(h);
+	for (int k = 0; k < N_BATCHES; k++)
+		if (back[k])
+			cuda_free_host(back[k]);
+	if (stream)
+		cuda_stream_destroy(stream);
 }
 
 /* ------------------------------------------------ simulated runtime */
@@ -1082,6 +1179,11 @@ int main(void)
 	sim_path = getenv("HINTFS_TEST_SIM_CUDART");
 	if (sim_path && !sim_path[0])
 		sim_path = NULL;
+	user_cudart = getenv("HINTFS_CUDART");
+	if (user_cudart && user_cudart[0])
+		user_cudart = strdup(user_cudart); /* setenv() replaces it */
+	else
+		user_cudart = NULL;
 	make_files();
 	test_config();
 	gpu = test_gpu_open();
@@ -1094,9 +1196,10 @@ int main(void)
 	test_reader_short_reads(true);
 	test_reader_short_reads(false);
 	test_threads();
-	if (gpu)
+	if (gpu) {
 		test_gpu_batches();
-	else
+		test_gpu_user_stream();
+	} else
 		printf("SKIP GPU tests: no CUDA device\n");
 	if (sim_path) {
 		CHECK(gpu);
@@ -1104,5 +1207,6 @@ int main(void)
 			test_sim();
 	}
 	remove_files();
+	free(user_cudart);
 	return check_done();
 }
