@@ -3,10 +3,10 @@
  *
  * hintfs-ctl talks to a running daemon only through <mount>/.hintfs/
  * (doc/design.md 2.3): it sends hint, warm, evict and relist to the control
- * socket that .hintfs/control links to, and reads stats and verify. Every subcommand is a function
- * `int cmd_NAME(int argc, char **argv)` returning the process's exit
- * status: 0 done, 1 failed (or found a problem: bad blobs, failed warms),
- * 2 bad usage.
+ * socket that .hintfs/control links to, and reads stats and verify. Every
+ * subcommand is a function `int cmd_NAME(int argc, char **argv)` returning the
+ * process's exit status: 0 done, 1 failed (or found a problem: bad blobs,
+ * failed warms), 2 bad usage.
  */
 #ifndef HINTFS_CTL_CTL_H
 #define HINTFS_CTL_CTL_H
