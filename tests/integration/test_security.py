@@ -16,6 +16,7 @@
   the control files.
 """
 
+import errno
 import json
 import os
 import re
@@ -593,6 +594,30 @@ def test_control_files_are_the_owners_under_allow_other(public_dir, s3,
     hintfs.control(m.path, "evict", b"*\n")
     stats = json.loads(Path(ctl / "stats").read_text())
     assert stats["cache"]["objects"] == 0
+
+
+def test_control_socket_checks_the_sender_itself(public_dir, s3, bucket,
+                                                 mount):
+    """A control socket made reachable by mistake (chmod 666 in a public
+    folder) still serves only the mount's owner and root: the daemon reads
+    the sender's uid from the socket (SO_PEERCRED), which it cannot forge,
+    and refuses with the reason; nothing is done."""
+    need_root("acting as another user")
+    objects = small(4)
+    upload(s3, bucket, objects)
+    sock = public_dir / "ctl.sock"
+    m = mount(bucket, options=(f"ctl_socket={sock}",))
+    assert os.readlink(m / ".hintfs/control") == str(sock)
+    for k, v in objects.items():
+        assert workload.read_file(m / k) == v
+    os.chmod(sock, 0o666)
+    out = as_nobody("control", sock, "evict\n*\n")
+    assert out.startswith(f"{errno.EACCES} ") and "owner" in out, out
+    assert hintfs.stats(m.path)["cache"]["objects"] == len(objects)
+    assert hintfs.control(m.path, "ping").startswith("hintfs ")
+    m.unmount()
+    assert m.wait_exit() == 0
+    assert not sock.exists(), "the socket goes with the mount"
 
 
 def test_cache_dir_writable_by_others_is_refused(bucket, mount, tmp_path):

@@ -269,3 +269,33 @@ def test_streams_of_ended_processes_are_reclaimed(s3, bucket, mount):
                          capture_output=True, text=True,
                          timeout=WAIT_S).stdout
     assert "reclaimed: 4 whose writer ended, 0 idle 10 minutes" in out, out
+
+
+def test_streams_of_two_pid_namespaces_are_two(s3, bucket, mount):
+    """Two containers on one node each have a process 1: their unnamed
+    hints (and their second loaders' hints) are two streams, named by the
+    daemon from the pids it sees, where names made inside the containers
+    from getpid() were one (and one replaced the other's queue)."""
+    if os.geteuid() != 0:
+        pytest.skip("unshare --pid needs root")
+    objects = make_objects(4, "n")
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    m = mount(bucket)
+    code = ("import os, sys, hintfs; assert os.getpid() == 1; "
+            "print(hintfs.control(sys.argv[1], 'hint', sys.argv[2].encode(),"
+            " ['own=2']))")
+    names = []
+    for k in keys[:2]:
+        p = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+             "-c", code, m.path, k + "\n"],
+            check=True, capture_output=True, text=True, timeout=WAIT_S,
+            env=python_env())
+        names.append(p.stdout.split()[0])
+    assert names[0] != names[1], names
+    assert all(n.startswith("stream=pid") and n.endswith(".2")
+               for n in names), names
+    st = streams(m)
+    assert {n[len("stream="):] for n in names} <= set(st), st
+    assert all(st[n[len("stream="):]]["length"] == 1 for n in names)
