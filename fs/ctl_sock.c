@@ -115,12 +115,14 @@ static void sweep_stale(const char *dir)
  * could swap the socket for one of theirs. */
 static int own_dir(const char *dir, uid_t uid, char *err, size_t err_len)
 {
+	/* /run may be missing in a chroot: its parents are made too. */
+	int rc = mkdir_p(dir, 0700);
 	struct stat st;
 
-	if (mkdir(dir, 0700) && errno != EEXIST) {
+	if (rc) {
 		snprintf(err, err_len, "control socket directory '%s': %s", dir,
-			 strerror(errno));
-		return -errno;
+			 strerror(-rc));
+		return rc;
 	}
 	if (lstat(dir, &st)) {
 		snprintf(err, err_len, "control socket directory '%s': %s", dir,
