@@ -1,7 +1,7 @@
 /*
  * common/proc.c - a thread's process, read from /proc (proc.h). The one
- * place that maps a request's thread id to its process: the engine's
- * stream owner and the control file's stream name both ask here.
+ * place that maps a request's thread id to its process (the engine's
+ * stream owner), and a control request's sender to its parent.
  */
 #include "common/proc.h"
 #include "common/fileio.h"
@@ -13,20 +13,31 @@
 /* /proc/TID/status is ~1.5 KiB; Tgid is on its fourth line. */
 #define PROC_STATUS_MAX (1 << 16)
 
-pid_t proc_tgid(pid_t tid)
+/* The number on line "@key" ("\nTgid:") of /proc/@tid/status, or 0. */
+static pid_t status_field(pid_t tid, const char *key)
 {
 	char path[32], *text = NULL, *at;
 	size_t len;
-	long tgid = 0;
+	long v = 0;
 
 	if (tid <= 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%ld/status", (long)tid);
 	if (read_file_all(path, PROC_STATUS_MAX, &text, &len))
 		return 0;
-	at = strstr(text, "\nTgid:");
+	at = strstr(text, key);
 	if (at)
-		tgid = strtol(at + 6, NULL, 10);
+		v = strtol(at + strlen(key), NULL, 10);
 	free(text);
-	return tgid > 0 ? (pid_t)tgid : 0;
+	return v > 0 ? (pid_t)v : 0;
+}
+
+pid_t proc_tgid(pid_t tid)
+{
+	return status_field(tid, "\nTgid:");
+}
+
+pid_t proc_ppid(pid_t pid)
+{
+	return status_field(pid, "\nPPid:");
 }

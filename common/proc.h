@@ -14,4 +14,10 @@
  */
 pid_t proc_tgid(pid_t tid);
 
+/**
+ * The parent of process @pid, from /proc/PID/status, in the pid namespace
+ * of the /proc this process sees; 0 when unknown. Any thread.
+ */
+pid_t proc_ppid(pid_t pid);
+
 #endif /* HINTFS_COMMON_PROC_H */

@@ -117,12 +117,9 @@ static const struct {
 	uint64_t ino;
 	mode_t mode;
 } ctl_files[] = {
-    {"hint", FS_INO_CTL_HINT, S_IFREG | 0200},	 /* write-only */
-    {"stats", FS_INO_CTL_STATS, S_IFREG | 0400}, /* read-only */
-    {"warm", FS_INO_CTL_WARM, S_IFREG | 0200},
-    {"evict", FS_INO_CTL_EVICT, S_IFREG | 0200},
-    {"relist", FS_INO_CTL_RELIST, S_IFREG | 0200},
+    {"stats", FS_INO_CTL_STATS, S_IFREG | 0400},
     {"verify", FS_INO_CTL_VERIFY, S_IFREG | 0400},
+    {CTL_PROTO_LINK, FS_INO_CTL_CONTROL, S_IFLNK | 0777},
 };
 #define N_CTL_FILES (sizeof(ctl_files) / sizeof(ctl_files[0]))
 
@@ -140,6 +137,11 @@ static uint64_t ctl_kind(struct fs *fs, uint64_t ino)
 	return fs_is_ctl_node(ino) ? fs_ctl_node_kind(fs, ino, NULL) : 0;
 }
 
+bool fs_ctl_readable(uint64_t kind)
+{
+	return kind == FS_INO_CTL_STATS || kind == FS_INO_CTL_VERIFY;
+}
+
 uint64_t fs_ctl_kind_of(const char *name)
 {
 	for (size_t i = 0; i < N_CTL_FILES; i++)
@@ -149,14 +151,15 @@ uint64_t fs_ctl_kind_of(const char *name)
 }
 
 /*
- * Whether @caller may use the control files: the mount's owner and root
- * only. NOTE(fuse): with -o open_per_file hintfs mounts without
- * default_permissions, so the modes shown decide nothing under
- * allow_other: this check is the only one (at OPEN). With zero-message
- * opens under allow_other the kernel checks the modes too (main.c), and
- * this check is made at the control file's LOOKUP, READ and WRITE. Every
- * control file is refused, stats too: it names the cache directory and the
- * bucket, and verify or relist cost a hash of the cache or a listing.
+ * Whether @caller may use the control files and the control socket: the
+ * mount's owner and root only. NOTE(fuse): with -o open_per_file hintfs
+ * mounts without default_permissions, so the modes shown decide nothing
+ * under allow_other: this check is the only one (at OPEN). With
+ * zero-message opens under allow_other the kernel checks the modes too
+ * (main.c), and this check is made at the control file's LOOKUP and READ.
+ * The socket checks its sender (ctl_sock.c). Stats is refused too: it
+ * names the cache directory and the bucket, and verify or relist cost a
+ * hash of the cache or a listing.
  */
 bool fs_may_control(const struct fs *fs, uid_t caller)
 {
@@ -174,10 +177,13 @@ static void fill_stat(struct fs *fs, uint64_t ino, const struct tree_node *n,
 	st->st_gid = fs->gid;
 	st->st_blksize = FS_BLKSIZE;
 	if (is_ctl_file(ino)) {
-		/* Size 0: their contents are made at open (direct I/O). */
+		/* Size 0: their contents are made at open (direct I/O); the
+		 * link's is its target's length, as lstat() shows it. */
 		st->st_mode = ctl_files[ino - FS_INO_CTL_DIR - 1].mode;
 		st->st_nlink = 1;
 		st->st_mtim.tv_sec = time(NULL);
+		if (ino == FS_INO_CTL_CONTROL && fs->ctl_sock_path)
+			st->st_size = (off_t)strlen(fs->ctl_sock_path);
 	} else if (!n || n->is_dir) {
 		/* Read-only: nobody may create entries, everyone may list. */
 		st->st_mode = S_IFDIR | 0555;
@@ -205,13 +211,13 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	uint64_t kind, len;
 
 	if (fs_is_ctl_node(ino)) {
-		/* A node is its control file, with the length of its text
-		 * (rendered at lookup, or written so far). */
+		/* A node is its control file (its inode number too: one
+		 * file to stat() and fstat()), with the length of its text,
+		 * rendered at lookup. */
 		kind = fs_ctl_node_kind(fs, ino, &len);
 		if (!kind)
 			return -ENOENT;
 		fill_stat(fs, kind, NULL, st);
-		st->st_ino = ino;
 		st->st_size = (off_t)len;
 		return 0;
 	}
@@ -302,7 +308,7 @@ int fs_readdir(struct fs *fs, uint64_t ino, off_t off, fs_dirent_cb cb,
 	return 0;
 }
 
-int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller, pid_t pid,
+int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
 	    struct fs_file **fh, bool *direct_io)
 {
 	const struct tree_node *n = node_of(fs, ino);
@@ -310,10 +316,12 @@ int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller, pid_t pid,
 	*fh = NULL;
 	*direct_io = false;
 	if (is_ctl_file(ino)) {
+		if (!fs_ctl_readable(ino))
+			return -ELOOP; /* the link: O_NOFOLLOW's answer */
 		if (!may_control(fs, caller))
 			return -EACCES;
 		*direct_io = true;
-		return fs_ctl_open(fs, ino, flags, pid, fh);
+		return fs_ctl_open(fs, ino, flags, fh);
 	}
 	if (!n && ino != FS_INO_CTL_DIR)
 		return -ENOENT;
@@ -395,17 +403,23 @@ ssize_t fs_read_ref(struct fs *fs, uint64_t ino, struct fs_file *fh,
 			   (uint64_t)off, cb, arg);
 }
 
-ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
-		 const char *buf, size_t size, off_t off)
+const char *fs_ctl_socket(const struct fs *fs)
 {
-	if (!fh)
-		return -EROFS;
-	return fs_ctl_write(fh, buf, size, off);
+	return fs->ctl_sock_path;
 }
 
-int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh)
+ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
-	return fh ? fs_ctl_flush(fs, fh) : 0;
+	size_t len;
+
+	if (ino != FS_INO_CTL_CONTROL)
+		return ctl_kind(fs, ino) || node_of(fs, ino) ? -EINVAL
+							     : -ENOENT;
+	len = strlen(fs->ctl_sock_path);
+	if (len >= size)
+		return -ENAMETOOLONG;
+	memcpy(buf, fs->ctl_sock_path, len + 1);
+	return (ssize_t)len;
 }
 
 void fs_count_request(struct fs *fs, enum fs_req kind)
@@ -442,13 +456,6 @@ void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh)
 		pf_note_close(atomic_load(&fs->pf), (uint32_t)(ino - 1));
 }
 
-/* Whether control file @kind (ctl_kind()) takes writes. */
-static bool ctl_writable(uint64_t kind)
-{
-	return is_ctl_file(kind) &&
-	       (ctl_files[kind - FS_INO_CTL_DIR - 1].mode & 0200);
-}
-
 int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller)
 {
 	uint64_t kind = ctl_kind(fs, ino);
@@ -457,21 +464,9 @@ int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller)
 
 	if (!rc && kind && mask != F_OK && !may_control(fs, caller))
 		rc = -EACCES;
-	else if (!rc && (mask & W_OK) && !ctl_writable(kind))
+	else if (!rc && (mask & W_OK))
 		rc = -EROFS;
 	return rc;
-}
-
-int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, uid_t caller,
-		struct stat *st)
-{
-	if (!ctl_writable(ctl_kind(fs, ino)))
-		return -EROFS;
-	if (!may_control(fs, caller))
-		return -EACCES;
-	/* A shell's '>' truncates before writing: a control file's text is
-	 * taken whole from each open, so there is nothing to cut. */
-	return fs_getattr(fs, ino, st);
 }
 
 /* The ETag of a file without S3's quotes, as users compare it to md5. */

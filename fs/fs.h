@@ -28,18 +28,13 @@
 #define FS_INO_ROOT 1
 /** The control directory <mount>/.hintfs; far above any listed node. */
 #define FS_INO_CTL_DIR (UINT64_C(1) << 48)
-/** <mount>/.hintfs/hint: write a hint, it takes effect on close. */
-#define FS_INO_CTL_HINT (FS_INO_CTL_DIR + 1)
 /** <mount>/.hintfs/stats: one JSON object of counters. */
-#define FS_INO_CTL_STATS (FS_INO_CTL_DIR + 2)
-/** <mount>/.hintfs/warm: paths or directories to fetch into the cache. */
-#define FS_INO_CTL_WARM (FS_INO_CTL_DIR + 3)
-/** <mount>/.hintfs/evict: paths or directories ("*": all) to drop. */
-#define FS_INO_CTL_EVICT (FS_INO_CTL_DIR + 4)
-/** <mount>/.hintfs/relist: a write lists the bucket again for next mount. */
-#define FS_INO_CTL_RELIST (FS_INO_CTL_DIR + 5)
+#define FS_INO_CTL_STATS (FS_INO_CTL_DIR + 1)
 /** <mount>/.hintfs/verify: reading checks every cached blob. */
-#define FS_INO_CTL_VERIFY (FS_INO_CTL_DIR + 6)
+#define FS_INO_CTL_VERIFY (FS_INO_CTL_DIR + 2)
+/** <mount>/.hintfs/control: a symbolic link to the control socket, where
+ *  hints, warm and evict lists and relists are sent (common/ctl_proto.h). */
+#define FS_INO_CTL_CONTROL (FS_INO_CTL_DIR + 3)
 /**
  * With zero-message opens every lookup of a control file makes a node of
  * its own, numbered from here on (fs/ctl.c): its contents live from that
@@ -64,6 +59,8 @@ struct fs_config {
 	unsigned int cache_size_pct;
 	bool relist;		   /**< list again even if a listing is saved */
 	const char *hint_file;	   /**< watched hint file, or NULL */
+	const char *ctl_socket;	   /**< the control socket's path; NULL:
+					the default (fs_ctl_sock_start()) */
 	unsigned int max_inflight; /**< 0: default */
 	uint32_t window;	   /**< 0: default */
 	uint32_t pace_ms;	   /**< pf_config.pace_ms */
@@ -144,15 +141,14 @@ struct fs_file;
 
 /**
  * Opens inode @ino with open(2) @flags for the user @caller (the uid of
- * the process asking; @pid is that process, the hint stream of an unnamed
- * hint written through the open): -EROFS for any write access to the dataset,
- * -EISDIR for a directory opened as a file, -EACCES for a read of the
- * write-only hint file or for any control file opened by a user other
- * than the mount's owner and root, -ENOENT. On success stores the
- * per-open state in *@fh (NULL for dataset files) and sets *@direct_io
- * for files whose size is not known in advance (the control files).
+ * the process asking): -EROFS for any write access, -EISDIR for a
+ * directory opened as a file, -EACCES for a control file opened by a user
+ * other than the mount's owner and root, -ELOOP for the link to the
+ * control socket, -ENOENT. On success stores the per-open state in *@fh
+ * (NULL for dataset files) and sets *@direct_io for files whose size is
+ * not known in advance (the control files).
  */
-int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller, pid_t pid,
+int fs_open(struct fs *fs, uint64_t ino, int flags, uid_t caller,
 	    struct fs_file **fh, bool *direct_io);
 
 /**
@@ -184,36 +180,24 @@ ssize_t fs_read_cb(struct fs *fs, uint64_t ino, size_t size, off_t off,
 		   cache_ref_cb cb, void *arg);
 
 /**
- * Writes to an open control file (hint, warm, evict, relist). -EROFS for
- * anything else, -EFBIG past the largest text taken (256 MiB).
+ * readlink(2) of .hintfs/control: the control socket's path into @buf
+ * (NUL-terminated), its length returned; -EINVAL for anything else that
+ * exists, -ENAMETOOLONG when @size is too small. Any thread.
  */
-ssize_t fs_write(struct fs *fs, uint64_t ino, struct fs_file *fh,
-		 const char *buf, size_t size, off_t off);
+ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size);
 
-/**
- * close(2) of a descriptor: what was written to a control file through
- * @fh takes effect now, so that it is in force when close() returns.
- * Returns 0 or -errno (a failed relist).
- */
-int fs_flush(struct fs *fs, uint64_t ino, struct fs_file *fh);
+/** The control socket's path (what .hintfs/control links to), owned by
+ *  @fs. Any thread. */
+const char *fs_ctl_socket(const struct fs *fs);
 
 /** The last close of an open file: frees @fh (NULL is fine). */
 void fs_release(struct fs *fs, uint64_t ino, struct fs_file *fh);
 
 /**
  * access(2) for the user @caller: 0, -ENOENT, -EACCES for a control file
- * and a user other than the mount's owner and root, or -EROFS for W_OK on
- * anything but the writable control files.
+ * and a user other than the mount's owner and root, or -EROFS for W_OK.
  */
 int fs_access(struct fs *fs, uint64_t ino, int mask, uid_t caller);
-
-/**
- * setattr: only truncating a writable control file (what a shell's '>'
- * does) by the mount's owner or root is allowed; it returns its
- * attributes in @st. -EACCES for another user, -EROFS for anything else.
- */
-int fs_truncate(struct fs *fs, uint64_t ino, uint64_t size, uid_t caller,
-		struct stat *st);
 
 /**
  * getxattr: copies attribute @name of @ino into @buf of @size bytes.
@@ -294,29 +278,8 @@ void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
 int fs_ctl_lookup(struct fs *fs, const char *name, uid_t caller, uint64_t *ino,
 		  struct stat *st);
 
-/**
- * Writes to control-file node @ino (made by fs_ctl_lookup()) by process
- * @pid of user @caller: collected, acted on at fs_fsync() or
- * fs_forget(). Returns @size, -EACCES, -EBADF (a read-only file), -EFBIG
- * past 256 MiB, -ENOENT for an unknown node. Any thread.
- */
-ssize_t fs_ctl_node_write(struct fs *fs, uint64_t ino, uid_t caller, pid_t pid,
-			  const char *buf, size_t size, off_t off);
-
-/**
- * fsync(2) of a file: what was written to a control file (node @ino, or
- * the open file @fh with -o open_per_file) takes effect now, and its
- * verdict is the answer: 0, or the -errno close() used to return (a
- * refused hint: -EBUSY, -ENOSPC; -EFBIG; a failed relist). 0 for a
- * dataset file. Any thread.
- */
-int fs_fsync(struct fs *fs, uint64_t ino, struct fs_file *fh);
-
-/**
- * The kernel forgot @n lookups of @ino. A control-file node is gone: what
- * was written to it and not taken by an fsync takes effect now (its
- * verdict is logged and counted in stats), and it is freed. Any thread.
- */
+/** The kernel forgot @n lookups of @ino: a control-file node is gone, and
+ *  freed. Any thread. */
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
 
 /** Fills @sv: the dataset's size, its object count, NAME_MAX. */

@@ -12,6 +12,7 @@
 #include "fs/hint.h"
 #include "fs/tree.h"
 #include "cache/cache.h"
+#include "common/ctl_proto.h"
 
 /* S3 keys are at most 1,024 bytes and so is a prefix: with room. */
 #define FS_KEY_MAX 4096
@@ -48,12 +49,12 @@ struct fs {
 	/* Control files open now (ctl.c): with -o open_per_file one per
 	 * open, else one node per lookup, alive until its forget. */
 	pthread_mutex_t ctl_mu;
-	pthread_cond_t ctl_cv; /* a node was acted on or freed */
 	struct fs_file *ctl_open;
-	uint32_t ctl_nodes;   /* nodes alive */
-	uint32_t ctl_dirty;   /* of those, written and not acted on */
-	uint64_t ctl_next;    /* the next node's inode number */
-	uint64_t ctl_refused; /* lookups refused at the cap */
+	uint32_t ctl_nodes;	      /* nodes alive */
+	uint64_t ctl_next;	      /* the next node's id */
+	uint64_t ctl_refused;	      /* lookups refused at the cap */
+	struct fs_ctl_sock *ctl_sock; /* the control socket (ctl_sock.c) */
+	char *ctl_sock_path;	      /* where it listens: .hintfs/control */
 
 	bool open_per_file;	 /* fs_config.open_per_file */
 	struct fs_pt *pt;	 /* -o passthrough's state (passthrough.c) */
@@ -89,13 +90,60 @@ ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
  *  (not cached), -ENOTSUP (not in a file of its own), -errno. */
 int fs_cached_file(struct fs *fs, uint64_t ino);
 
-/** Parses @text as a hint and hands it to the engine, in the stream its
- *  header names or else in @stream ("pid:1234": the writing process);
- *  @from names the source in the log line; @owner is the process that
- *  wrote it (0: unknown), whose end lets the stream be reclaimed
- *  (pf_hint()). Returns 0 or -errno (logged). */
-int fs_apply_hint(struct fs *fs, const char *text, size_t len,
-		  const char *stream, const char *from, pid_t owner);
+/** own=parent: the stream of the sender's parent, "ctl-<ppid>". */
+#define FS_OWN_PARENT UINT32_MAX
+
+/** A hint to hand to the engine (fs_apply_hint()). */
+struct fs_hint_req {
+	const char *text; /**< the hint, in hint syntax (doc/design.md 2.2) */
+	size_t len;
+	const char *stream; /**< the stream unless the header names one */
+	const char *from;   /**< names the source in log lines */
+	pid_t owner;	    /**< the process that sent it, whose end lets the
+				 stream be reclaimed (pf_hint()); 0: unknown */
+	unsigned own;	    /**< the sender's stream number (ctl_proto.h own=),
+				 or FS_OWN_PARENT */
+	bool if_full_replace; /**< a full queue is replaced, not refused */
+};
+
+/** Parses @req's text as a hint and hands it to the engine. Says what was
+ *  done, or why not, in @msg (the reason is logged too). Returns 0 or
+ *  -errno: -EBUSY a full queue, -ENOSPC no stream free, -ENOMEM. Any
+ *  thread. */
+int fs_apply_hint(struct fs *fs, const struct fs_hint_req *req, char *msg,
+		  size_t msg_len);
+
+/** A request of the control socket, parsed (ctl_sock.c). */
+struct fs_ctl_cmd {
+	const char *verb;	 /**< hint, warm, evict, relist, ping */
+	const char *const *argv; /**< its arguments, "key=value" */
+	size_t argc;
+	const char *text; /**< the payload */
+	size_t len;
+	pid_t pid; /**< the sender, in this daemon's pid namespace */
+};
+
+/**
+ * Carries out @cmd for a sender the caller has let in (fs_may_control()).
+ * Writes the reply's text into @msg: what was done, or the one-line reason
+ * it was not (also logged). Returns 0 or -errno (-EINVAL: an unknown verb
+ * or argument). Any thread.
+ */
+int fs_control(struct fs *fs, const struct fs_ctl_cmd *cmd, char *msg,
+	       size_t msg_len);
+
+/**
+ * Binds the control socket at @path (created 0600 in a directory made
+ * 0700 if missing; a stale socket of a killed daemon is replaced) and
+ * starts its thread. Returns 0 or -errno with the reason in @err. At
+ * mount, before any request.
+ */
+int fs_ctl_sock_start(struct fs *fs, const char *path, char *err,
+		      size_t err_len);
+
+/** Stops the control socket's thread, waits for the requests being
+ *  carried out and removes the socket. NULL-safe; at unmount. */
+void fs_ctl_sock_stop(struct fs *fs);
 
 /** Starts / stops the -o hint=FILE watcher thread. */
 int fs_hint_watch_start(struct fs *fs);
@@ -127,7 +175,7 @@ char *fs_stats_json(struct fs *fs, size_t *len);
 char *fs_verify_json(struct fs *fs, size_t *len);
 
 /* A hint for 100 million samples at ~40 bytes a line; more is a mistake. */
-#define CTL_HINT_MAX (256u << 20)
+#define CTL_HINT_MAX CTL_PROTO_PAYLOAD_MAX
 
 /* Readers followed from their reads (follow.c). */
 struct fs_follow;
@@ -137,8 +185,12 @@ struct fs_follow;
 struct fs_follow *fs_follow_create(void);
 void fs_follow_destroy(struct fs_follow *fl);
 
-/** The control file named @name (FS_INO_CTL_HINT ...), or 0 (fs.c). */
+/** The control file named @name (FS_INO_CTL_STATS ...), or 0 (fs.c). */
 uint64_t fs_ctl_kind_of(const char *name);
+
+/** Whether control file @kind is a file read for its text (stats,
+ *  verify), not the link to the socket (fs.c). */
+bool fs_ctl_readable(uint64_t kind);
 
 /** Whether @ino is a control-file node (FS_INO_CTL_NODE0 on). */
 static inline bool fs_is_ctl_node(uint64_t ino)
@@ -146,7 +198,7 @@ static inline bool fs_is_ctl_node(uint64_t ino)
 	return ino >= FS_INO_CTL_NODE0;
 }
 
-/** The control file (FS_INO_CTL_HINT ...) node @ino is a copy of, and its
+/** The control file (FS_INO_CTL_STATS ...) node @ino is a copy of, and its
  *  length in *@len; 0 when no such node is alive. */
 uint64_t fs_ctl_node_kind(struct fs *fs, uint64_t ino, uint64_t *len);
 
@@ -160,13 +212,10 @@ bool fs_may_control(const struct fs *fs, uid_t caller);
  *  malloc'd string; NULL when out of memory. */
 char *fs_ctl_render(struct fs *fs, uint64_t kind, size_t *len);
 
-/* Control files (ctl.c). */
-int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, pid_t pid,
-		struct fs_file **fh);
+/* Control files with -o open_per_file (ctl.c): rendered at open;
+ * -EROFS for an open that is not read-only. */
+int fs_ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_file **fh);
 ssize_t fs_ctl_read(struct fs_file *fh, char *buf, size_t size, off_t off);
-ssize_t fs_ctl_write(struct fs_file *fh, const char *buf, size_t size,
-		     off_t off);
-int fs_ctl_flush(struct fs *fs, struct fs_file *fh);
 void fs_ctl_release(struct fs *fs, struct fs_file *fh);
 /** Frees the control files still open (at fs_destroy()). */
 void fs_ctl_release_all(struct fs *fs);

@@ -3,9 +3,11 @@
  * fs core (fs/fs.c) and the core's results into replies.
  *
  * This is the only file that calls fuse_reply_*. Every request gets
- * exactly one reply on every path, and every write-type request is
- * answered EROFS here: hintfs is read-only by itself rather than through
- * the kernel's "ro" flag, so that the control directory can stay writable.
+ * exactly one reply on every path. The mount is read-only in the kernel
+ * (main.c mounts with "ro"): it refuses every write-type call with EROFS
+ * before a request is sent, an open for writing too, for root too, so no
+ * page of a dataset file can be dirtied. The write-type requests are
+ * answered EROFS here all the same, for a kernel that would send one.
  * Every request is counted by kind (fs_count_request(), stats "fuse").
  *
  * The data path (fs_data_path()). By default the first OPEN, OPENDIR and
@@ -18,7 +20,8 @@
  * the daemon nothing, and one not in it a READ (plus a LOOKUP when its
  * dentry is not cached; READDIRPLUS fills them during a scan). The
  * engine follows readers from their READs (fs/follow.c); the control
- * files live from LOOKUP to FORGET (fs/ctl.c). With -o open_per_file (or
+ * files that are read live from LOOKUP to FORGET (fs/ctl.c). With
+ * -o open_per_file (or
  * a kernel without FUSE_CAP_NO_OPEN_SUPPORT) every open sends OPEN and
  * RELEASE, as before: noflush and keep_cache for data files, direct I/O
  * and per-open state for the control files.
@@ -31,6 +34,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -185,7 +189,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint64_t ino;
 	int rc;
 
-	if (parent == FS_INO_CTL_DIR && !fs_open_per_file(fs)) {
+	if (parent == FS_INO_CTL_DIR && !fs_open_per_file(fs) &&
+	    fs_ctl_readable(fs_ctl_kind_of(name))) {
 		rc = fs_ctl_lookup(fs, name, req_uid(req), &ino, &st);
 		if (rc == -ENOENT)
 			reply_entry(req, 0, NULL);
@@ -392,14 +397,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	/* Zero-message opens (see the top): the kernel opens every file
 	 * itself from now on. What an open decided is decided elsewhere:
-	 * write access to the dataset fails at the WRITE (EROFS), a control
-	 * file's user at its LOOKUP. */
+	 * write access by the read-only superblock (EROFS), a control file's
+	 * user at its LOOKUP. */
 	if (!fs_open_per_file(fs)) {
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	rc = fs_open(fs, ino, fi->flags, req_uid(req), fuse_req_ctx(req)->pid,
-		     &fh, &direct);
+	rc = fs_open(fs, ino, fi->flags, req_uid(req), &fh, &direct);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -534,44 +538,35 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fs_follow_read(fs, ino, size, off, true);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
-{
-	struct fs *fs = count(req, FS_REQ_WRITE, ino);
-	ssize_t n;
-
-	if (ino >= FS_INO_CTL_NODE0)
-		n = fs_ctl_node_write(fs, ino, req_uid(req),
-				      fuse_req_ctx(req)->pid, buf, size, off);
-	else
-		n = fs_write(fs, ino, file_of(fi), buf, size, off);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_write(req, (size_t)n);
-}
-
 /* NOTE(fuse): ENOSYS from the first FLUSH: the kernel sends none again
- * (no_flush), so a close() costs no round trip; a control file's text
- * acts at fsync() or at its node's FORGET instead (fs/ctl.c). */
+ * (no_flush), so a close() costs no round trip. Nothing is ever written,
+ * so there is nothing to flush on the open-per-file path either. */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = count(req, FS_REQ_FLUSH, ino);
 
-	if (!fs_open_per_file(fs))
-		fuse_reply_err(req, ENOSYS);
-	else
-		fuse_reply_err(req, -fs_flush(fs, ino, file_of(fi)));
+	fuse_reply_err(req, fs_open_per_file(fs) ? 0 : ENOSYS);
 }
 
-/* NOTE(fuse): never ENOSYS: the kernel would stop sending FSYNC, which is
- * how a writer of a control file learns its verdict. */
+/* fsync(2) of a read-only descriptor is allowed, and has nothing to do. */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	struct fs *fs = count(req, FS_REQ_FSYNC, ino);
+	count(req, FS_REQ_FSYNC, ino);
+	fuse_reply_err(req, 0);
+}
 
-	fuse_reply_err(req, -fs_fsync(fs, ino, file_of(fi)));
+/* The only link is .hintfs/control, to the control socket. */
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = count(req, FS_REQ_OTHER, ino);
+	char buf[PATH_MAX];
+	ssize_t n = fs_readlink(fs, ino, buf, sizeof(buf));
+
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_readlink(req, buf);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
@@ -659,20 +654,15 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
-	struct stat st;
-	int rc = -EROFS;
-
 	count(req, FS_REQ_SETATTR, ino);
-	/* Only a truncation (a shell's '>' on .hintfs/hint) gets through. */
-	if ((to_set & ~(FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME |
-			FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)) == 0 &&
-	    (to_set & FUSE_SET_ATTR_SIZE))
-		rc = fs_truncate(req_fs(req), ino, (uint64_t)attr->st_size,
-				 req_uid(req), &st);
-	if (rc)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, 0);
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	count(req, FS_REQ_WRITE, ino);
+	fuse_reply_err(req, EROFS);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -750,6 +740,7 @@ const struct fuse_lowlevel_ops fs_ll_ops = {
     .forget = op_forget,
     .forget_multi = op_forget_multi,
     .getattr = op_getattr,
+    .readlink = op_readlink,
     .access = op_access,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,

@@ -230,24 +230,34 @@ static int add_fsname(struct fuse_args *args, const char *source)
 }
 
 /*
- * NOTE(fuse): with zero-message opens the kernel opens a file for writing
- * without asking (no OPEN to answer EROFS), and a shared writable mmap
- * changes the pages other readers see even though its writeback fails.
- * Under allow_other, default_permissions makes the kernel check the modes
- * (0444 data, 0200/0400 control files of the mount's owner): other users
- * can open nothing for writing. Without allow_other only the owner uses
- * the mount.
+ * NOTE(fuse): a read-only superblock ("ro", MS_RDONLY). With zero-message
+ * opens the kernel opens files without asking (no OPEN to answer EROFS),
+ * and on a writable superblock an open for writing succeeds: a shared
+ * writable mmap then dirties the page cache every reader shares, and a
+ * write() sits in the up-to-date page during its round trip even though
+ * the WRITE fails. On a read-only superblock the kernel refuses every open
+ * for writing, truncate, mmap for writing and every other write-type call
+ * with EROFS before any request, for root too; and it stops the atime
+ * GETATTR it sends after a READ. Added last, so that an "rw" among the
+ * user's options cannot undo it. The control directory is written through
+ * a socket instead (fs/ctl_sock.c).
+ *
+ * With zero-message opens under allow_other (@check_modes),
+ * default_permissions makes the kernel check the modes too (0444 data, 0400
+ * control files of the mount's owner): no OPEN comes to check them. Without
+ * allow_other only the owner uses the mount.
  */
-static int add_default_permissions(struct fuse_args *args)
+static int add_kernel_flags(struct fuse_args *args, bool check_modes)
 {
 	bool other = false;
 
 	for (int i = 0; i < args->argc; i++)
 		if (strstr(args->argv[i], "allow_other"))
 			other = true;
-	if (!other)
-		return 0;
-	return fuse_opt_add_arg(args, "-odefault_permissions") ? -1 : 0;
+	if (other && check_modes &&
+	    fuse_opt_add_arg(args, "-odefault_permissions"))
+		return -1;
+	return fuse_opt_add_arg(args, "-oro") ? -1 : 0;
 }
 
 /* Set once libfuse has reported an error itself, so we add no second line. */
@@ -336,6 +346,7 @@ static int run(struct hintfs_opts *o)
 	    .cache_size_pct = o->cache_size_pct,
 	    .relist = o->relist,
 	    .hint_file = o->hint_file,
+	    .ctl_socket = o->ctl_socket,
 	    .max_inflight = o->max_inflight,
 	    .window = o->window,
 	    .pace_ms = o->pace_ms,
@@ -409,7 +420,7 @@ static int run(struct hintfs_opts *o)
 	cfg.open_per_file = o->open_per_file;
 	cfg.passthrough = o->passthrough;
 	if (add_fsname(&o->fuse_args, o->source) ||
-	    (!o->open_per_file && add_default_permissions(&o->fuse_args))) {
+	    add_kernel_flags(&o->fuse_args, !o->open_per_file)) {
 		rc = -ENOMEM;
 		goto out;
 	}

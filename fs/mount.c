@@ -294,7 +294,6 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->relist_mu, NULL);
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_mutex_init(&fs->ctl_mu, NULL);
-	pthread_cond_init(&fs->ctl_cv, NULL);
 	fs->open_per_file = cfg->open_per_file || cfg->passthrough;
 	fs->follow = fs_follow_create();
 	fs->watch_efd = -1;
@@ -410,6 +409,9 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 			goto fail;
 		}
 	}
+	rc = fs_ctl_sock_start(fs, cfg->ctl_socket, err, err_len);
+	if (rc)
+		goto fail;
 	*out = fs;
 	return 0;
 fail:
@@ -427,6 +429,7 @@ void fs_destroy(struct fs *fs)
 {
 	if (!fs)
 		return;
+	fs_ctl_sock_stop(fs);
 	fs_hint_watch_stop(fs);
 	pf_stop(atomic_load(&fs->pf));
 	cache_close(fs->cache);
@@ -438,7 +441,6 @@ void fs_destroy(struct fs *fs)
 	pthread_mutex_destroy(&fs->relist_mu);
 	pthread_mutex_destroy(&fs->watch_mu);
 	fs_ctl_release_all(fs);
-	pthread_cond_destroy(&fs->ctl_cv);
 	pthread_mutex_destroy(&fs->ctl_mu);
 	fs_follow_destroy(fs->follow);
 	free(fs->prefix);
@@ -446,6 +448,7 @@ void fs_destroy(struct fs *fs)
 	free(fs->mountpoint);
 	free(fs->cache_dir);
 	free(fs->hint_file);
+	free(fs->ctl_sock_path);
 	free(fs->listing_name);
 	free(fs);
 }

@@ -667,6 +667,9 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	}
 	if (o->hint_file && !*o->hint_file)
 		return fail_einval(err, err_len, "-o hint= needs a file");
+	if (o->ctl_socket && *o->ctl_socket != '/')
+		return fail_einval(err, err_len,
+				   "-o ctl_socket= needs an absolute path");
 	rc = resolve_tier(o, err, err_len);
 	if (rc)
 		return rc;

@@ -35,6 +35,7 @@ struct hintfs_opts {
 	char *cache_dir;      /**< -o cache_dir=; else derived (see resolve) */
 	char *cache_size_str; /**< -o cache_size=BYTES[K|M|G|T] or N% */
 	char *hint_file;      /**< -o hint=FILE: watched and re-read */
+	char *ctl_socket;     /**< -o ctl_socket=PATH, or NULL: default */
 	char *max_inflight_str; /**< -o max_inflight=N */
 	char *window_str;	/**< -o window=N objects ahead */
 	char *pace_str;		/**< -o pace_ms=MS */

@@ -99,7 +99,15 @@ static void watch_check(struct fs *fs, struct watch_state *ws)
 			log_warn("hint file '%s': %s", fs->hint_file,
 				 strerror(-rc));
 		} else {
-			fs_apply_hint(fs, text, len, "file:", fs->hint_file, 0);
+			const struct fs_hint_req req = {
+			    .text = text,
+			    .len = len,
+			    .stream = "file:",
+			    .from = fs->hint_file,
+			};
+			char msg[512];
+
+			fs_apply_hint(fs, &req, msg, sizeof(msg));
 			free(text);
 		}
 	}

@@ -15,8 +15,8 @@
 #   --passthrough  build against libfuse 3.17 (-Dlibfuse=bundled, in
 #            build-pt/; install-deps.sh --passthrough fetches it) and run
 #            the C unit tests, then the integration tests of the data paths
-#            that build adds: tests/integration/test_warm.py and
-#            test_passthrough.py (which fail, not skip, when a mount gets
+#            that build adds: tests/integration/test_warm.py,
+#            test_passthrough.py and test_readonly.py (which fail, not skip, when a mount gets
 #            no passthrough on Linux 6.9+ as root). The rest of the suite
 #            does not depend on the libfuse version and runs on the plain
 #            build. With --asan or --tsan: the same on a sanitizer build
@@ -70,7 +70,8 @@ if [ $passthrough -eq 1 ]; then
 	meson_args+=(-Dlibfuse=bundled)
 	deps=(--passthrough)
 	tests=(tests/integration/test_warm.py
-		tests/integration/test_passthrough.py)
+		tests/integration/test_passthrough.py
+		tests/integration/test_readonly.py)
 	# Where the kernel has FUSE passthrough (Linux 6.9+) and we are root,
 	# a mount without it fails the tests; elsewhere they skip, said here.
 	kver=$(uname -r)

@@ -153,7 +153,7 @@ static bool writer_alive(void *arg, pid_t pid)
 }
 
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
-	    int64_t epoch, bool replace, pid_t owner)
+	    int64_t epoch, enum pf_replace replace, pid_t owner)
 {
 	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
 	struct order_queue_stats os;
@@ -168,7 +168,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		owner = proc_tgid(owner) ?: owner;
 	pthread_mutex_lock(&pf->mu);
 	pf->st.hints_total++;
-	if (!n && !replace) {
+	if (!n && replace != PF_REPLACE) {
 		/* Nothing to follow: queueing it would only stall the next. */
 		pthread_mutex_unlock(&pf->mu);
 		order_destroy(h);
@@ -183,7 +183,11 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		return i;
 	}
 	order_queue_stats(&pf->hints.s[i].q, &os);
-	if (!replace && os.len && os.queued >= PF_HINTS_QUEUED_MAX) {
+	if (replace == PF_REPLACE_IF_FULL)
+		replace = os.len && os.queued >= PF_HINTS_QUEUED_MAX
+			      ? PF_REPLACE
+			      : PF_QUEUE;
+	if (replace == PF_QUEUE && os.len && os.queued >= PF_HINTS_QUEUED_MAX) {
 		/* Each queued hint holds its entries: a writer that never
 		 * waits for an epoch to pass must not fill the memory. */
 		pf->st.hints_refused++;
@@ -191,7 +195,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		order_destroy(h);
 		return -EBUSY;
 	}
-	old = order_streams_add(&pf->hints, i, h, replace);
+	old = order_streams_add(&pf->hints, i, h, replace == PF_REPLACE);
 	pthread_mutex_unlock(&pf->mu);
 	order_destroy(old);
 	pf_source_wake(pf->src);

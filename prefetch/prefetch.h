@@ -237,8 +237,11 @@ void pf_note_close(struct pf *pf, uint32_t id);
  * the hint's header, or "pid:1234" for an unnamed writer), written by
  * process @owner (in the daemon's pid namespace; 0: unknown): @n ids
  * (copied) in the order of reading, queued behind that stream's hint in
- * progress, or replacing its current and queued ones when @replace; the
- * other streams keep theirs. @epoch is -1 when unnamed. Its memory is
+ * progress (@replace PF_QUEUE, or false), or replacing its current and
+ * queued ones (PF_REPLACE, or true), or queued unless 16 are queued
+ * already, then replacing them (PF_REPLACE_IF_FULL: the epochs queued
+ * were read from the page cache, unseen; not a refusal); the other streams
+ * keep theirs. @epoch is -1 when unnamed. Its memory is
  * about 9 bytes per entry and 32 per distinct object, whatever the
  * listing's size. A new stream with no slot free reclaims the slot of a
  * stream whose writer has ended, or else of one idle for 10 minutes
@@ -249,8 +252,13 @@ void pf_note_close(struct pf *pf, uint32_t id);
  * pf_stats.hints_refused), -EINVAL for a name of 40 bytes or more, or
  * -ENOMEM. Any thread.
  */
+enum pf_replace {
+	PF_QUEUE = 0,	/**< behind the hints queued (false) */
+	PF_REPLACE = 1, /**< in place of them (true) */
+	PF_REPLACE_IF_FULL = 2,
+};
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
-	    int64_t epoch, bool replace, pid_t owner);
+	    int64_t epoch, enum pf_replace replace, pid_t owner);
 
 /**
  * Queues @n objects (ids, copied) to be fetched into the cache whatever the

@@ -20,6 +20,17 @@ NOISE_SIGMA = 56
 JPEG_QUALITY = 90
 
 
+def send_hint(root, text):
+    """Sends @text as a hint to the hintfs mounted at @root, through its
+    control socket (hintfs.control: the mount itself is read-only)."""
+    import sys
+    py = str(Path(__file__).resolve().parents[1] / "python")
+    if py not in sys.path:
+        sys.path.append(py)
+    import hintfs
+    hintfs.control(root, "hint", text.encode("utf-8", "surrogateescape"))
+
+
 def log(msg):
     """One progress line, with the time of day."""
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)

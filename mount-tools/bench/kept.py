@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 
-from bench import run, sysutil, systems  # noqa: E402
+from bench import common, run, sysutil, systems  # noqa: E402
 from bench.probe import read_all  # noqa: E402
 
 
@@ -63,8 +63,7 @@ def main():
         root = fs.mount(bench.proxies[a.rtt][0].endpoint,
                         bench.workdir / "runs" / "kept")
         stack.callback(fs.unmount)
-        (root / ".hintfs" / "hint").write_text("".join(f"{p}\n"
-                                                      for p in order))
+        common.send_hint(root, "".join(f"{p}\n" for p in order))
         n = len(order)
         print(f"{n} files, {a.threads} readers, {a.passes} passes per "
               "system, page cache kept; median pass, readers' CPU per "

@@ -215,8 +215,7 @@ def main():
             stack.callback(sysobj.unmount)
             try:
                 if fresh:
-                    (root / ".hintfs" / "hint").write_text(
-                        "".join(f"{p}\n" for p in order))
+                    common.send_hint(root, "".join(f"{p}\n" for p in order))
                     results.append(phase("cold", sysobj, root, order,
                                          a.threads, a, run_dir))
                     for i in range(a.warm_rounds):
@@ -227,8 +226,8 @@ def main():
                             # the epoch's hint. Counted in the phase's CPU.
                             for p in order:
                                 os.stat(root / p)
-                            (root / ".hintfs" / "hint").write_text(
-                                "".join(f"{p}\n" for p in order))
+                            common.send_hint(
+                                root, "".join(f"{p}\n" for p in order))
                             time.sleep(a.scan)
                         results.append(phase(f"warm{i + 1}", sysobj, root,
                                              order, a.threads, a, run_dir,

@@ -58,9 +58,8 @@ def stream_stats(mnt, name):
 def run_rank(mnt, rank, share, a, expect, out):
     """Writes rank @rank's hint and reads @share at a.rate files/s."""
     name = f"rank{rank}"
-    with open(Path(mnt) / ".hintfs/hint", "w") as f:
-        f.write(f"#hintfs v1 epoch=1 stream={name}\n")
-        f.write("".join(k + "\n" for k in share))
+    common.send_hint(mnt, f"#hintfs v1 epoch=1 stream={name}\n"
+                     + "".join(k + "\n" for k in share))
     nxt = [0]
     lock = threading.Lock()
     at_window = {}

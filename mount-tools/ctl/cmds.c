@@ -2,11 +2,10 @@
  * mount-tools/ctl/cmds.c - the hintfs-ctl commands that change something:
  * hint, warm, evict, relist, and verify (which drops bad blobs).
  *
- * Owns the write side of the control protocol: each command writes its
- * whole text into one open control file, fsyncs and closes it, because
- * the daemon acts at the fsync (or, with -o open_per_file, at the close)
- * and answers through its return value (ctl_wclose()). Invariant:
- * nothing is written when an argument is wrong (a path not in the mount,
+ * Owns the sending side of the control protocol: each command sends its
+ * whole text as one request to the mount's control socket (ctl_send(),
+ * common/ctl_proto.h) and the daemon's answer is its verdict. Invariant:
+ * nothing is sent when an argument is wrong (a path not in the mount,
  * an unreadable file), so a failed command changes nothing.
  */
 #include "ctl.h"
@@ -54,29 +53,32 @@ static int slurp(const char *path, char **out, size_t *len)
 	return rc ? -1 : 0;
 }
 
-/* Writes @n pieces into control file @name and closes it; the daemon's
- * verdict is fsync()'s and close()'s. Prints the error and returns -1. */
-static int send_ctl(const struct ctl_mount *m, const char *name,
-		    const char *const *bufs, const size_t *lens, size_t n)
+/* Sends request @line with the @n pieces of its payload; the daemon's
+ * answer goes into @reply. Prints the error and returns -1. */
+static int send_ctl(const struct ctl_mount *m, const char *line,
+		    const char *const *bufs, const size_t *lens, size_t n,
+		    char *reply, size_t reply_len)
 {
-	int fd = ctl_wopen(m, name), rc = 0;
+	size_t total = 0, at = 0;
+	char *payload;
+	int rc;
 
-	if (fd < 0) {
-		ctl_err("%s/%s/%s: %s", m->path, CTL_DIR, name, strerror(-fd));
+	for (size_t i = 0; i < n; i++)
+		total += lens[i];
+	payload = malloc(total + 1);
+	if (!payload) {
+		ctl_err("out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = ctl_wwrite(fd, bufs[i], lens[i]);
-	if (rc) {
-		close(fd);
-		ctl_err("writing %s/%s/%s: %s", m->path, CTL_DIR, name,
-			strerror(-rc));
-		return -1;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(payload + at, bufs[i], lens[i]);
+		at += lens[i];
 	}
-	rc = ctl_wclose(fd);
+	rc = ctl_send(m, line, payload, total, reply, reply_len);
+	free(payload);
 	if (rc) {
-		ctl_err("the daemon refused %s/%s/%s: %s (see its log)",
-			m->path, CTL_DIR, name, strerror(-rc));
+		ctl_err("%.*s %s: %s", (int)strcspn(line, " "), line, m->path,
+			reply);
 		return -1;
 	}
 	return 0;
@@ -179,15 +181,17 @@ static int usage(const char *help, bool ok)
  * [replace]" on the first line, under 96 bytes (fs/hint.c). A header
  * already in the text keeps its epoch and stream unless --epoch or
  * --stream is given, and its replace flag. With no stream named, the
- * stream is "ctl-<parent pid>": the script or shell that runs hintfs-ctl
- * once per epoch (each run is a new process) queues its hints in one
- * stream, as a trainer writing the hint file itself does.
+ * header names none and the request asks for own=parent: the daemon names
+ * the stream "ctl-<parent pid>" as its pid namespace sees the parent, so
+ * the script or shell that runs hintfs-ctl once per epoch (each run is a
+ * new process) queues its hints in one stream, and two containers' scripts
+ * do not share one.
  */
 static void hint_header(const char *text, size_t len, long long *epoch,
 			const char **stream, bool *replace, char *hdr,
 			size_t hdr_len, size_t *skip)
 {
-	static char old_stream[40], own[24];
+	static char old_stream[40];
 	static const char tag[] = "#hintfs v1";
 	const char *eol = memchr(text, '\n', len);
 	size_t line = eol ? (size_t)(eol - text) : len;
@@ -220,17 +224,16 @@ static void hint_header(const char *text, size_t len, long long *epoch,
 		*epoch = old_epoch;
 	if (!*stream && old_stream[0])
 		*stream = old_stream;
-	if (!*stream) {
-		snprintf(own, sizeof(own), "ctl-%ld", (long)getppid());
-		*stream = own;
-	}
 	*replace |= old_replace;
+	snprintf(hdr, hdr_len, "%s", tag);
 	if (*epoch >= 0)
-		snprintf(hdr, hdr_len, "%s epoch=%lld stream=%s%s\n", tag,
-			 *epoch, *stream, *replace ? " replace" : "");
-	else
-		snprintf(hdr, hdr_len, "%s stream=%s%s\n", tag, *stream,
-			 *replace ? " replace" : "");
+		snprintf(hdr + strlen(hdr), hdr_len - strlen(hdr),
+			 " epoch=%lld", *epoch);
+	if (*stream)
+		snprintf(hdr + strlen(hdr), hdr_len - strlen(hdr), " stream=%s",
+			 *stream);
+	snprintf(hdr + strlen(hdr), hdr_len - strlen(hdr), "%s\n",
+		 *replace ? " replace" : "");
 }
 
 /* Whether @s is a stream name the daemon takes: 1-32 of [A-Za-z0-9._-]. */
@@ -267,7 +270,7 @@ int cmd_hint(int argc, char **argv)
 	    {"stream", required_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0}};
-	char hdr[96], x[4][32];
+	char hdr[96], x[4][32], reply[512], named[40] = "?";
 	const char *stream = NULL;
 	long long epoch = -1;
 	bool replace = false;
@@ -324,9 +327,18 @@ int cmd_hint(int argc, char **argv)
 	{
 		const char *bufs[] = {hdr, text + skip};
 		size_t lens[] = {strlen(hdr), len - skip};
+		const char *at;
 
-		if (send_ctl(&m, "hint", bufs, lens, 2))
+		if (send_ctl(&m, stream ? "hint" : "hint own=parent", bufs,
+			     lens, 2, reply, sizeof(reply)))
 			goto out_text;
+		/* "stream=NAME entries=...": the name the daemon gave. */
+		at = strstr(reply, "stream=");
+		if (at) {
+			snprintf(named, sizeof(named), "%.*s",
+				 (int)strcspn(at + 7, " "), at + 7);
+			stream = named;
+		}
 	}
 	if (ctl_stats(&m, &after))
 		goto out_text;
@@ -535,8 +547,9 @@ int cmd_warm(int argc, char **argv)
 		goto out;
 	{
 		const char *bufs[] = {text};
+		char reply[512];
 
-		if (send_ctl(&m, "warm", bufs, &len, 1))
+		if (send_ctl(&m, "warm", bufs, &len, 1, reply, sizeof(reply)))
 			goto out;
 	}
 	if (!wait) {
@@ -601,8 +614,9 @@ int cmd_evict(int argc, char **argv)
 		goto out;
 	{
 		const char *bufs[] = {text};
+		char reply[512];
 
-		if (send_ctl(&m, "evict", bufs, &len, 1))
+		if (send_ctl(&m, "evict", bufs, &len, 1, reply, sizeof(reply)))
 			goto out;
 	}
 	if (ctl_stats(&m, &after))
@@ -648,10 +662,9 @@ int cmd_relist(int argc, char **argv)
 		return CTL_FAIL;
 	t0 = ctl_now();
 	{
-		const char *bufs[] = {"relist\n"};
-		size_t lens[] = {7};
+		char reply[512];
 
-		if (send_ctl(&m, "relist", bufs, lens, 1))
+		if (send_ctl(&m, "relist", NULL, NULL, 0, reply, sizeof(reply)))
 			goto out;
 	}
 	if (ctl_stats(&m, &st))

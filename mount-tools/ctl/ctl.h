@@ -1,12 +1,12 @@
 /**
  * mount-tools/ctl/ctl.h - what the parts of hintfs-ctl share.
  *
- * hintfs-ctl talks to a running daemon only through the files of
- * <mount>/.hintfs/ (doc/design.md 2.3): it writes hint, warm, evict and relist
- * and reads stats and verify. Every subcommand is a function
- * `int cmd_NAME(int argc, char **argv)` returning the process's exit
- * status: 0 done, 1 failed (or found a problem: bad blobs, failed warms),
- * 2 bad usage.
+ * hintfs-ctl talks to a running daemon only through <mount>/.hintfs/
+ * (doc/design.md 2.3): it sends hint, warm, evict and relist to the control
+ * socket that .hintfs/control links to, and reads stats and verify. Every
+ * subcommand is a function `int cmd_NAME(int argc, char **argv)` returning the
+ * process's exit status: 0 done, 1 failed (or found a problem: bad blobs,
+ * failed warms), 2 bad usage.
  */
 #ifndef HINTFS_CTL_CTL_H
 #define HINTFS_CTL_CTL_H
@@ -54,13 +54,14 @@ int ctl_read(const struct ctl_mount *m, const char *name, char **out,
 int ctl_stats(const struct ctl_mount *m, struct json **st);
 
 /**
- * An open control file for writing: ctl_wopen(), ctl_wwrite() any number
- * of times, then ctl_wclose(), whose result is the daemon's verdict (what
- * was written takes effect at its fsync). Each returns 0 or -errno.
+ * Sends request @line ("hint own=parent") with @len bytes of @payload to
+ * the mount's control socket (common/ctl_client.h) and waits for the
+ * daemon's answer, whose text goes into @reply. Returns 0 when it was
+ * done, or -errno: the daemon's refusal, or why it could not be asked
+ * (@reply says which).
  */
-int ctl_wopen(const struct ctl_mount *m, const char *name);
-int ctl_wwrite(int fd, const char *buf, size_t len);
-int ctl_wclose(int fd);
+int ctl_send(const struct ctl_mount *m, const char *line, const char *payload,
+	     size_t len, char *reply, size_t reply_len);
 
 /** Prints "hintfs-ctl: error: ..." on stderr. */
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

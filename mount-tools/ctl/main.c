@@ -9,6 +9,8 @@
  * allow_other) and needs no version handshake beyond the stats' keys.
  */
 #include "ctl.h"
+#include "common/ctl_client.h"
+#include "common/ctl_proto.h"
 #include "common/clock.h"
 #include "common/fileio.h"
 
@@ -274,44 +276,25 @@ int ctl_stats(const struct ctl_mount *m, struct json **st)
 	return 0;
 }
 
-int ctl_wopen(const struct ctl_mount *m, const char *name)
+int ctl_send(const struct ctl_mount *m, const char *line, const char *payload,
+	     size_t len, char *reply, size_t reply_len)
 {
-	char path[4200];
-	int fd;
+	char sock[4096];
+	int rc = ctl_socket_of(m->path, sock, sizeof(sock));
 
-	ctl_path(m, name, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-int ctl_wwrite(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, buf, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		buf += w;
-		len -= (size_t)w;
+	if (rc == -ENOENT) {
+		snprintf(reply, reply_len,
+			 "%s/%s/%s: no such link (a hintfs daemon older "
+			 "than its control socket?)",
+			 m->path, CTL_DIR, CTL_PROTO_LINK);
+		return rc;
 	}
-	return 0;
-}
-
-int ctl_wclose(int fd)
-{
-	int rc = 0;
-
-	/* NOTE(fuse): the daemon acts at fsync() and answers through it
-	 * (with zero-message opens no FLUSH is sent, and a close() is not
-	 * waited for); with -o open_per_file the close() carries an answer
-	 * too (FLUSH). Neither is retried on EINTR: the text was taken. */
-	if (fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	return rc;
+	if (rc) {
+		snprintf(reply, reply_len, "%s/%s/%s: %s", m->path, CTL_DIR,
+			 CTL_PROTO_LINK, strerror(-rc));
+		return rc;
+	}
+	return ctl_request(sock, line, payload, len, reply, reply_len);
 }
 
 /* ---- formatting -----------------------------------------------------------

@@ -1,12 +1,18 @@
 """hintfs.autohint without a mount: how hintfs-run's DataLoader hook draws,
 hints and replays an epoch's order. A folder with a `.hintfs/` directory
-stands in for the mount (the hint lands in `.hintfs/hint` as a plain file);
-test_run.py runs the real thing through `hintfs-run` on a real mount.
+stands in for the mount, its `control` link to a small control server of
+the test's (FakeDaemon: it keeps the last hint in `.hintfs/hint` and the
+stream it named, as the daemon would, in `.hintfs/stream`); test_run.py
+runs the real thing through `hintfs-run` on a real mount.
 
 Each test compares with the stock DataLoader under the same seed: the hook
 must not change what a script sees, only tell hintfs about it."""
 
 import os
+import socket
+import struct
+import tempfile
+import threading
 
 import pytest
 
@@ -32,6 +38,57 @@ class Files(Dataset):
         return i
 
 
+class FakeDaemon:
+    """The control socket of a daemon that takes every hint: answers as
+    the daemon does (common/ctl_proto.h), names the stream from the
+    header, else from the sender's pid (SO_PEERCRED) and own=K."""
+
+    def __init__(self, root):
+        self.root = root
+        self.dir = tempfile.mkdtemp(prefix="hintfs-fake-")  # a short path
+        self.path = os.path.join(self.dir, "ctl.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.bind(self.path)
+        self.sock.listen(8)
+        os.symlink(self.path, root / ".hintfs" / "control")
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                pid = struct.unpack("3i", conn.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+                msg, fds, _, _ = socket.recv_fds(conn, 1 << 16, 1)
+                line, _, payload = msg.partition(b"\n")
+                for fd in fds:
+                    with os.fdopen(fd, "rb") as f:
+                        payload = f.read()
+                conn.send(self.take(pid, line.decode().split(), payload))
+
+    def take(self, pid, words, payload):
+        args = dict(w.split("=", 1) for w in words[1:])
+        header = payload.split(b"\n", 1)[0].decode()
+        named = [w[7:] for w in header.split() if w.startswith("stream=")]
+        own = int(args.get("own", 1))
+        stream = named[0] if named else \
+            f"pid:{pid}" if own == 1 else f"pid{pid}.{own}"
+        (self.root / ".hintfs" / "hint").write_bytes(payload)
+        (self.root / ".hintfs" / "stream").write_text(stream)
+        return f"0 stream={stream} entries=0 refused=0\n".encode()
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(timeout=10)
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """A folder the hook takes for a hintfs mount, with the hook installed
@@ -39,6 +96,7 @@ def fake(tmp_path, monkeypatch):
     root = tmp_path / "mnt"
     (root / ".hintfs").mkdir(parents=True)
     (root / ".hintfs" / "stats").write_text("{}")
+    daemon = FakeDaemon(root)
     monkeypatch.setattr(autohint, "hintfs_mounts",
                         lambda: ([str(root)], [str(root), "/"]))
     monkeypatch.setattr(autohint, "_said", set())
@@ -49,12 +107,18 @@ def fake(tmp_path, monkeypatch):
     autohint.install()
     yield root
     autohint.uninstall()
+    daemon.close()
 
 
 def hint(root):
-    """(header, entries) of the last hint written into @root."""
+    """(header, entries) of the last hint sent to @root."""
     lines = (root / ".hintfs" / "hint").read_text().splitlines()
     return lines[0], lines[1:]
+
+
+def stream(root):
+    """The stream the last hint sent to @root went to."""
+    return (root / ".hintfs" / "stream").read_text()
 
 
 def seen(loader):
@@ -254,18 +318,23 @@ def test_each_loader_and_sampler_has_a_stream_of_its_own(fake):
     train_loader = DataLoader(train, batch_size=4, shuffle=True)
     it = iter(train_loader)
     next(it)  # mid-epoch
-    assert hint(fake)[0] == "#hintfs v1 epoch=0"  # the daemon's pid:<pid>
+    # The streams are named by the daemon, from the pid it sees.
+    assert hint(fake)[0] == "#hintfs v1 epoch=0"
+    assert stream(fake) == f"pid:{pid}"
     for _ in DataLoader(val, batch_size=2):
         pass
-    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.2"
+    assert hint(fake)[0] == "#hintfs v1 epoch=0"
+    assert stream(fake) == f"pid{pid}.2"
     gc.collect()  # that validation loader is gone: its number is free
     sampler = HintedSampler(range(4), val, str(fake))
     list(sampler)
-    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.2 replace"
+    assert hint(fake)[0] == "#hintfs v1 epoch=0 replace"
+    assert stream(fake) == f"pid{pid}.2"
     list(sampler)
-    assert hint(fake)[0] == f"#hintfs v1 epoch=1 stream=pid{pid}.2"
+    assert hint(fake)[0] == "#hintfs v1 epoch=1"
+    assert stream(fake) == f"pid{pid}.2"
     for _ in DataLoader(val, batch_size=2):
         pass
-    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.3"
+    assert stream(fake) == f"pid{pid}.3"
     list(it)
-    assert hint(fake)[0] == f"#hintfs v1 epoch=0 stream=pid{pid}.3"
+    assert stream(fake) == f"pid{pid}.3"

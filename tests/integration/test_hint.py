@@ -4,8 +4,10 @@ bad lines are counted and never fatal, the stats match what the proxy saw, and
 an unmodified ImageFolder + DataLoader reads every image right with
 HintedSampler."""
 
+import errno
 import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -146,8 +148,8 @@ def test_bad_hint_lines_are_counted_not_fatal(s3, bucket, mount, proxy):
              ]
     data = ("\n".join(lines) + "\n").encode() + b"bad\xff\xfeutf8\n" + \
         keys[5].encode() + b"\r\n"
-    with open(m / ".hintfs/hint", "wb") as f:
-        f.write(data)
+    assert hintfs.control(m.path, "hint", data) == \
+        f"stream=pid:{os.getpid()} entries=5 refused=6"
     want = {keys[0], keys[1], keys[2], keys[5]}
     wait_gets(proxy, bucket, len(want))
     time.sleep(0.3)
@@ -287,30 +289,41 @@ def test_imagefolder_with_hinted_sampler(s3, bucket, mount, proxy, tmp_path):
 
 
 def test_oversized_hint_applies_nothing(s3, bucket, mount, proxy):
-    """Issue 11 item 9: a hint written to .hintfs/hint past the limit
-    (256 MiB) is refused with EFBIG, and its close applies nothing of
-    what was buffered (all or nothing, as for -o hint=)."""
+    """A hint past the limit (256 MiB) is refused with EFBIG and applies
+    nothing (all or nothing, as for -o hint=); a payload that is not a
+    regular file is refused without being read (it could block the
+    daemon)."""
     objects = make_objects(10)
     upload(s3, bucket, objects)
     keys = sorted(objects)
     m = mount(bucket, endpoint=proxy.endpoint,
-              allowed_errors=[r"(?i)hint.*(too large|too big)"])
-    fd = os.open(m / ".hintfs/hint", os.O_WRONLY)
+              allowed_errors=[r"control socket: .*(larger than|regular)"])
+    sock = hintfs.control_socket(m.path)
+
+    def send(fd):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+            s.connect(sock)
+            socket.send_fds(s, [b"hint\n"], [fd])
+            return s.recv(4096).decode()
+
+    fd = os.memfd_create("big")
     try:
         os.write(fd, ("\n".join(keys) + "\n").encode())
-        with pytest.raises(OSError) as e:
-            os.pwrite(fd, b"x\n", 256 << 20)
-        assert e.value.errno == 27  # EFBIG
+        os.ftruncate(fd, (256 << 20) + 1)     # sparse: nothing to write
+        assert send(fd).startswith(f"{errno.EFBIG} ")
     finally:
-        try:
-            os.close(fd)
-        except OSError as e:
-            assert e.errno == 27
+        os.close(fd)
+    r, w = os.pipe()
+    try:
+        assert send(r).startswith(f"{errno.EINVAL} ")
+    finally:
+        os.close(r)
+        os.close(w)
     st = stats(m)
     assert st["hint"]["received"] == 0, st["hint"]
     assert st["hint"]["length"] == 0
     assert object_gets(proxy, bucket) == []
-    # The next open starts afresh and is taken.
+    # The next hint is taken.
     write_hint(m.path, keys[:3])
     assert stats(m)["hint"]["received"] == 1
 

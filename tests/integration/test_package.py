@@ -13,6 +13,7 @@ removes the packages whatever happens.
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -343,8 +344,10 @@ def install_mount_run_remove(t, s3, bucket, rgw):
     assert hinted.stdout == plain.stdout
     if torch:
         assert len(plain.stdout.split()) == 2 * len(objects)
-        assert f"hintfs-run: hint epoch=1: {len(objects)} files of Files " \
-            f"-> {mnt}" in hinted.stderr, hinted.stderr
+        assert re.search(rf"hintfs-run: hint epoch=1 stream=pid:\d+: "
+                         rf"{len(objects)} files of Files -> "
+                         rf"{re.escape(str(mnt))}\n", hinted.stderr), \
+            hinted.stderr
         st = json.loads(t.run(["hintfs-ctl", "stats", "--json", mnt]).stdout)
         assert st["hint"]["received"] == 2
     t.umount(mnt)

@@ -241,10 +241,7 @@ def test_an_evicted_file_still_reads_while_open(pt_mount, tmp_path):
     before = set((tmp_path / "c").glob("obj-*.dat"))
     with open(os.path.join(m.path, first), "rb") as held:
         assert stats(m)["passthrough"]["opens"] == 1
-        with open(os.path.join(m.path, ".hintfs", "evict"), "w") as f:
-            f.write(first + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        hintfs.control(m.path, "evict", (first + "\n").encode())
         assert len(set((tmp_path / "c").glob("obj-*.dat"))) == \
             len(before) - 1  # its own file is gone
         assert held.read() == objects[first]

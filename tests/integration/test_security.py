@@ -16,6 +16,7 @@
   the control files.
 """
 
+import errno
 import json
 import os
 import re
@@ -82,8 +83,8 @@ def test_credentials_never_in_log_stats_cache_or_cmdline(s3, bucket, mount,
                 assert workload.read_file(m / k) == v
             except OSError:
                 assert k == bad
-        with open(m / ".hintfs/hint", "w") as f:
-            f.write("no/such/file\n../up\n" + sorted(objects)[0] + "\n")
+        hintfs.control(m.path, "hint", ("no/such/file\n../up\n"
+                                         + sorted(objects)[0] + "\n").encode())
         stats_text = Path(m / ".hintfs/stats").read_text()
         with open(f"/proc/{m.pid}/cmdline", "rb") as f:
             cmdline = f.read()
@@ -483,12 +484,11 @@ def test_keys_that_try_to_escape_never_become_paths(s3, bucket, mount):
     assert hintfs.stats(m.path)["listing"]["skipped_keys"] == len(skipped)
     # Nor can a hint name them: '..' is refused, the rest is not listed;
     # a hint of nothing but them is taken as empty.
-    with open(m / ".hintfs/hint", "w") as f:
-        f.write("\n".join(ESCAPING_KEYS) + "\n")
+    hintfs.control(m.path, "hint", ("\n".join(ESCAPING_KEYS) + "\n").encode())
     last = hintfs.stats(m.path)["hint"]["last"]
     assert last["entries"] == 0 and last["dotdot"] >= 4, last
-    with open(m / ".hintfs/hint", "w") as f:
-        f.write("\n".join(ESCAPING_KEYS) + "\nok/file.txt\n")
+    hintfs.control(m.path, "hint", ("\n".join(ESCAPING_KEYS)
+                                    + "\nok/file.txt\n").encode())
     last = hintfs.stats(m.path)["hint"]["last"]
     assert last["entries"] == 1 and last["dotdot"] >= 4, last
 
@@ -505,8 +505,7 @@ def test_keys_under_the_control_dir_cannot_replace_it(s3, bucket, mount):
     st = hintfs.stats(m.path)
     assert "forged" not in st and st["listing"]["files"] == 1
     assert any("hidden" in l for l in m.log_lines()), m.log_lines()
-    with open(m / ".hintfs/hint", "w") as f:
-        f.write("real.txt\n")
+    hintfs.control(m.path, "hint", b"real.txt\n")
     assert hintfs.stats(m.path)["hint"]["last"]["entries"] == 1
     assert workload.read_file(m / "real.txt") == b"real"
 
@@ -531,6 +530,12 @@ try:
         sys.stdout.write("ok")
     elif what == "access":
         sys.stdout.write("ok" if os.access(path, os.W_OK) else "no")
+    elif what == "control":
+        import socket
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+            s.connect(path)
+            s.send(sys.argv[3].encode())
+            sys.stdout.write(s.recv(4096).decode())
 except OSError as e:
     sys.stdout.write(errno.errorcode[e.errno])
 """
@@ -548,10 +553,10 @@ def as_nobody(what, path, arg=""):
 
 def test_control_files_are_the_owners_under_allow_other(public_dir, s3,
                                                          bucket, mount):
-    """Issue 11 item 1: with allow_other, another user reads the dataset
-    but can neither write a control file (hint, warm, evict, relist) nor
-    read stats (the cache directory, the bucket) or verify; the mount's
-    owner (root here) still can."""
+    """With allow_other, another user reads the dataset but can neither
+    send a control request (hint, warm, evict, relist), write anything
+    under .hintfs, nor read stats (the cache directory, the bucket) or
+    verify; the mount's owner (root here) still can."""
     need_root("acting as another user")
     objects = small(8)
     upload(s3, bucket, objects)
@@ -567,10 +572,16 @@ def test_control_files_are_the_owners_under_allow_other(public_dir, s3,
     assert as_nobody("read", mnt / first) == "ok " + objects[first].hex()
 
     ctl = mnt / ".hintfs"
-    for name, text in [("evict", "*\n"), ("hint", "#hintfs v1 replace\n"
-                                                  + first + "\n"),
-                       ("warm", "d\n"), ("relist", "1\n")]:
-        assert as_nobody("write", ctl / name, text) == "EACCES", name
+    sock = hintfs.control_socket(m.path)
+    for text in ("evict\n*\n", f"hint\n#hintfs v1 replace\n{first}\n",
+                 "warm\nd\n", "relist\n"):
+        # The socket's directory is the owner's alone (0700): refused at
+        # connect(), and by the daemon (SO_PEERCRED) were it reached.
+        assert as_nobody("control", ctl / "control", text) == "EACCES", text
+        assert as_nobody("control", sock, text) == "EACCES", text
+    for name in ("stats", "verify", "hint"):
+        assert as_nobody("write", ctl / name, "x") in \
+            ("EROFS", "EACCES", "ENOENT"), name
         assert as_nobody("access", ctl / name) == "no", name
     for name in ("stats", "verify"):
         assert as_nobody("read", ctl / name) == "EACCES", name
@@ -580,10 +591,33 @@ def test_control_files_are_the_owners_under_allow_other(public_dir, s3,
     assert stats["requests"]["list"] == 1, "nobody made it relist"
     assert stats["hint"]["received"] == 0, "nobody's hint was taken"
     # The owner may.
-    with open(ctl / "evict", "w") as f:
-        f.write("*\n")
+    hintfs.control(m.path, "evict", b"*\n")
     stats = json.loads(Path(ctl / "stats").read_text())
     assert stats["cache"]["objects"] == 0
+
+
+def test_control_socket_checks_the_sender_itself(public_dir, s3, bucket,
+                                                 mount):
+    """A control socket made reachable by mistake (chmod 666 in a public
+    folder) still serves only the mount's owner and root: the daemon reads
+    the sender's uid from the socket (SO_PEERCRED), which it cannot forge,
+    and refuses with the reason; nothing is done."""
+    need_root("acting as another user")
+    objects = small(4)
+    upload(s3, bucket, objects)
+    sock = public_dir / "ctl.sock"
+    m = mount(bucket, options=(f"ctl_socket={sock}",))
+    assert os.readlink(m / ".hintfs/control") == str(sock)
+    for k, v in objects.items():
+        assert workload.read_file(m / k) == v
+    os.chmod(sock, 0o666)
+    out = as_nobody("control", sock, "evict\n*\n")
+    assert out.startswith(f"{errno.EACCES} ") and "owner" in out, out
+    assert hintfs.stats(m.path)["cache"]["objects"] == len(objects)
+    assert hintfs.control(m.path, "ping").startswith("hintfs ")
+    m.unmount()
+    assert m.wait_exit() == 0
+    assert not sock.exists(), "the socket goes with the mount"
 
 
 def test_cache_dir_writable_by_others_is_refused(bucket, mount, tmp_path):

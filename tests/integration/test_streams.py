@@ -1,5 +1,5 @@
-"""Hint streams (doc/design.md 2.2, 3): each writer of .hintfs/hint (a
-stream named in the header, or else the writing process) has its own hints,
+"""Hint streams (doc/design.md 2.2, 3): each sender of hints (a stream
+named in the header, or else the sending process) has its own hints,
 cursor and window. Seen through the project's proxy: both streams' prefixes
 are fetched ahead of their readers, a reader moves its own stream's window
 only, a replace in one stream leaves the other's hints, and eviction keeps
@@ -15,7 +15,7 @@ import pytest
 
 from dataset import sha256, upload
 import workload
-from workload import drop_page_cache, gets_settled, wait_gets
+from workload import drop_page_cache, gets_settled, python_env, wait_gets
 
 import hintfs
 from hintfs.torch import write_hint
@@ -61,10 +61,10 @@ def test_two_writers_each_get_their_order_followed(s3, bucket, mount, proxy):
     m = mount(bucket, endpoint=proxy.endpoint,
               options=("max_inflight=1", "window=10"))
     # The other writer: a process of its own, no stream name.
-    code = ("import sys; open(sys.argv[1] + '/.hintfs/hint', 'w')"
-            ".write(''.join(k + '\\n' for k in sys.argv[2:]))")
+    code = ("import sys, hintfs; hintfs.control(sys.argv[1], 'hint', "
+            "''.join(k + '\\n' for k in sys.argv[2:]).encode())")
     subprocess.run([sys.executable, "-c", code, m.path] + a, check=True,
-                   timeout=WAIT_S)
+                   timeout=WAIT_S, env=python_env())
     write_hint(m.path, b)
 
     gets = settle(proxy, bucket, 20)
@@ -237,11 +237,14 @@ def test_streams_of_ended_processes_are_reclaimed(s3, bucket, mount):
     m = mount(bucket)
     pids = []
     for k in range(67):
-        # The shell that opens .hintfs/hint is the writer; it then exits.
+        # A process that sends a hint and exits.
         p = subprocess.run(
-            ["sh", "-c", f"printf '%s\\n%s\\n' {keys[k % 2]} {keys[2]} "
-             f"> '{m.path}/.hintfs/hint' && echo $$"],
-            check=True, capture_output=True, text=True, timeout=WAIT_S)
+            [sys.executable, "-c",
+             "import os, sys, hintfs; hintfs.control(sys.argv[1], 'hint', "
+             "sys.argv[2].encode()); print(os.getpid())",
+             m.path, f"{keys[k % 2]}\n{keys[2]}\n"],
+            check=True, capture_output=True, text=True, timeout=WAIT_S,
+            env=python_env())
         pids.append(int(p.stdout))
     hint = hintfs.stats(m.path)["hint"]
     assert hint["received"] == 67 and hint["rejected"] == 0, hint
@@ -266,3 +269,33 @@ def test_streams_of_ended_processes_are_reclaimed(s3, bucket, mount):
                          capture_output=True, text=True,
                          timeout=WAIT_S).stdout
     assert "reclaimed: 4 whose writer ended, 0 idle 10 minutes" in out, out
+
+
+def test_streams_of_two_pid_namespaces_are_two(s3, bucket, mount):
+    """Two containers on one node each have a process 1: their unnamed
+    hints (and their second loaders' hints) are two streams, named by the
+    daemon from the pids it sees, where names made inside the containers
+    from getpid() were one (and one replaced the other's queue)."""
+    if os.geteuid() != 0:
+        pytest.skip("unshare --pid needs root")
+    objects = make_objects(4, "n")
+    upload(s3, bucket, objects)
+    keys = sorted(objects)
+    m = mount(bucket)
+    code = ("import os, sys, hintfs; assert os.getpid() == 1; "
+            "print(hintfs.control(sys.argv[1], 'hint', sys.argv[2].encode(),"
+            " ['own=2']))")
+    names = []
+    for k in keys[:2]:
+        p = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+             "-c", code, m.path, k + "\n"],
+            check=True, capture_output=True, text=True, timeout=WAIT_S,
+            env=python_env())
+        names.append(p.stdout.split()[0])
+    assert names[0] != names[1], names
+    assert all(n.startswith("stream=pid") and n.endswith(".2")
+               for n in names), names
+    st = streams(m)
+    assert {n[len("stream="):] for n in names} <= set(st), st
+    assert all(st[n[len("stream="):]]["length"] == 1 for n in names)

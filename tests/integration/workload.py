@@ -22,6 +22,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def python_env(**more):
+    """The environment for a child Python that imports the hintfs package
+    from the source tree, as the tests do (pytest.ini)."""
+    return dict(os.environ, PYTHONPATH=str(REPO / "mount-tools" / "python"),
+                **more)
+
+
 def build_dir():
     """The build under test: $HINTFS_BUILD (absolute, or relative to the
     working directory or the repository), else <repo>/build."""

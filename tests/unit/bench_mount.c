@@ -77,18 +77,9 @@ int main(int argc, char **argv)
 	fs = mount_fs(dir, &secs);
 	printf("cold mount (listing): %.3f s\n", secs);
 	t0 = mono_ns();
-	{
-		struct fs_file *fh = NULL;
-		bool direct;
-
-		if (fs_open(fs, FS_INO_CTL_WARM, O_WRONLY, 0, 1, &fh,
-			    &direct) ||
-		    fs_write(fs, FS_INO_CTL_WARM, fh, ".\n", 2, 0) != 2 ||
-		    fs_flush(fs, FS_INO_CTL_WARM, fh)) {
-			fprintf(stderr, "bench_mount: warm refused\n");
-			return 1;
-		}
-		fs_release(fs, FS_INO_CTL_WARM, fh);
+	if (ctl_send(fs, "warm", ".\n", 2)) {
+		fprintf(stderr, "bench_mount: warm refused\n");
+		return 1;
 	}
 	while (fs_stat_of(fs, "cache", "objects") < (long long)n)
 		usleep(100000);

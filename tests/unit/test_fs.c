@@ -90,7 +90,7 @@ static ssize_t read_file(struct fs *fs, const char *path, char *buf, size_t cap)
 
 	if (!ino)
 		return -ENOENT;
-	if (fs_open(fs, ino, O_RDONLY, 0, 1, &fh, &direct))
+	if (fs_open(fs, ino, O_RDONLY, 0, &fh, &direct))
 		return -EBADF;
 	/* 128 KiB reads, as the kernel sends them. */
 	while ((n = fs_read(fs, ino, fh, buf + got,
@@ -223,19 +223,13 @@ static void test_hint(void)
 {
 	static const char hint[] =
 	    "#hintfs v1 epoch=3\nh/2\nh/0\n/mnt/ds/h/1\n";
-	struct fs_file *fh = NULL;
-	bool direct;
 	struct fs *fs;
 	int waited = 0;
 
 	fs = mount_h();
 	if (!fs)
 		return;
-	CHECK(fs_open(fs, FS_INO_CTL_HINT, O_WRONLY, 0, 1, &fh, &direct) == 0);
-	CHECK(fs_write(fs, FS_INO_CTL_HINT, fh, hint, strlen(hint), 0) ==
-	      (ssize_t)strlen(hint));
-	CHECK(fs_flush(fs, FS_INO_CTL_HINT, fh) == 0);
-	fs_release(fs, FS_INO_CTL_HINT, fh);
+	CHECK(ctl_send(fs, "hint", hint, strlen(hint)) == 0);
 	CHECK(fs_stat_of(fs, "hint", "length") == 3);
 	/* The three hinted objects arrive without a read (bounded wait for
 	 * the engine thread; not a timing assertion). */
@@ -249,21 +243,6 @@ static void test_hint(void)
 	CHECK(fake_s3_gets() == gets);
 	CHECK(fs_stat_of(fs, "hint", "position") == 2);
 	fs_destroy(fs);
-}
-
-/* Writes @text to control file @ino; returns what the close (flush) says. */
-static int ctl_write(struct fs *fs, uint64_t ino, const char *text, size_t len)
-{
-	struct fs_file *fh = NULL;
-	bool direct;
-	int rc;
-
-	if (fs_open(fs, ino, O_WRONLY, 0, 1, &fh, &direct))
-		return -EBADF;
-	CHECK(fs_write(fs, ino, fh, text, len, 0) == (ssize_t)len);
-	rc = fs_flush(fs, ino, fh);
-	fs_release(fs, ino, fh);
-	return rc;
 }
 
 /* Queued hints and pending warm entries have caps: past them the writer
@@ -283,19 +262,19 @@ static void test_queue_caps(void)
 	}
 	/* Nobody reads h/3: the current hint stays, 16 queue behind it. */
 	for (int i = 0; i < 17; i++)
-		CHECK(ctl_write(fs, FS_INO_CTL_HINT, one, strlen(one)) == 0);
+		CHECK(ctl_send(fs, "hint", one, strlen(one)) == 0);
 	CHECK(fs_stat_of(fs, "hint", "queued") == 16);
-	CHECK(ctl_write(fs, FS_INO_CTL_HINT, one, strlen(one)) == -EBUSY);
+	CHECK(ctl_send(fs, "hint", one, strlen(one)) == -EBUSY);
 	CHECK(fs_stat_of(fs, "hint", "refused_queue_full") == 1);
-	CHECK(ctl_write(fs, FS_INO_CTL_HINT, replace, strlen(replace)) == 0);
+	CHECK(ctl_send(fs, "hint", replace, strlen(replace)) == 0);
 	CHECK(fs_stat_of(fs, "hint", "queued") == 0);
 
 	/* 70,000 pending entries on a listing of 4: over the cap. */
 	for (int i = 0; i < WARM; i++)
 		memcpy(warm + 4 * i, "h/0\n", 4);
-	CHECK(ctl_write(fs, FS_INO_CTL_WARM, warm, WARM * 4) == -EBUSY);
+	CHECK(ctl_send(fs, "warm", warm, WARM * 4) == -EBUSY);
 	CHECK(fs_stat_of(fs, "warm", "refused") == WARM);
-	CHECK(ctl_write(fs, FS_INO_CTL_WARM, ".\n", 2) == 0);
+	CHECK(ctl_send(fs, "warm", ".\n", 2) == 0);
 	free(warm);
 	fs_destroy(fs);
 }
@@ -307,7 +286,7 @@ static ssize_t stats_text(struct fs *fs, char *buf, size_t size)
 	bool direct;
 	ssize_t n;
 
-	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct))
+	if (fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, &fh, &direct))
 		return -1;
 	n = fs_read(fs, FS_INO_CTL_STATS, fh, buf, size - 1, 0);
 	fs_release(fs, FS_INO_CTL_STATS, fh);
@@ -316,38 +295,16 @@ static ssize_t stats_text(struct fs *fs, char *buf, size_t size)
 	return n;
 }
 
-/* Writes @text through a node looked up as @name, as the kernel does with
- * zero-message opens; returns fsync's verdict, or forgets the node (a
- * writer that only closes) when @sync is false. */
-static int node_write(struct fs *fs, const char *name, const char *text,
-		      pid_t pid, bool sync)
-{
-	struct stat st;
-	uint64_t ino;
-	int rc;
-
-	if (fs_ctl_lookup(fs, name, 0, &ino, &st))
-		return -EBADF;
-	CHECK(ino >= FS_INO_CTL_NODE0 && st.st_size == 0);
-	CHECK(fs_ctl_node_write(fs, ino, 0, pid, text, strlen(text), 0) ==
-	      (ssize_t)strlen(text));
-	rc = sync ? fs_fsync(fs, ino, NULL) : 0;
-	fs_forget(fs, ino, 1);
-	return rc;
-}
-
 /*
- * Zero-message opens: a control file is a node from its LOOKUP to its
- * FORGET. A hint acts at fsync (its verdict the answer) or at the forget;
- * its stream is the writer's pid; stats is rendered at lookup, its size
- * exact; other users are refused; nodes are capped; a read at 0 of a file
- * moves the hint on as an open did.
+ * Zero-message opens: stats is a node from its LOOKUP to its FORGET,
+ * rendered at lookup with its exact size, shown as one file (st_ino);
+ * other users are refused; nodes are capped; a read at 0 of a file moves
+ * the hint on as an open did. The control link names the socket.
  */
 static void test_ctl_nodes(void)
 {
-	static const char one[] = "h/3\n";
-	uint64_t ino, len, nodes[80];
-	struct stat st;
+	uint64_t ino, ino2, len, nodes[80];
+	struct stat st, st2;
 	char buf[65536];
 	struct fs *fs;
 	int n = 0;
@@ -355,21 +312,39 @@ static void test_ctl_nodes(void)
 	fs = mount_h();
 	if (!fs)
 		return;
-	CHECK(node_write(fs, "hint", "h/1\nh/2\n", 4242, false) == 0);
+	CHECK(ctl_send(fs, "hint", "h/1\nh/2\n", 8) == 0);
 	CHECK(fs_stat_of(fs, "hint", "length") == 2);
 	CHECK(fs_ctl_lookup(fs, "stats", 0, &ino, &st) == 0);
 	len = (uint64_t)st.st_size;
 	CHECK(fs_getattr(fs, ino, &st) == 0 && (uint64_t)st.st_size == len);
 	CHECK(len > 0 && st.st_mode == (S_IFREG | 0400));
 	CHECK(fs_ctl_node_read(fs, ino, 0, buf, sizeof(buf), 0) == st.st_size);
-	CHECK(strstr(buf, "\"stream\": \"pid:4242\"") != NULL);
+	/* The sender's stream: this process, as the socket says. */
+	snprintf(buf + st.st_size, 64, "\"stream\": \"pid:%ld\"",
+		 (long)getpid());
+	CHECK(strstr(buf, buf + st.st_size) != NULL);
 	CHECK(strstr(buf, "\"data_path\": \"zero-message opens\"") != NULL);
-	CHECK(fs_ctl_node_write(fs, ino, 0, 1, "x", 1, 0) == -EBADF);
-	CHECK(fs_getattr(fs, ino, &st) == 0 && st.st_ino == ino);
+	/* Two lookups, two nodes, one file: stat() of the path and fstat()
+	 * of what was opened agree (cp checks it). */
+	CHECK(fs_ctl_lookup(fs, "stats", 0, &ino2, &st2) == 0);
+	CHECK(ino2 != ino && st.st_ino == st2.st_ino &&
+	      st.st_ino == FS_INO_CTL_STATS);
+	CHECK(fs_getattr(fs, ino2, &st2) == 0 && st2.st_ino == st.st_ino);
+	fs_forget(fs, ino2, 1);
 	fs_forget(fs, ino, 1);
 	CHECK(fs_getattr(fs, ino, &st) == -ENOENT);
 	CHECK(fs_ctl_lookup(fs, "stats", 1234, &ino, &st) == -EACCES);
 	CHECK(fs_ctl_lookup(fs, "nope", 0, &ino, &st) == -ENOENT);
+	CHECK(fs_ctl_lookup(fs, "hint", 0, &ino, &st) == -ENOENT);
+
+	/* The link to the socket: a fixed inode, its target the socket. */
+	CHECK(fs_lookup(fs, FS_INO_CTL_DIR, "control", &ino, &st) == 0);
+	CHECK(S_ISLNK(st.st_mode) &&
+	      (size_t)st.st_size == strlen(fs_ctl_socket(fs)));
+	CHECK(fs_readlink(fs, ino, buf, sizeof(buf)) == st.st_size &&
+	      !strcmp(buf, fs_ctl_socket(fs)));
+	CHECK(fs_readlink(fs, FS_INO_CTL_STATS, buf, sizeof(buf)) == -EINVAL);
+	CHECK(fs_readlink(fs, ino, buf, 4) == -ENAMETOOLONG);
 
 	/* verify checks at its first read, not at the lookup (a stat() or
 	 * `ls -l` makes one too): a bound for a size until then. */
@@ -381,14 +356,8 @@ static void test_ctl_nodes(void)
 	fs_forget(fs, ino, 1);
 	n = 0;
 
-	/* Refusals reach the writer through fsync: one in progress, 16
-	 * queued, the next refused. */
-	for (int i = 0; i < 17; i++)
-		CHECK(node_write(fs, "hint", one, 7, true) == 0);
-	CHECK(node_write(fs, "hint", one, 7, true) == -EBUSY);
-
 	/* Nodes never closed are capped. */
-	while (n < 80 && fs_ctl_lookup(fs, "hint", 0, &nodes[n], &st) == 0)
+	while (n < 80 && fs_ctl_lookup(fs, "stats", 0, &nodes[n], &st) == 0)
 		n++;
 	CHECK(n == 64);
 	CHECK(fs_ctl_lookup(fs, "stats", 0, &ino, &st) == -ENFILE);
@@ -398,8 +367,8 @@ static void test_ctl_nodes(void)
 	fs_forget(fs, ino, 1);
 
 	/* A read from offset 0 is an open: the hint moves on. */
-	CHECK(node_write(fs, "hint", "#hintfs v1 stream=r replace\nh/0\n", 9,
-			 true) == 0);
+	CHECK(ctl_send(fs, "hint", "#hintfs v1 stream=r replace\nh/0\n", 32) ==
+	      0);
 	CHECK(fs_lookup(fs, 1, "h", &ino, &st) == 0);
 	CHECK(fs_lookup(fs, ino, "0", &ino, &st) == 0);
 	fs_follow_read(fs, ino, 131072, 0, false);
@@ -408,6 +377,90 @@ static void test_ctl_nodes(void)
 	CHECK(stats_text(fs, buf, sizeof(buf)) > 0);
 	CHECK(strstr(buf, "\"name\": \"r\", \"position\": 1,") != NULL);
 	fs_destroy(fs);
+}
+
+/*
+ * The control socket: what a sender gets back (the stream its hint went
+ * to, the errno of a refusal), the sender's own streams named from its
+ * pid, a full queue replaced on request, a payload past one message sent
+ * as a memfd, and bad requests refused with a reason, changing nothing.
+ */
+static void test_ctl_socket(void)
+{
+	static const char one[] = "h/3\n";
+	char want[64], reply[512];
+	const char *sock;
+	size_t big_len = 200000;
+	char *big = malloc(big_len);
+	struct fs *fs;
+
+	fs = mount_h();
+	if (!fs || !big) {
+		free(big);
+		if (fs)
+			fs_destroy(fs);
+		return;
+	}
+	sock = fs_ctl_socket(fs);
+	CHECK(ctl_request(sock, "ping", "", 0, reply, sizeof(reply)) == 0);
+	CHECK(!strncmp(reply, "hintfs ", 7));
+	CHECK(ctl_request(sock, "hint", one, 4, reply, sizeof(reply)) == 0);
+	snprintf(want, sizeof(want), "stream=pid:%ld entries=1 refused=0",
+		 (long)getpid());
+	CHECK(!strcmp(reply, want));
+	CHECK(ctl_request(sock, "hint own=3", "h/1\nnot/there\n", 14, reply,
+			  sizeof(reply)) == 0);
+	snprintf(want, sizeof(want), "stream=pid%ld.3 entries=1 refused=1",
+		 (long)getpid());
+	CHECK(!strcmp(reply, want));
+	/* The header's name wins over the sender's. */
+	CHECK(ctl_request(sock, "hint own=2", "#hintfs v1 stream=rank4\nh/1\n",
+			  28, reply, sizeof(reply)) == 0);
+	CHECK(!strncmp(reply, "stream=rank4 ", 13));
+
+	/* A full queue: refused (EBUSY, with why), or replaced on request. */
+	for (int i = 0; i < 16; i++)
+		CHECK(ctl_request(sock, "hint", one, 4, reply, sizeof(reply)) ==
+		      0);
+	CHECK(ctl_request(sock, "hint", one, 4, reply, sizeof(reply)) ==
+	      -EBUSY);
+	CHECK(strstr(reply, "16 hints are queued already") != NULL);
+	CHECK(ctl_request(sock, "hint if_full=replace", one, 4, reply,
+			  sizeof(reply)) == 0);
+	/* Not a refusal: the queue holds the one hint now. */
+	CHECK(fs_stat_of(fs, "hint", "refused_queue_full") == 1);
+	CHECK(fs_stat_of(fs, "hint", "queued") == 0);
+
+	/* Past one message: the payload travels as a memfd. */
+	for (size_t i = 0; i + 4 <= big_len; i += 4)
+		memcpy(big + i, "h/2\n", 4);
+	CHECK(ctl_request(sock, "hint own=9 if_full=replace", big, big_len,
+			  reply, sizeof(reply)) == 0);
+	snprintf(want, sizeof(want), "stream=pid%ld.9 entries=%zu ",
+		 (long)getpid(), big_len / 4);
+	CHECK(!strncmp(reply, want, strlen(want)));
+
+	/* Bad requests: refused with a reason; nothing taken. */
+	long long got = fs_stat_of(fs, "hint", "received");
+
+	CHECK(ctl_request(sock, "write", "x", 1, reply, sizeof(reply)) ==
+	      -EINVAL);
+	CHECK(strstr(reply, "unknown command") != NULL);
+	CHECK(ctl_request(sock, "hint own=0", one, 4, reply, sizeof(reply)) ==
+	      -EINVAL);
+	CHECK(ctl_request(sock, "hint owner=1", one, 4, reply, sizeof(reply)) ==
+	      -EINVAL);
+	CHECK(ctl_request(sock, "relist now", "", 0, reply, sizeof(reply)) ==
+	      -EINVAL);
+	CHECK(ctl_request(sock, "", "", 0, reply, sizeof(reply)) == -EINVAL);
+	CHECK(fs_stat_of(fs, "hint", "received") == got);
+	CHECK(ctl_request(sock, "warm", "h/0\nno/such\n", 12, reply,
+			  sizeof(reply)) == 0);
+	CHECK(!strcmp(reply, "files=1 entries=1 refused=1"));
+	fs_destroy(fs);
+	/* Gone with the mount. */
+	CHECK(access(sock, F_OK) == -1 && errno == ENOENT);
+	free(big);
 }
 
 /*
@@ -631,7 +684,7 @@ static void test_stats_are_the_table(void)
 		fprintf(stderr, "fs_create: %s\n", err);
 		return;
 	}
-	if (!fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, 1, &fh, &direct)) {
+	if (!fs_open(fs, FS_INO_CTL_STATS, O_RDONLY, 0, &fh, &direct)) {
 		n = fs_read(fs, FS_INO_CTL_STATS, fh, text, sizeof(text) - 1,
 			    0);
 		fs_release(fs, FS_INO_CTL_STATS, fh);
@@ -718,6 +771,7 @@ int main(void)
 	    test_stop_commits_what_was_fetched,
 	    test_write_failure_reads_through,
 	    test_ctl_nodes,
+	    test_ctl_socket,
 	    test_stats_are_the_table,
 	    test_engine_counters_are_shown,
 	};

@@ -9,8 +9,11 @@
   optional C helper library (ctypes).
 """
 
+import errno
 import json
 import os
+import socket
+import stat
 import time
 
 try:  # written into the built package by setup.py
@@ -20,15 +23,59 @@ except ImportError:  # run from the source tree: meson.build says
     __version__ = meson_version() or "unknown"
 
 
-def _write_ctl(mount, name, data):
-    """Writes `data` into control file `name` and fsyncs it: the daemon acts
-    at the fsync and answers through it (a refusal raises OSError), so it
-    is in force when this returns, whatever the data path (with zero-message
-    opens, a close() alone is not waited for)."""
-    with open(os.path.join(os.fspath(mount), ".hintfs", name), "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+# The control protocol (common/ctl_proto.h in the source): one request and
+# one reply per connection, each one SOCK_SEQPACKET message; a payload past
+# CTL_MSG_MAX travels as a memfd whose descriptor goes with the request.
+CTL_MSG_MAX = 64 << 10
+
+
+def control_socket(mount):
+    """The path of the control socket of the hintfs mounted at `mount`, read
+    from the link `mount/.hintfs/control`."""
+    link = os.path.join(os.fspath(mount), ".hintfs", "control")
+    try:
+        return os.readlink(link)
+    except OSError as e:
+        if e.errno == errno.EINVAL and stat.S_ISSOCK(os.stat(link).st_mode):
+            return link      # a socket itself, not a link to one
+        if e.errno in (errno.ENOENT, errno.EINVAL):
+            raise OSError(e.errno, f"{link}: no link to a control socket "
+                          "(not a hintfs mount, or a daemon older than "
+                          "its control socket)") from None
+        raise
+
+
+def control(mount, verb, payload=b"", args=()):
+    """Sends one request (`verb`, its `args` such as "own=2", and `payload`
+    bytes) to the daemon of the hintfs mounted at `mount` and returns the
+    text of its answer ("stream=rank0 entries=2000 refused=0"). A refusal
+    raises OSError with the daemon's errno and reason; it is in force when
+    this returns."""
+    line = " ".join((verb,) + tuple(args)).encode() + b"\n"
+    payload = bytes(payload)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.connect(control_socket(mount))
+        if len(line) + len(payload) <= CTL_MSG_MAX:
+            s.send(line + payload)
+        else:
+            fd = os.memfd_create("hintfs", os.MFD_CLOEXEC)
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view):]
+                socket.send_fds(s, [line], [fd])
+            finally:
+                os.close(fd)
+        reply = s.recv(4096).decode("utf-8", "replace").rstrip("\n")
+    code, _, text = reply.partition(" ")
+    try:
+        code = int(code)
+    except ValueError:
+        raise OSError(errno.EPROTO,
+                      f"not an answer of the control protocol: {reply!r}")
+    if code:
+        raise OSError(code, text)
+    return text
 
 
 def stats(mount):
@@ -60,7 +107,7 @@ def warm(mount, paths, wait=True, timeout=None, poll_s=0.2):
     `paths` is an iterable of files or directories (a directory means every
     file under it; "." is the whole mount), relative to `mount` or absolute
     under it; a single string is one path. The list takes effect when this
-    function has written `mount/.hintfs/warm`.
+    function has sent it to the daemon.
 
     With `wait` (the default) returns once every object queued is cached or
     has failed, as a dict {"queued", "done", "failed"} counting this call's
@@ -74,7 +121,7 @@ def warm(mount, paths, wait=True, timeout=None, poll_s=0.2):
     lines = [_relative(mount, p) for p in paths]
     before = stats(mount)["warm"] if wait else None
     data = "".join(line + "\n" for line in lines)
-    _write_ctl(mount, "warm", data.encode("utf-8", "surrogateescape"))
+    control(mount, "warm", data.encode("utf-8", "surrogateescape"))
     if not wait:
         return None
     deadline = None if timeout is None else time.monotonic() + timeout

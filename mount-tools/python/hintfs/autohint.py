@@ -224,11 +224,11 @@ class _LoaderState:
                 per_mount.setdefault(where[0], []).append(where[1])
         stream = stream_name(self.stream_k)
         for mnt, rels in per_mount.items():
-            write_epoch_hint(mnt, rels, epoch=epoch, replace=replace,
-                             stream=stream)
+            named = write_epoch_hint(mnt, rels, epoch=epoch, replace=replace,
+                                     stream=stream, own=self.stream_k)
             if _verbose():
                 _say(f"hint epoch={epoch}"
-                     + (f" stream={stream}" if stream else "")
+                     + (f" stream={named}" if named else "")
                      + (" replace" if replace else "")
                      + f": {len(rels)} files of {self.loader_name} -> {mnt}",
                      once=False)

@@ -1,8 +1,9 @@
 """hintfs.torch: tell hintfs the order an epoch will read its samples.
 
 `HintedSampler` wraps any sampler (RandomSampler, DistributedSampler, ...).
-At each `__iter__` it materializes the epoch's order, writes it as a hint
-into the mount's control file `.hintfs/hint`, then yields the same indices,
+At each `__iter__` it materializes the epoch's order, sends it as a hint
+to the mount's control socket (`.hintfs/control`), then yields the same
+indices,
 so the dataset class (e.g. torchvision's ImageFolder) stays unmodified:
 
     ds = torchvision.datasets.ImageFolder("/mnt/data", transform=tf)
@@ -17,7 +18,8 @@ Each sampler (and each DataLoader hintfs-run hints) has a stream of its
 own, so that a validation pass in the middle of an epoch neither waits
 behind the training hint nor makes hintfs give it up: the first of a
 process is the process's stream (`rank<N>`, or the daemon's `pid:<pid>`),
-the k-th `rank<N>.<k>` (`pid<pid>.<k>`). A sampler that is garbage
+the k-th `rank<N>.<k>` (`pid<pid>.<k>`, named by the daemon from the pid
+it sees, so that containers on one node do not share a stream). A sampler that is garbage
 collected gives its number to the next one, whose first hint replaces
 what the stream still had queued.
 
@@ -25,14 +27,13 @@ what the stream still had queued.
 use this module at all.
 """
 
-import errno
 import heapq
 import os
 import re
 import weakref
 
 from torch.utils.data import Sampler
-from hintfs import _write_ctl
+from hintfs import control
 
 __all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream",
            "own_stream", "stream_name"]
@@ -125,14 +126,16 @@ def own_stream(owner):
 
 
 def stream_name(k):
-    """The name of this process's stream number @k (own_stream()): the
-    first is default_stream() (None: the daemon names it pid:<pid>), the
-    k-th is `<that>.<k>`, `pid<pid>.<k>` without a rank (at most 32
-    characters: a rank and a pid have 10 digits at most)."""
+    """The name of this process's stream number @k (own_stream()) when the
+    process has a rank: the first is `rank<N>`, the k-th `rank<N>.<k>` (at
+    most 32 characters: a rank has 10 digits at most). None without one:
+    write_hint(own=k) then asks the daemon to name it from the sender's
+    pid as the daemon sees it (`pid:<pid>`, `pid<pid>.<k>`), unique on the
+    node where two containers may each have a process 7."""
     base = default_stream()
-    if k == 1:
+    if base is None or k == 1:
         return base
-    return f"{base or f'pid{os.getpid()}'}.{k}"
+    return f"{base}.{k}"
 
 
 # A stream name is 1-32 of these characters: short enough that the longest
@@ -141,13 +144,17 @@ def stream_name(k):
 _STREAM_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
 
 
-def write_hint(mount, paths, epoch=None, replace=False, stream=None):
-    """Writes a hint (an iterable of paths, absolute under `mount` or
-    relative to it) into `mount/.hintfs/hint`. It is in force when this
-    returns. `replace` drops the hints queued in hintfs instead of
-    queueing behind them. `stream` names the hint stream (1-32 of
-    A-Z a-z 0-9 . _ -, e.g. "rank5"); without it the daemon takes the
-    writing process as the stream."""
+def write_hint(mount, paths, epoch=None, replace=False, stream=None, own=None,
+               if_full_replace=False):
+    """Sends a hint (an iterable of paths, absolute under `mount` or
+    relative to it) to the hintfs mounted at `mount`. It is in force when
+    this returns, which it does with the name of the stream it went to.
+    `replace` drops the hints queued in hintfs instead of queueing behind
+    them; `if_full_replace` only when 16 are queued already (else the daemon
+    refuses: OSError EBUSY). `stream` names the hint stream (1-32 of
+    A-Z a-z 0-9 . _ -, e.g. "rank5"); without it the daemon names it from
+    the sending process: its `own`-th stream (own_stream(); `pid:<pid>`
+    for the first)."""
     if stream is not None and not _STREAM_RE.fullmatch(stream):
         raise ValueError(f"bad hint stream name {stream!r}: 1-32 of "
                          "A-Z a-z 0-9 . _ -")
@@ -172,7 +179,16 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None):
             raise ValueError(f"a path with a newline cannot be hinted: {p!r}")
         lines.append(p)
     data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    _write_ctl(mount, "hint", data)
+    args = []
+    if stream is None and own is not None and own > 1:
+        args.append(f"own={int(own)}")
+    if if_full_replace:
+        args.append("if_full=replace")
+    answer = control(mount, "hint", data, args)
+    for word in answer.split():
+        if word.startswith("stream="):
+            return word[len("stream="):]
+    return stream
 
 
 # The daemon's PF_HINTS_QUEUED_MAX: hints a stream holds behind its current
@@ -180,36 +196,14 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None):
 HINTS_QUEUED_MAX = 16
 
 
-def _queue_full(mount, stream):
-    """Whether `stream` (None: this process's pid:<pid>) has as many hints
-    queued as the daemon takes, by its stats; False when unknown."""
-    from hintfs import stats
-
-    name = stream or f"pid:{os.getpid()}"
-    try:
-        streams = stats(mount)["hint"]["streams"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return any(s.get("name") == name and s.get("queued", 0) >= HINTS_QUEUED_MAX
-               for s in streams)
-
-
-def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None):
-    """write_hint() for a trainer's epoch: when the stream's queue is full
-    (EBUSY), the epochs queued were read without the daemon seeing them
-    (from the page cache: with zero-message opens a cached file costs no
-    request, doc/design.md 3), so this epoch replaces them."""
-    paths = list(paths)
-    if not replace and _queue_full(mount, stream):
-        # Replace at once rather than be refused first: a refusal is an
-        # error line in the daemon's log, and this one is expected.
-        replace = True
-    try:
-        write_hint(mount, paths, epoch=epoch, replace=replace, stream=stream)
-    except OSError as e:
-        if e.errno != errno.EBUSY or replace:
-            raise
-        write_hint(mount, paths, epoch=epoch, replace=True, stream=stream)
+def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None,
+                     own=None):
+    """write_hint() for a trainer's epoch: when the stream's queue is full,
+    the epochs queued were read without the daemon seeing them (from the
+    page cache: with zero-message opens a cached file costs no request,
+    doc/design.md 3), so this epoch replaces them."""
+    return write_hint(mount, paths, epoch=epoch, replace=replace,
+                      stream=stream, own=own, if_full_replace=True)
 
 
 class HintedSampler(Sampler):
@@ -254,15 +248,16 @@ class HintedSampler(Sampler):
         order = list(iter(self.sampler))
         epoch = getattr(self.sampler, "epoch", self.epoch)
         replace = self._unfinished
-        stream = self.stream
+        stream, own = self.stream, None
         if stream is None:
             if self._own is None:
                 self._own = own_stream(self)
                 replace |= self._own[1]
-            stream = stream_name(self._own[0])
+            own = self._own[0]
+            stream = stream_name(own)
         paths = (p for p in map(self.path_of, order) if p is not None)
         write_epoch_hint(self.mount, paths, epoch=epoch, replace=replace,
-                         stream=stream)
+                         stream=stream, own=own)
         self.epoch += 1
         self._unfinished = True
         yield from order
