@@ -51,7 +51,8 @@
 #define GPU_PAGE_BYTES 4096
 
 #define GPU_KNOWN_FLAGS                                                        \
-	(HINTFS_GPU_FORCE_CPU | HINTFS_GPU_NO_URING | HINTFS_GPU_CUFILE)
+	(HINTFS_GPU_FORCE_CPU | HINTFS_GPU_NO_URING | HINTFS_GPU_CUFILE |      \
+	 HINTFS_GPU_ASYNC_READS)
 
 enum slot_state {
 	SLOT_FREE,
@@ -472,8 +473,9 @@ static void describe(struct hintfs_gpu *h, const char *cufile_note)
 	double mib = (double)c->max_batch_bytes / (1024.0 * 1024.0);
 
 	if (h->rd.uring)
-		snprintf(reads, sizeof(reads), "io_uring, %u in flight",
-			 c->queue_depth);
+		snprintf(reads, sizeof(reads), "io_uring, %u in flight%s",
+			 c->queue_depth,
+			 h->rd.async ? ", on io_uring workers" : "");
 	else
 		snprintf(reads, sizeof(reads), "open/pread (%s)",
 			 h->rd.why_sync);
@@ -540,6 +542,7 @@ int hintfs_gpu_open(const struct hintfs_gpu_config *cfg,
 		fail(err, "no memory for the ring");
 		goto fail_free;
 	}
+	h->rd.async = h->rd.uring && (h->cfg.flags & HINTFS_GPU_ASYNC_READS);
 
 	h->path = HINTFS_GPU_PATH_CPU;
 	if (!(h->cfg.flags & HINTFS_GPU_FORCE_CPU)) {

@@ -104,6 +104,13 @@ struct hintfs_gpu;
  * hintfs_gpu_describe() says why. Off by default: see gpu/README.md.
  */
 #define HINTFS_GPU_CUFILE (1u << 2)
+/**
+ * Hand every open and read to io_uring's worker threads (IOSQE_ASYNC)
+ * instead of completing page-cache hits inline in the submitting thread,
+ * so that a warm batch is copied out of the page cache by many cores.
+ * Ignored without io_uring. Off by default: see gpu/README.md.
+ */
+#define HINTFS_GPU_ASYNC_READS (1u << 3)
 
 enum hintfs_gpu_path {
 	HINTFS_GPU_PATH_CPU = 0,

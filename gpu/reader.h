@@ -30,6 +30,13 @@ struct reader {
 	unsigned n_free;
 	/* Why io_uring is not used, for hintfs_gpu_describe(); "" if it is. */
 	char why_sync[160];
+	/*
+	 * Set by the owner after reader_init(): every request but CLOSE goes
+	 * to io_uring's worker threads (IOSQE_ASYNC) instead of being tried
+	 * inline first, so that page-cache copies run on many cores rather
+	 * than in the submitting thread. Only with io_uring.
+	 */
+	bool async;
 };
 
 /*

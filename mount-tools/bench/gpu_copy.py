@@ -34,10 +34,12 @@ files (read once first, so every run reads the page cache): 256 JPEGs of
    ran while batch k+1 was being read.
 
     gpu_copy.py [--dir DIR] [--repeat 20] [--json FILE] [--cpu]
+                [--async-reads]
 
 DIR (default: a fresh folder under $TMPDIR or /tmp, removed at the end)
 receives the files. Timings are medians of --repeat runs after a warm-up.
---json writes every figure to FILE as well. Needs a CUDA build of PyTorch
+--json writes every figure to FILE as well. --async-reads opens every
+Loader with async_reads=True (reads on io_uring's worker threads). Needs a CUDA build of PyTorch
 and a GPU; --cpu runs tables 2 and 3 on the CPU fallback only, to check
 the script itself.
 """
@@ -65,6 +67,8 @@ MIB = 1 << 20
 N_JPEG = 256
 N_MIB = 64
 N_BATCHES = 4
+# Options of every Loader the tables open (--async-reads).
+LOADER_ARGS = {}
 H2D = 1                     # cudaMemcpyHostToDevice
 STREAM_NON_BLOCKING = 1     # cudaStreamNonBlocking
 
@@ -150,7 +154,8 @@ def h2d_table(torch, sets, repeat, res):
     lib = hgpu.load_library()
     rt = Cudart()
     res["cudart"] = rt.path
-    loader = hgpu.Loader(max_batch_bytes=64 * MIB, ring_depth=2)
+    loader = hgpu.Loader(max_batch_bytes=64 * MIB, ring_depth=2,
+                         **LOADER_ARGS)
     rows = []
     try:
         for name, groups in sets:
@@ -278,7 +283,7 @@ def batch_table(torch, sets, repeat, cpu, res):
                     off += n
         return buf.to(device, non_blocking=True)
 
-    loader = hgpu.Loader(cpu=cpu, max_batch_bytes=64 * MIB)
+    loader = hgpu.Loader(cpu=cpu, max_batch_bytes=64 * MIB, **LOADER_ARGS)
 
     def helper_one(group):
         b = loader.read(group)
@@ -354,7 +359,8 @@ def timeline(torch, sets, cpu, res):
     """Table 3: when each batch was read and copied, pipelined as
     Loader.batches runs it."""
     lib = hgpu.load_library()
-    loader = hgpu.Loader(cpu=cpu, max_batch_bytes=64 * MIB, ring_depth=3)
+    loader = hgpu.Loader(cpu=cpu, max_batch_bytes=64 * MIB, ring_depth=3,
+                         **LOADER_ARGS)
     h = loader._handle
     out = {}
     for name, groups in sets:
@@ -434,9 +440,13 @@ def main():
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--cpu", action="store_true",
                     help="tables 2 and 3 only, on the CPU fallback")
+    ap.add_argument("--async-reads", action="store_true",
+                    help="the helper reads on io_uring's worker threads "
+                    "(HINTFS_GPU_ASYNC_READS)")
     a = ap.parse_args()
     import torch
-    res = {"torch": torch.__version__}
+    LOADER_ARGS["async_reads"] = a.async_reads
+    res = {"torch": torch.__version__, "async_reads": a.async_reads}
     work = Path(tempfile.mkdtemp(prefix="hintfs-gpu-bench-", dir=a.dir))
     try:
         if not a.cpu:

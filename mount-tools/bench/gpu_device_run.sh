@@ -6,8 +6,9 @@
 #                                    from BUILD (a meson build with
 #                                    -Dgpu=enabled; default build) into
 #                                    build-gpudev/ (ignored by git)
-#   gpu_device_run.sh run [OUTDIR]   there: runs everything from
-#                                    build-gpudev/, logs into OUTDIR
+#   gpu_device_run.sh run [OUTDIR [STEP...]]
+#                                    there: runs the steps (default: all)
+#                                    from build-gpudev/, logs into OUTDIR
 #                                    (default $OUT, else /tmp/hintfs-gpu-out)
 #
 # Why a pack: the GPU machine may lack liburing (and has no libfuse, no
@@ -17,16 +18,21 @@
 # CUDA headers to build; it dlopens libcudart at run time, here PyTorch's
 # own copy (the nvidia-cuda-runtime wheel), found below.
 #
-# What `run` does, each step under its own timeout so one hang does not eat
-# the lease: info.txt (GPU, driver, CUDA runtime, torch, torchvision);
-# test_gpu.log (the C unit test on the real GPU); pytest.log
-# (tests/integration/test_gpu.py without its conftest: the one test that
-# needs a hintfs mount and an S3 server, test_cpu_batches_from_a_hintfs_mount,
-# is deselected); bench.log and
-# bench.json (mount-tools/bench/gpu_copy.py); decode.log
-# (mount-tools/examples/gpu_decode.py: nvJPEG through the helper, nvJPEG
-# after plain per-file reads, CPU decode); summary.txt (each step's exit
-# status). At most 8 files: what the device tool brings back.
+# The steps, each under its own timeout so one hang does not eat the lease:
+#   info        info.txt: GPU, driver, PCIe link, CUDA runtime, torch,
+#               torchvision
+#   ctest       test_gpu.log: the C unit test on the real GPU
+#   pytest      pytest.log: tests/integration/test_gpu.py without its
+#               conftest; the one test that needs a hintfs mount and an S3
+#               server (test_cpu_batches_from_a_hintfs_mount) is deselected
+#   bench       bench.log, bench.json: mount-tools/bench/gpu_copy.py
+#   bench-async bench-async.log, bench-async.json: the same with
+#               --async-reads
+#   decode      decode.log: mount-tools/examples/gpu_decode.py, nvJPEG
+#               through the helper, nvJPEG after plain per-file reads, CPU
+#               decode
+# At most 8 files, what the device tool brings back; each step's exit
+# status is printed last.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 PACK=build-gpudev
@@ -103,8 +109,12 @@ build_here() {
 			-ldl -lpthread
 }
 
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
 run() {
 	OUT=${1:-${OUT:-/tmp/hintfs-gpu-out}}
+	shift
+	STEPS=${*:-info ctest pytest bench bench-async decode}
 	mkdir -p "$OUT"
 	export PYTHONUNBUFFERED=1
 	export LD_LIBRARY_PATH="$PWD/$PACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -112,7 +122,7 @@ run() {
 	local cudart jpeg=/tmp/hintfs-gpu-jpeg
 
 	cudart=$(find_cudart)
-	step info.txt 60 bash -c '
+	has info && step info.txt 60 bash -c '
 		date -u +%Y-%m-%dT%H:%MZ; uname -srm; nproc; free -g | head -2
 		nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current --format=csv
 		nvidia-smi | head -12
@@ -121,21 +131,26 @@ run() {
 		echo "libcudart for the C test: $1"; ls -l /usr/include/liburing.h /usr/local/cuda/lib64/libcudart.so* 2>&1
 		ldd '"$PACK"'/tests/unit/test_gpu' info "$cudart"
 
-	if ldd "$PACK/tests/unit/test_gpu" | grep -q "not found"; then
+	if has ctest && ldd "$PACK/tests/unit/test_gpu" | grep -q "not found"; then
 		echo "=== the packed test does not load here: building" |
 			tee -a "$OUT/test_gpu.log"
 		build_here 2>&1 | tee -a "$OUT/test_gpu.log"
 	fi
-	HINTFS_CUDART=$cudart step test_gpu.log 180 "$PACK/tests/unit/test_gpu"
+	has ctest && HINTFS_CUDART=$cudart step test_gpu.log 180 "$PACK/tests/unit/test_gpu"
 
-	HINTFS_BUILD="$PWD/$PACK" step pytest.log 300 python3 -m pytest \
+	has pytest && HINTFS_BUILD="$PWD/$PACK" step pytest.log 300 \
+		python3 -m pytest \
 		-c tests/integration/pytest.ini --rootdir tests/integration \
-		--noconftest -p no:cacheprovider -v -rs \
+		--noconftest -p no:cacheprovider -v -rsP \
 		tests/integration/test_gpu.py -k "not hintfs_mount"
 
-	step bench.log 300 python3 mount-tools/bench/gpu_copy.py --repeat 20 \
-		--json "$OUT/bench.json"
+	has bench && step bench.log 300 python3 mount-tools/bench/gpu_copy.py \
+		--repeat 20 --json "$OUT/bench.json"
+	has bench-async && step bench-async.log 300 python3 \
+		mount-tools/bench/gpu_copy.py --repeat 20 --async-reads \
+		--json "$OUT/bench-async.json"
 
+	has decode || { printf '%s\n' "${SUMMARY[@]}"; return; }
 	step decode.log 120 python3 mount-tools/examples/gpu_decode.py \
 		--make 2048 "$jpeg" --epochs 3
 	step decode.log 120 python3 mount-tools/examples/gpu_decode.py \
@@ -144,12 +159,15 @@ run() {
 		--cpu --limit 512 "$jpeg" --epochs 2
 	rm -rf "$jpeg"
 
-	printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+	printf '%s\n' "${SUMMARY[@]}"
 }
 
 case ${1:-} in
 pack) pack "${2:-build}" ;;
-run) run "${2:-}" ;;
+run)
+	shift
+	run "$@"
+	;;
 *)
 	echo "usage: $0 pack [BUILD] | run [OUTDIR]" >&2
 	exit 2

@@ -285,6 +285,9 @@ static void test_cpu_batches(uint32_t flags, uint32_t align)
 	printf("cpu flags 0x%x align %u: %s\n", flags, align, desc);
 	CHECK(desc && strncmp(desc, "cpu:", 4) == 0);
 	CHECK(hintfs_gpu_path_kind(h) == HINTFS_GPU_PATH_CPU);
+	if (desc && (flags & HINTFS_GPU_ASYNC_READS))
+		CHECK(strstr(desc, "on io_uring workers") ||
+		      strstr(desc, "open/pread"));
 
 	/* Three batches held at once, each intact after the others. */
 	CHECK(hintfs_gpu_submit(h, cpaths(0), 15, &b[0]) == 0);
@@ -472,7 +475,7 @@ static void test_errors(uint32_t flags)
  * 4,093 bytes takes several reads, each continued from where the last
  * stopped (the short-read path), with io_uring and without.
  */
-static void test_reader_short_reads(bool uring)
+static void test_reader_short_reads(bool uring, bool async)
 {
 	struct reader r;
 	uint64_t lens[N_FILES], offs[N_FILES], end = 0;
@@ -481,6 +484,7 @@ static void test_reader_short_reads(bool uring)
 	bool same = true;
 
 	CHECK(reader_init(&r, 5, uring) == 0);
+	r.async = r.uring && async;
 	if (uring && !r.uring)
 		printf("SKIP io_uring reader: %s\n", r.why_sync);
 	CHECK(reader_sizes(&r, cpaths(0), N_FILES, lens, &bad) == 0);
@@ -1190,11 +1194,14 @@ int main(void)
 	test_cpu_batches(0, 1);
 	test_cpu_batches(HINTFS_GPU_NO_URING, 1);
 	test_cpu_batches(0, 4096);
+	test_cpu_batches(HINTFS_GPU_ASYNC_READS, 1);
 	test_empty();
 	test_errors(0);
 	test_errors(HINTFS_GPU_NO_URING);
-	test_reader_short_reads(true);
-	test_reader_short_reads(false);
+	test_errors(HINTFS_GPU_ASYNC_READS);
+	test_reader_short_reads(true, false);
+	test_reader_short_reads(true, true);
+	test_reader_short_reads(false, false);
 	test_threads();
 	if (gpu) {
 		test_gpu_batches();

@@ -59,6 +59,7 @@ ABI_VERSION = 1
 FORCE_CPU = 1 << 0
 NO_URING = 1 << 1
 CUFILE = 1 << 2
+ASYNC_READS = 1 << 3
 PATHS = {0: "cpu", 1: "pinned", 2: "cufile"}
 
 _REPO = Path(__file__).resolve().parents[3]
@@ -309,11 +310,13 @@ class Loader:
     use_uring    False: plain open/pread instead of io_uring
     use_cufile   True: read with cuFile (GPUDirect Storage) when present;
                  see gpu/README.md before using it (no host copy)
+    async_reads  True: io_uring's worker threads open and read the files,
+                 so a batch in the page cache is copied by many cores
     """
 
     def __init__(self, *, cpu=False, device=None, max_batch_bytes=64 << 20,
                  max_batch_files=1024, ring_depth=3, queue_depth=64, align=1,
-                 use_uring=True, use_cufile=False):
+                 use_uring=True, use_cufile=False, async_reads=False):
         import torch
         self._torch = torch
         self._lib = load_library()
@@ -334,7 +337,8 @@ class Loader:
         cfg.align = align
         cfg.device = self.device_index or 0
         cfg.flags = ((FORCE_CPU if cpu else 0) | (0 if use_uring else NO_URING)
-                     | (CUFILE if use_cufile else 0))
+                     | (CUFILE if use_cufile else 0)
+                     | (ASYNC_READS if async_reads else 0))
         self._handle = self._open(cfg)
         if not cpu and not torch.cuda.is_available():
             desc = self.description
