@@ -101,6 +101,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 _Static_assert(PF_STREAMS_MAX == ORDER_STREAMS_MAX &&
 		   PF_STREAM_NAME_MAX == ORDER_STREAM_NAME_MAX,
@@ -247,6 +248,43 @@ size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
  * ---------------------------------------------------------------- */
 
 /* Ends the cache writer once it has committed every completed fetch. */
+/* The tier's clock: the engine's, so that the start times the engine
+ * hands the breaker and tier_hung() compare with the tier's answers on one
+ * clock (a unit test's virtual one too). Any thread. */
+static uint64_t tier_clock(void *arg)
+{
+	return pf_now(arg);
+}
+
+static ssize_t copy_ref(void *arg, const struct cache_ref *ref)
+{
+	if (ref->mem) {
+		memcpy(arg, ref->mem, ref->len);
+		return (ssize_t)ref->len;
+	}
+	for (size_t done = 0; done < ref->len;) {
+		ssize_t n = pread(ref->fd, (char *)arg + done, ref->len - done,
+				  (off_t)(ref->fd_off + done));
+
+		if (n <= 0)
+			return n < 0 ? -errno : -ENODATA;
+		done += (size_t)n;
+	}
+	return (ssize_t)ref->len;
+}
+
+/* A PUT owed to the tier whose bytes did not fit its queue: read back from
+ * the local cache (tier_config.load). A PUT worker, without mu. */
+static int tier_load(void *arg, const char *key, size_t key_len,
+		     const char *etag, uint64_t size, void *buf)
+{
+	struct pf *pf = arg;
+	ssize_t got = cache_read_ref(pf->cfg.cache, key, key_len, etag, size,
+				     size, 0, copy_ref, buf);
+
+	return got == (ssize_t)size ? 0 : -ENODATA;
+}
+
 static void stop_writer(struct pf *pf)
 {
 	pthread_mutex_lock(&pf->mu);
@@ -341,6 +379,10 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		    .put_mem = cfg->tier_put_mem,
 		    .mac_key = (const unsigned char *)cfg->tier_key,
 		    .mac_key_len = cfg->tier_key_len,
+		    .clock_ns = tier_clock,
+		    .clock_arg = pf,
+		    .load = tier_load,
+		    .load_arg = pf,
 		};
 
 		rc = tier_start(&tc, &pf->tier);

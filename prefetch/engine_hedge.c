@@ -64,7 +64,7 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	struct pf_fetch *f = p->f;
 
 	tier_run_remove(pf, p);
-	tier_note_verdict(pf->tier, v, cut, f->demand);
+	tier_note_verdict(pf->tier, v, cut, f->demand, p->start_ns);
 	if (v != TIER_ERROR)
 		tier_note_answer_ns(pf->tier, pf_now(pf) - p->start_ns);
 	if (v == TIER_HIT) {
@@ -77,8 +77,11 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	/* After a miss or a mismatch the tier needs the object. After a
 	 * hedge, a timeout or an error it most likely holds it (it was slow
 	 * or failing, not empty): a PUT would only load a tier already too
-	 * slow for its readers. */
-	f->tier_put = v == TIER_MISS || v == TIER_MISMATCH;
+	 * slow for its readers. Cut because the breaker opened: nobody
+	 * knows, and the tier gets it once it answers again (tier_put()
+	 * holds it till then), as a fetch the breaker bypassed does. */
+	f->tier_put =
+	    v == TIER_MISS || v == TIER_MISMATCH || cut == TIER_CUT_BREAKER;
 	if (f->tier_put)
 		tier_put_expect(pf->tier);
 	/* The origin's GET is another request: new handle, If-Match. */

@@ -314,8 +314,15 @@ void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 	}
 	if (!p->attempts++) {
 		p->first_ns = now;
-		if (f->tier && !tier_use(pf->tier))
-			f->tier = false; /* the breaker is open */
+		if (f->tier && !tier_use(pf->tier)) {
+			/* The breaker is open: the origin's bytes are owed
+			 * to the tier, which holds the PUT until it answers
+			 * again, so that the object leaves the origin once
+			 * for the cluster. */
+			f->tier = false;
+			f->tier_put = true;
+			tier_put_expect(pf->tier);
+		}
 	}
 	p->state = PART_RUNNING;
 	if (++pf->running > pf->st.inflight_peak)

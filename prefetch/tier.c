@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 /* 256 MiB of objects waiting for their PUT: an epoch-1 burst of ~2,400
@@ -55,6 +56,17 @@
 /* A probe that never reports (its fetch dropped) frees the half-open state
  * after 3 s: past the 2 s a tier attempt may take (engine_net.c). */
 #define TIER_PROBE_NS 3000000000ull
+/* A PUT worker waiting for the breaker's open period to end looks again
+ * at least this often (ms of real time): the period is on the tier's
+ * clock, which a test moves by itself, and a fetch that finds the period
+ * over wakes the workers anyway (tier_use()). */
+#define TIER_HELD_POLL_MS 100
+/* PUTs owed while the queue's bytes are full wait as their key alone,
+ * their bytes read back from the local cache when sent: within a 16th of
+ * the queue's memory (16 MiB by default: ~65,000 keys of ~250 bytes with
+ * their job), so that an open breaker through a whole epoch of a large
+ * data set still owes the tier all of it, and memory stays bounded. */
+#define TIER_KEYS_SHARE 16
 /* Hung: GETs have run for 500 ms (or 8 times the usual answer time, if
  * longer) and none answered since the oldest started. A near tier answers
  * in milliseconds, a busy one in 100-200 ms (4 mounts x 64 GETs on this
@@ -101,7 +113,9 @@ struct tier_job {
 	size_t key_len;
 	char *etag;
 	uint64_t size;
-	char *data;
+	char *data;    /* NULL: the bytes are read back from the local cache
+			  (tier_config.load) when the PUT is sent */
+	uint64_t foot; /* what it counts in keys_bytes (key-only jobs) */
 	struct tier_job *next;
 };
 
@@ -112,15 +126,23 @@ struct tier {
 	pthread_t workers[TIER_PUT_WORKERS];
 	unsigned int n_workers;
 
-	pthread_mutex_t mu; /* guards the queue and stop */
-	pthread_cond_t cv;  /* a job came, or stop */
+	pthread_mutex_t mu; /* guards the queue, the held list and stop */
+	pthread_cond_t cv;  /* a job came, a probe is due, or stop */
 	struct tier_job *head, *tail;
-	uint64_t queued_bytes; /* data of queued and running jobs */
+	/* PUTs that wait for the breaker to close (tier_put() while it is
+	 * open): a tier that fails or hangs is not loaded with writes; the
+	 * first PUT worker to see the open period over sends one as the
+	 * probe, and breaker_close() moves them all to the queue. */
+	struct tier_job *held_head, *held_tail;
+	uint64_t queued_bytes; /* data of queued, held and running jobs */
+	uint64_t keys_bytes;   /* foot of key-only jobs, same three */
 	bool stop;
 
 	_Atomic uint64_t answer_ns;   /* average time to an answer (EWMA,
 					 1/16 per answer), 0: none yet */
-	_Atomic uint64_t last_answer; /* now_ns() of the latest answer */
+	_Atomic uint64_t last_answer; /* now_ns() of the latest answer: a
+					 GET's hit, miss or mismatch, or a
+					 PUT's (the tier makes progress) */
 	_Atomic uint64_t hedge_gets;  /* the budget: tier GETs not yet
 					 spent on a hedge, at most
 					 TIER_HEDGE_PER x TIER_HEDGE_BURST */
@@ -134,7 +156,8 @@ struct tier {
 	struct {
 		_Atomic uint64_t gets, hits, misses, mismatches, unbound,
 		    fallbacks, hedged, hedge_denied, bypassed, reader_stalls,
-		    breaker_opens, puts, put_errors, put_dropped, put_pending;
+		    breaker_opens, puts, put_errors, put_dropped, put_pending,
+		    put_deferred, put_reloaded;
 	} n;
 };
 
@@ -359,7 +382,7 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 /* The tier's clock: mono_ns(), or the one a test set (tier_config). */
 static uint64_t now_ns(const struct tier *t)
 {
-	return t->cfg.clock_ns ? t->cfg.clock_ns() : mono_ns();
+	return t->cfg.clock_ns ? t->cfg.clock_ns(t->cfg.clock_arg) : mono_ns();
 }
 
 /* Opens the breaker for the next open period (doubling up to 30 s while
@@ -379,6 +402,9 @@ static void breaker_open(struct tier *t, const char *why)
 		 (unsigned long long)(period / 1000000u));
 }
 
+/* Closes the breaker: the tier answered. The PUTs held while it was open
+ * go to the queue (after open_until is 0, so that a tier_put() that takes
+ * mu after this one queues, and one before is moved here). */
 static void breaker_close(struct tier *t)
 {
 	atomic_store(&t->fail_streak, 0);
@@ -387,23 +413,51 @@ static void breaker_close(struct tier *t)
 	atomic_store(&t->open_until, 0);
 	atomic_store(&t->probe_until, 0);
 	atomic_store(&t->open_ns, TIER_BREAK_NS);
+	pthread_mutex_lock(&t->mu);
+	if (t->held_head) {
+		*(t->tail ? &t->tail->next : &t->head) = t->held_head;
+		t->tail = t->held_tail;
+		t->held_head = t->held_tail = NULL;
+		pthread_cond_broadcast(&t->cv);
+	}
+	pthread_mutex_unlock(&t->mu);
 	log_info("shared cache: the tier answers again");
+}
+
+/* Takes the half-open breaker's one probe at @now: true for one caller
+ * until its verdict (or TIER_PROBE_NS). */
+static bool probe_take(struct tier *t, uint64_t now)
+{
+	uint64_t until = atomic_load(&t->open_until);
+	uint64_t probe = atomic_load(&t->probe_until);
+
+	return until && now >= until && probe <= now &&
+	       atomic_compare_exchange_strong(&t->probe_until, &probe,
+					      now + TIER_PROBE_NS);
 }
 
 bool tier_use(struct tier *t)
 {
-	uint64_t until = atomic_load(&t->open_until), now, probe;
+	uint64_t until = atomic_load(&t->open_until), now;
+	bool held;
 
 	if (!until)
 		return true;
 	now = now_ns(t);
 	if (now >= until) {
-		/* Half-open: one fetch probes, the others keep to the
-		 * origin until its answer. */
-		probe = atomic_load(&t->probe_until);
-		if (probe <= now &&
-		    atomic_compare_exchange_strong(&t->probe_until, &probe,
-						   now + TIER_PROBE_NS))
+		/* Half-open. With PUTs held, one of them probes: a PUT
+		 * worker sends it, however slowly the tier answers, where a
+		 * fetch's probe would be hedged away by its reader with no
+		 * verdict, again and again, and the breaker would never
+		 * close on a tier that is only slow. */
+		pthread_mutex_lock(&t->mu);
+		held = t->held_head != NULL;
+		if (held)
+			pthread_cond_signal(&t->cv);
+		pthread_mutex_unlock(&t->mu);
+		/* Else one fetch probes, the others keep to the origin
+		 * until its answer. */
+		if (!held && probe_take(t, now))
 			return true;
 	}
 	add(&t->n.bypassed);
@@ -492,7 +546,7 @@ bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 }
 
 void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
-		       bool waited)
+		       bool waited, uint64_t start_ns)
 {
 	switch (v) {
 	case TIER_HIT:
@@ -519,11 +573,10 @@ void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
 	/* Cut because the breaker opened: already counted. */
 	if (cut == TIER_CUT_BREAKER)
 		return;
-	/* Errors, timeouts and hedges alike: a tier too slow for its
-	 * readers 8 times in a row is failing them. A failed probe opens
-	 * the breaker again at once; a probe a reader hedged (for free,
-	 * tier_hedge_take()) says only that the reader would not wait the
-	 * hedge: no verdict, the next fetch probes. */
+	/* A failed probe opens the breaker again at once; a probe a reader
+	 * hedged (for free, tier_hedge_take()) says only that the reader
+	 * would not wait the hedge: no verdict, the next fetch probes (or a
+	 * held PUT, tier_use()). */
 	if (atomic_load(&t->open_until) && !tier_open(t)) {
 		if (cut == TIER_CUT_HEDGE)
 			atomic_store(&t->probe_until, 0);
@@ -531,9 +584,18 @@ void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
 			breaker_open(t, "the probe failed");
 		return;
 	}
+	/* What opens it is a tier that makes no progress, not one that is
+	 * slow: a hedge is a reader's impatience (4 mounts on a busy
+	 * single-process server hedged and timed out enough in a row to
+	 * open it, and what it then bypassed never reached the tier), and
+	 * an error or timeout counts only when nothing (no GET, no PUT)
+	 * answered since this GET started. 8 of those in a row: the tier
+	 * answers nobody. */
+	if (cut == TIER_CUT_HEDGE || atomic_load(&t->last_answer) >= start_ns)
+		return;
 	if (atomic_fetch_add(&t->fail_streak, 1) + 1 >= TIER_BREAK_AFTER &&
 	    !tier_open(t))
-		breaker_open(t, "8 failures in a row");
+		breaker_open(t, "8 failures in a row, nothing answered");
 }
 
 void tier_get_stats(struct tier *t, struct pf_tier_stats *st)
@@ -555,6 +617,8 @@ void tier_get_stats(struct tier *t, struct pf_tier_stats *st)
 	st->put_errors = atomic_load(&t->n.put_errors);
 	st->put_dropped = atomic_load(&t->n.put_dropped);
 	st->put_pending = atomic_load(&t->n.put_pending);
+	st->put_deferred = atomic_load(&t->n.put_deferred);
+	st->put_reloaded = atomic_load(&t->n.put_reloaded);
 }
 
 /* ---- PUTs ------------------------------------------------------------------
@@ -581,26 +645,54 @@ void tier_put_forget(struct tier *t)
 	atomic_fetch_sub(&t->n.put_pending, 1);
 }
 
+/* Appends @j to the queue, or to the held list while the breaker is open
+ * (decided under mu: see breaker_close()). mu held. */
+static void job_add(struct tier *t, struct tier_job *j)
+{
+	if (atomic_load(&t->open_until)) {
+		add(&t->n.put_deferred);
+		*(t->held_tail ? &t->held_tail->next : &t->held_head) = j;
+		t->held_tail = j;
+		/* A worker then waits for the period's end (job_next()). */
+		pthread_cond_signal(&t->cv);
+		return;
+	}
+	*(t->tail ? &t->tail->next : &t->head) = j;
+	t->tail = j;
+	pthread_cond_signal(&t->cv);
+}
+
 int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	     uint64_t size, const void *data)
 {
 	char name[TIER_NAME_MAX];
 	struct tier_job *j;
 	uint64_t limit = t->cfg.put_mem ? t->cfg.put_mem : TIER_PUT_MEM_DEFAULT;
+	size_t nlen = tier_name(t->prefix, t->bucket, key, key_len, etag, name,
+				sizeof(name));
+	/* A key-only job's memory: the job, its name, key and ETag. */
+	uint64_t foot = sizeof(*j) + nlen + 1 + key_len + strlen(etag) + 1;
+	bool keep_bytes = true;
 
-	if (!tier_name(t->prefix, t->bucket, key, key_len, etag, name,
-		       sizeof(name))) {
+	if (!nlen) {
 		tier_put_forget(t);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&t->mu);
-	if (t->stop || t->queued_bytes + size > limit) {
+	if (!t->stop && t->queued_bytes + size > limit && t->cfg.load &&
+	    t->keys_bytes + foot <= limit / TIER_KEYS_SHARE)
+		keep_bytes = false;
+	if (t->stop || (keep_bytes && t->queued_bytes + size > limit)) {
 		pthread_mutex_unlock(&t->mu);
 		add(&t->n.put_dropped);
 		tier_put_forget(t);
 		return -EBUSY;
 	}
-	t->queued_bytes += size; /* reserved before the copy */
+	/* Reserved before the copy. */
+	if (keep_bytes)
+		t->queued_bytes += size;
+	else
+		t->keys_bytes += foot;
 	pthread_mutex_unlock(&t->mu);
 
 	j = calloc(1, sizeof(*j));
@@ -610,28 +702,39 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 		j->key_len = key_len;
 		j->etag = strdup(etag);
 		j->size = size;
-		j->data = malloc(size ? size : 1);
+		j->foot = keep_bytes ? 0 : foot;
+		j->data = keep_bytes ? malloc(size ? size : 1) : NULL;
 	}
 	pthread_mutex_lock(&t->mu);
-	if (!j || !j->name || !j->key || !j->etag || !j->data) {
-		t->queued_bytes -= size;
+	if (!j || !j->name || !j->key || !j->etag || (keep_bytes && !j->data)) {
+		if (keep_bytes)
+			t->queued_bytes -= size;
+		else
+			t->keys_bytes -= foot;
 		pthread_mutex_unlock(&t->mu);
 		job_free(j);
 		add(&t->n.put_dropped);
 		tier_put_forget(t);
 		return -ENOMEM;
 	}
-	memcpy(j->data, data, size);
+	if (keep_bytes)
+		memcpy(j->data, data, size);
 	memcpy(j->key, key, key_len);
-	*(t->tail ? &t->tail->next : &t->head) = j;
-	t->tail = j;
-	pthread_cond_signal(&t->cv);
+	job_add(t, j);
 	pthread_mutex_unlock(&t->mu);
 	return 0;
 }
 
+/* How a PUT ended, for the breaker. */
+enum put_end {
+	PUT_DONE,     /* written */
+	PUT_ANSWERED, /* refused by an answer (403, 400...): the tier is up */
+	PUT_SILENT,   /* no answer, a 5xx or SlowDown: failing, or too busy */
+	PUT_SKIPPED,  /* not sent: its bytes are gone, or bind nothing */
+};
+
 /* Writes one object with its metadata. Worker thread, without mu. */
-static void put_one(struct tier *t, struct tier_job *j)
+static enum put_end put_one(struct tier *t, struct tier_job *j)
 {
 	char sum[17], size[24], mac[65], why[512];
 	struct tier_want w =
@@ -639,12 +742,23 @@ static void put_one(struct tier *t, struct tier_job *j)
 	struct s3_status st;
 	int rc;
 
+	if (!j->data) {
+		/* Owed while the queue was full: the bytes from the local
+		 * cache, if it still holds them. */
+		j->data = malloc(j->size ? j->size : 1);
+		if (!j->data || t->cfg.load(t->cfg.load_arg, j->key, j->key_len,
+					    j->etag, j->size, j->data)) {
+			add(&t->n.put_dropped);
+			return PUT_SKIPPED;
+		}
+		add(&t->n.put_reloaded);
+	}
 	/* Without a key, only bytes the ETag binds are worth writing: an
 	 * MD5-shaped ETag that is not their MD5 (SSE-KMS) would make every
 	 * read back a mismatch. */
 	if (!w.mac_key && !tier_bytes_bound(&w, j->data, NULL)) {
 		add(&t->n.unbound);
-		return;
+		return PUT_SKIPPED;
 	}
 	tier_sum_hex(j->data, j->size, sum);
 	snprintf(size, sizeof(size), "%" PRIu64, j->size);
@@ -660,15 +774,75 @@ static void put_one(struct tier *t, struct tier_job *j)
 		n_meta--; /* no key: no MAC header */
 	rc = s3_put_object(t->cfg.s3, j->name, strlen(j->name), j->data,
 			   j->size, meta, n_meta, &st);
+	if (!rc || st.http) {
+		/* Any answer is the tier making progress (tier_hung(),
+		 * tier_note_verdict()). */
+		atomic_store(&t->last_answer, now_ns(t));
+	}
 	if (!rc) {
 		add(&t->n.puts);
-		return;
+		return PUT_DONE;
 	}
 	add(&t->n.put_errors);
 	s3_status_describe(&st, rc, why, sizeof(why));
 	/* Warning, not error: the object is cached here and at the origin;
 	 * the next node to miss it reads the origin. */
 	log_warn("shared cache: PUT '%s' failed: %s", j->name, why);
+	return st.kind == S3_ERR_DENIED || st.kind == S3_ERR_OTHER ||
+		       st.kind == S3_ERR_STALE
+		   ? PUT_ANSWERED
+		   : PUT_SILENT;
+}
+
+/* The job a worker is to send next, or NULL to wait (*@wait_ms: how long
+ * at most; -1 until signalled): the queue's head, or, the breaker
+ * half-open and PUTs held, the first of those as the probe (*@probe).
+ * mu held. */
+static struct tier_job *job_next(struct tier *t, bool *probe, long *wait_ms)
+{
+	struct tier_job *j = t->head;
+	uint64_t until, now;
+
+	*probe = false;
+	*wait_ms = -1;
+	if (j) {
+		t->head = j->next;
+		if (!t->head)
+			t->tail = NULL;
+		return j;
+	}
+	if (!t->held_head)
+		return NULL;
+	until = atomic_load(&t->open_until);
+	now = now_ns(t);
+	if (!probe_take(t, now)) {
+		/* Open (or another probe runs): look again when the period
+		 * ends, or sooner (TIER_HELD_POLL_MS). */
+		uint64_t ms = until > now ? (until - now) / 1000000u + 1 : 0;
+
+		*wait_ms =
+		    ms < TIER_HELD_POLL_MS ? (long)ms : TIER_HELD_POLL_MS;
+		if (!*wait_ms)
+			*wait_ms = 1;
+		return NULL;
+	}
+	j = t->held_head;
+	t->held_head = j->next;
+	if (!t->held_head)
+		t->held_tail = NULL;
+	*probe = true;
+	return j;
+}
+
+/* Gives back the memory of job @j (sent or dropped). mu held. */
+static void job_done(struct tier *t, struct tier_job *j)
+{
+	if (j->foot)
+		t->keys_bytes -= j->foot;
+	else
+		t->queued_bytes -= j->size;
+	atomic_fetch_sub(&t->n.put_pending, 1);
+	job_free(j);
 }
 
 static void *put_worker(void *arg)
@@ -679,21 +853,65 @@ static void *put_worker(void *arg)
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
 		struct tier_job *j;
+		enum put_end end;
+		struct timespec ts;
+		bool probe;
+		long wait_ms;
 
-		while (!t->stop && !t->head)
-			pthread_cond_wait(&t->cv, &t->mu);
 		if (t->stop)
 			break;
-		j = t->head;
-		t->head = j->next;
-		if (!t->head)
-			t->tail = NULL;
+		j = job_next(t, &probe, &wait_ms);
+		if (!j) {
+			if (wait_ms < 0) {
+				pthread_cond_wait(&t->cv, &t->mu);
+				continue;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += wait_ms / 1000;
+			ts.tv_nsec += wait_ms % 1000 * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+			continue;
+		}
 		pthread_mutex_unlock(&t->mu);
-		put_one(t, j);
+		end = put_one(t, j);
+		if (probe) {
+			/* The probe's verdict: any answer closes the breaker
+			 * (and queues what is held); silence opens it again.
+			 * One not sent says nothing: the next held PUT
+			 * probes. */
+			if (end == PUT_DONE || end == PUT_ANSWERED)
+				breaker_close(t);
+			else if (end == PUT_SILENT &&
+				 atomic_load(&t->open_until))
+				breaker_open(t, "a PUT probe failed");
+			else
+				atomic_store(&t->probe_until, 0);
+		}
 		pthread_mutex_lock(&t->mu);
-		t->queued_bytes -= j->size;
-		atomic_fetch_sub(&t->n.put_pending, 1);
-		job_free(j);
+		if (probe && end == PUT_SILENT && !t->stop) {
+			/* Still owed, its bytes (if read back) let go again:
+			 * first in line for the next probe, or queued if an
+			 * answer to a fetch closed the breaker meanwhile. */
+			if (j->foot) {
+				free(j->data);
+				j->data = NULL;
+			}
+			if (atomic_load(&t->open_until)) {
+				j->next = t->held_head;
+				t->held_head = j;
+				if (!t->held_tail)
+					t->held_tail = j;
+			} else {
+				j->next = NULL;
+				job_add(t, j);
+			}
+			continue;
+		}
+		job_done(t, j);
 	}
 	pthread_mutex_unlock(&t->mu);
 	return NULL;
@@ -704,6 +922,7 @@ static void *put_worker(void *arg)
 
 int tier_start(const struct tier_config *cfg, struct tier **out)
 {
+	pthread_condattr_t ca;
 	struct tier *t;
 	int rc = 0;
 
@@ -725,7 +944,11 @@ int tier_start(const struct tier_config *cfg, struct tier **out)
 	}
 	t->cfg.mac_key = t->mac_key;
 	pthread_mutex_init(&t->mu, NULL);
-	pthread_cond_init(&t->cv, NULL);
+	/* The workers' timed waits (job_next()) on the monotonic clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	if (!t->prefix || !t->bucket || (cfg->mac_key && !t->mac_key)) {
 		tier_stop(t);
 		return -ENOMEM;
@@ -758,6 +981,12 @@ void tier_stop(struct tier *t)
 		pthread_join(t->workers[i], NULL);
 	while ((j = t->head)) {
 		t->head = j->next;
+		job_free(j);
+	}
+	/* Held PUTs die with the mount: the next node to miss those objects
+	 * reads the origin and writes them. */
+	while ((j = t->held_head)) {
+		t->held_head = j->next;
 		job_free(j);
 	}
 	pthread_cond_destroy(&t->cv);

@@ -124,9 +124,20 @@ struct tier_config {
 	const unsigned char *mac_key; /**< -o shared_cache_key's bytes, or
 					   NULL; copied */
 	size_t mac_key_len;
-	uint64_t (*clock_ns)(void); /**< the breaker's and tier_hung()'s
-					 clock; NULL: mono_ns() (a test
-					 passes one it moves itself) */
+	/** The breaker's and tier_hung()'s clock, called with
+	 *  @clock_arg: the engine's (its source's, which a unit test moves
+	 *  itself), so that the start times it passes and the answers'
+	 *  times are on one clock; NULL: mono_ns(). */
+	uint64_t (*clock_ns)(void *arg);
+	void *clock_arg;
+	/** Reads object @key, version @etag, @size bytes, into @buf from
+	 *  the local cache (called with @load_arg by a PUT worker, without
+	 *  any of the tier's locks): 0, or -ENODATA when the cache no longer
+	 *  holds it. Lets a PUT owed while the queue's memory was full wait
+	 *  as its key alone. NULL: such a PUT is dropped. */
+	int (*load)(void *arg, const char *key, size_t key_len,
+		    const char *etag, uint64_t size, void *buf);
+	void *load_arg;
 };
 
 struct tier;
@@ -205,8 +216,10 @@ bool tier_hung(struct tier *t, uint64_t oldest_ns, unsigned int running,
 /**
  * Whether a fetch should try the tier now: true while the breaker is
  * closed, and for one fetch at a time (the probe) once an open period
- * ended; else false, counted in bypassed. Call once per fetch, when its
- * GET starts. Any thread.
+ * ended, unless PUTs are held (tier_put()): then one of them is the probe
+ * (a PUT worker sends it; no reader waits on it or hedges it away). Else
+ * false, counted in bypassed: the fetch reads the origin and owes the
+ * tier a PUT. Call once per fetch, when its GET starts. Any thread.
  */
 bool tier_use(struct tier *t);
 
@@ -222,13 +235,16 @@ enum tier_cut {
 };
 
 /** Counts a tier GET's start (and feeds the hedge budget), and feeds its
- *  verdict to the stats and the breaker: errors, timeouts and hedges count
- *  towards opening it, any answer closes it; a half-open probe's error or
- *  timeout opens it again, its hedge ends the probe without a verdict.
- *  @waited: a reader waited on it. Any thread. */
+ *  verdict to the stats and the breaker: an error or a timeout counts
+ *  towards opening it only when the tier answered nothing (no GET, no
+ *  PUT) since this GET started at @start_ns (tier clock): a tier that
+ *  answers others, however slowly, is busy, not failing. A hedge is a
+ *  reader's impatience and never counts. Any answer closes it; a
+ *  half-open probe's error or timeout opens it again, its hedge ends the
+ *  probe without a verdict. @waited: a reader waited on it. Any thread. */
 void tier_note_get(struct tier *t);
 void tier_note_verdict(struct tier *t, enum tier_verdict v, enum tier_cut cut,
-		       bool waited);
+		       bool waited, uint64_t start_ns);
 
 /**
  * Says a PUT will follow (the object is being read from the origin): it
@@ -242,9 +258,15 @@ void tier_put_forget(struct tier *t);
 
 /**
  * Queues a PUT of object @key (@key_len bytes), version @etag, @size bytes
- * at @data (copied) to the tier, ending one tier_put_expect(). Returns 0,
- * or -EBUSY when the queue is full (counted in put_dropped) or -ENOMEM.
- * Any thread; never blocks on the network.
+ * at @data (copied) to the tier, ending one tier_put_expect(). While the
+ * breaker is open (or half-open) the PUT is held (put_deferred) and sent
+ * once the tier answers again: a PUT worker's probe or a fetch's answer
+ * closes the breaker. Bytes that do not fit the queue's memory are not
+ * kept when the config has a load callback: the key waits alone (within a
+ * 16th of that memory) and the bytes are read back from the local cache
+ * when the PUT is sent (put_reloaded). Returns 0, or -EBUSY when neither
+ * fits (counted in put_dropped) or -ENOMEM. Any thread; never blocks on
+ * the network.
  */
 int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 	     uint64_t size, const void *data);

@@ -9,6 +9,7 @@
  * engine calls wake() with its own mutex held, never the other way).
  */
 #include "fake_source.h"
+#include "prefetch/s3/s3_internal.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -35,8 +36,10 @@ struct fget {
 	char *key;
 	uint64_t due; /* virtual ns; UINT64_MAX: never */
 	bool running;
-	bool logged;  /* the start log owns key */
-	unsigned seq; /* start order: ties end in it */
+	bool logged;		 /* the start log owns key */
+	unsigned seq;		 /* start order: ties end in it */
+	struct s3_obj_meta meta; /* the store's answer (tier_store) */
+	bool has_meta;
 };
 
 struct fake_source {
@@ -62,6 +65,7 @@ struct fake_source {
 	unsigned n_log, cap_log;
 	unsigned tier_starts;
 	unsigned cancels[SIDES], taken_down;
+	struct s3_client *tier_store; /* the tier answers from it, or NULL */
 };
 
 static struct fake_source *fs_of(const struct pf_source *s)
@@ -232,6 +236,33 @@ static uint64_t f_run(struct pf_source *s, int timeout_ms, bool *timed_out)
 	return mono_ns() - t0;
 }
 
+/* The answer of client @c's bucket to @fg's whole GET, into its buffer, as
+ * the curl source gives it: the bytes or a -errno with @st, and the
+ * metadata. fs->mu held (fake_s3's lock is a leaf too). */
+static ssize_t store_get(struct s3_client *c, struct fget *fg,
+			 struct s3_status *st)
+{
+	struct pf_get *g = fg->g;
+	struct s3_xfer *x = NULL;
+	ssize_t got;
+	int rc;
+
+	rc = s3_xfer_create(c, fg->key, strlen(fg->key), NULL, 0, g->len,
+			    g->buf, NULL, &x);
+	if (rc)
+		return rc;
+	s3_xfer_whole_object(x);
+	s3_xfer_want_meta(x);
+	rc = s3_perform(x, st);
+	got = rc ? rc : (ssize_t)x->body.b.len;
+	if (s3_xfer_meta(x)) {
+		fg->meta = *s3_xfer_meta(x);
+		fg->has_meta = true;
+	}
+	s3_xfer_destroy(x);
+	return got;
+}
+
 static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 				  bool *retryable, struct s3_status *st)
 {
@@ -256,6 +287,9 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 						       : 500;
 		*got = -fs->fail[fg->side].err;
 		*retryable = fs->fail[fg->side].retryable;
+	} else if (fg->side == SIDE_TIER && fs->tier_store) {
+		*got = store_get(fs->tier_store, fg, st);
+		*retryable = false;
 	} else {
 		unsigned char *b = g->buf;
 
@@ -271,7 +305,9 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 static const struct s3_obj_meta *f_meta(const struct pf_source *s,
 					const struct pf_get *g)
 {
-	return NULL;
+	const struct fget *fg = g->h;
+
+	return fg && fg->has_meta ? &fg->meta : NULL;
 }
 
 static void f_release(struct pf_source *s, struct pf_get *g)
@@ -415,6 +451,13 @@ void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times)
 {
 	set_fail(fs, SIDE_ORIGIN, kind, err, retryable, times);
+}
+
+void fake_source_tier_store(struct fake_source *fs, struct s3_client *c)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->tier_store = c;
+	pthread_mutex_unlock(&fs->mu);
 }
 
 void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,

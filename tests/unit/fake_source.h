@@ -41,6 +41,12 @@ void fake_source_latency(struct fake_source *fs, uint64_t ms);
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times);
 void fake_source_tier_latency(struct fake_source *fs, uint64_t ms);
+/** From now on the tier's GETs that end with no error queued answer as
+ *  client @c's bucket does (tests/unit/fake_s3.c: what the tier's PUTs
+ *  wrote, with their metadata; NoSuchKey when absent), so that a test sees
+ *  what the engine wrote to the tier read back. NULL: the fake's bytes,
+ *  no metadata (the default). */
+void fake_source_tier_store(struct fake_source *fs, struct s3_client *c);
 void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
 			   int err, bool retryable, int times);
 

@@ -11,9 +11,12 @@
  * - a reader waiting on the shared cache tier goes to the origin at the
  *   hedge, within the hedge budget;
  * - pf_cancel() ends a reader's wait at once, and pf_stop() takes down
- *   the GETs still running.
+ *   the GETs still running;
+ * - what the origin served while the tier's breaker was open reaches the
+ *   tier once it answers again, and another node reads it from there.
  */
 #include "fake_source.h"
+#include "fake_s3.h"
 #include "check.h"
 #include "prefetch/prefetch.h"
 #include "cache/cache.h"
@@ -445,6 +448,89 @@ static void test_hedge_budget(void)
 	env_stop(&e);
 }
 
+/* Waits (5 s of real time at most) until no PUT to the tier is pending;
+ * the engine's stats in @st. */
+static void tier_puts_settled(struct env *e, struct pf_stats *st)
+{
+	for (int i = 0; i < 500; i++) {
+		pf_get_stats(e->pf, st);
+		if (!st->tier_st.put_pending)
+			break;
+		usleep(10000);
+	}
+}
+
+/* Hints all @n objects (of @e->size bytes) and moves the clock until each
+ * is committed; after each step the cache writer catches up first, so
+ * that the virtual clock never runs ahead of it (the tier's breaker and
+ * PUTs see the time the engine does). */
+static void epoch(struct env *e, uint32_t n)
+{
+	struct pf_stats st;
+
+	hint_all(e, n);
+	for (int i = 0; i < 400; i++) {
+		pf_get_stats(e->pf, &st);
+		if (st.commit_objects >= n)
+			break;
+		fake_source_advance(e->fs, LATENCY_MS);
+		pf_get_stats(e->pf, &st);
+		committed(e, st.bytes / e->size);
+	}
+	committed(e, n);
+}
+
+/*
+ * Issue 29 item 8: the tier hangs in epoch 1, the breaker opens and every
+ * object is read from the origin (its tier GET cut, or bypassed). Once the
+ * open period ends and the tier answers again, all of them are written to
+ * it; a second node (its own empty cache) then reads every object from the
+ * tier and none from the origin. Before, nothing bypassed was ever PUT and
+ * the second node read all of them from the origin again.
+ */
+static void test_tier_owed_puts(void)
+{
+	const uint32_t n = 100;
+	struct pf_config cfg = {.max_inflight = 64,
+				.pace_ms = PF_PACE_OFF,
+				.tier_hedge_ms = 50,
+				.tier_key = "the cluster's 32-byte secret key",
+				.tier_key_len = 32};
+	struct pf_stats st;
+	struct env e;
+
+	fake_s3_reset();
+	env_start(&e, n, 16 * KIB, cfg);
+	fake_source_tier_store(e.fs, e.tier_s3);
+	/* Epoch 1: the tier accepts GETs and never answers. */
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	epoch(&e, n);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.breaker_opens == 1 && st.tier_st.hits == 0);
+	CHECK(fake_source_starts(e.fs) == n);
+	CHECK(st.tier_st.puts == 0 && fake_s3_puts() == 0);
+	/* It answers again; the open period (1 s) ends. */
+	fake_source_tier_latency(e.fs, LATENCY_MS);
+	fake_source_advance(e.fs, 1000);
+	tier_puts_settled(&e, &st);
+	CHECK(st.tier_st.put_pending == 0 && !st.tier_st.breaker_open);
+	CHECK(st.tier_st.puts == n && st.tier_st.put_dropped == 0);
+	if (st.tier_st.puts != n)
+		fprintf(stderr, "tier: %llu PUT of %u, %llu bypassed\n",
+			(unsigned long long)st.tier_st.puts, n,
+			(unsigned long long)st.tier_st.bypassed);
+	env_stop(&e);
+
+	/* Another node, its local cache empty: all from the tier. */
+	env_start(&e, n, 16 * KIB, cfg);
+	fake_source_tier_store(e.fs, e.tier_s3);
+	epoch(&e, n);
+	pf_get_stats(e.pf, &st);
+	CHECK(fake_source_starts(e.fs) == 0);
+	CHECK(st.tier_st.hits == n && st.tier_st.puts == 0);
+	env_stop(&e);
+}
+
 int main(void)
 {
 	test_demand_first();
@@ -454,5 +540,6 @@ int main(void)
 	test_pacing();
 	test_cancel();
 	test_hedge_budget();
+	test_tier_owed_puts();
 	return check_done();
 }
