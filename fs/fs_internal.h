@@ -132,9 +132,10 @@ char *fs_verify_json(struct fs *fs, size_t *len);
 /* Readers followed from their reads (follow.c). */
 struct fs_follow;
 
-/** The table of readers part-way through a file. NULL when out of
+/** The table of readers part-way through a file, on @clock_ns (NULL:
+ *  mono_ns(); a test's virtual clock otherwise). NULL when out of
  *  memory. */
-struct fs_follow *fs_follow_create(void);
+struct fs_follow *fs_follow_create(uint64_t (*clock_ns)(void));
 void fs_follow_destroy(struct fs_follow *fl);
 
 /** The control file named @name (FS_INO_CTL_HINT ...), or 0 (fs.c). */

@@ -296,7 +296,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->ctl_mu, NULL);
 	pthread_cond_init(&fs->ctl_cv, NULL);
 	fs->open_per_file = cfg->open_per_file || cfg->passthrough;
-	fs->follow = fs_follow_create();
+	fs->follow = fs_follow_create(NULL);
 	fs->watch_efd = -1;
 	fs->last_hint.epoch = -1;
 	fs->uid = cfg->uid;
