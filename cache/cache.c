@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -117,7 +118,8 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch)
 /*
  * Counts a failed put. A full disk also stops the cache growing: the
  * effective capacity drops to what is stored now, so later puts evict
- * instead of failing. One warning per cache, not one per object.
+ * instead of failing. One warning per cache, not one per object (until
+ * cache_recheck_disk() finds room again).
  */
 void cache_note_write_error(struct cache *c, int err)
 {
@@ -141,6 +143,50 @@ void cache_note_write_error(struct cache *c, int err)
 		log_warn("cache: %s: cannot write an object (%s); such "
 			 "objects are not cached",
 			 c->dir, strerror(-err));
+}
+
+/*
+ * A capacity lowered by a full disk comes back when the disk has room
+ * again. What filled it is often not the cache's to free: other files on
+ * the disk, and the cache's own evicted files that a reader still holds
+ * open (an fd handed out by cache_open_file(), a passthrough backing
+ * file: unlinked, their blocks are freed only at the last close, which
+ * the cache is not told of). So instead of guessing when those go, each
+ * reservation while the capacity is lowered asks the file system
+ * (fstatvfs: one system call, only while the disk was full) and lets the
+ * cache grow into 7/8 of the room it finds, up to the configured size.
+ * The eighth kept free is what the bytes written do not count: block
+ * rounding (up to 4 KiB a file, a fifth of a 20 KB object) and the
+ * index's growth. Raises only; an ENOSPC lowers again. Any thread, no
+ * cache lock held.
+ */
+void cache_recheck_disk(struct cache *c)
+{
+	struct statvfs sv;
+	uint64_t room, cap;
+	bool back;
+
+	pthread_mutex_lock(&c->lock);
+	back = c->capacity < c->capacity_cfg;
+	pthread_mutex_unlock(&c->lock);
+	if (!back || fstatvfs(c->dir_fd, &sv) < 0)
+		return;
+	room = (uint64_t)sv.f_bavail * sv.f_frsize;
+	room -= room / 8;
+	pthread_mutex_lock(&c->lock);
+	cap = c->used + room;
+	if (cap > c->capacity_cfg || cap < c->used)
+		cap = c->capacity_cfg;
+	if (cap > c->capacity)
+		c->capacity = cap;
+	back = c->capacity == c->capacity_cfg && c->disk_full;
+	if (back)
+		c->disk_full = false; /* a new fill warns again */
+	pthread_mutex_unlock(&c->lock);
+	if (back)
+		log_info("cache: %s: the disk has room again; the cache may "
+			 "grow to %llu bytes",
+			 c->dir, (unsigned long long)c->capacity_cfg);
 }
 
 /* Drops entry @id because its bytes are wrong or unreadable (@why), with

@@ -162,7 +162,9 @@ struct cache {
 	struct blob_seg *segs; /* every open segment */
 	uint64_t used;	       /* bytes of committed objects */
 	uint64_t reserved;     /* bytes of puts in progress */
-	uint64_t capacity;     /* effective: lowered when the disk fills */
+	uint64_t capacity;     /* effective: lowered when the disk fills,
+				  raised again when it has room
+				  (cache_recheck_disk()) */
 	uint64_t tick;	       /* LRU clock */
 	bool disk_full;	       /* ENOSPC seen; its warning logged */
 	bool io_warned;	       /* other write error seen and logged */
@@ -229,6 +231,7 @@ void cache_unlink_locked(struct cache *c, struct cache_ent *e,
 			 struct cache_ent **victims);
 void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch);
 void cache_note_write_error(struct cache *c, int err);
+void cache_recheck_disk(struct cache *c);
 
 /* ---- idx.c ---- */
 /* One object's record, decoded; key and etag point into LMDB or the

@@ -26,7 +26,9 @@
  *   examined whole that refusal is exact, in a larger one it is decided
  *   on CACHE_EVICT_TRIES samples.
  * - used + reserved <= capacity after each reservation, except when the
- *   capacity was lowered under it (disk full): the next one evicts.
+ *   capacity was lowered under it (disk full): the next one evicts. A
+ *   lowered capacity is raised again, at a reservation, when the disk
+ *   has room (cache_recheck_disk()).
  * - Callbacks run with only evict_lock held, which nothing a reader does
  *   needs; names are copied under the lock, so an entry dropped
  *   meanwhile is only a candidate that is gone when asked to leave.
@@ -277,6 +279,7 @@ int evict_reserve(struct cache *c, uint64_t size, uint64_t next_use)
 {
 	int ret;
 
+	cache_recheck_disk(c);
 	pthread_mutex_lock(&c->lock);
 	ret = evict_fit_locked(c, size);
 	pthread_mutex_unlock(&c->lock);
