@@ -85,9 +85,12 @@ uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len);
 ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
 
 /** Opens the cache file that holds exactly the object of file @ino, for
- *  passthrough (cache_open_file()): an fd the caller closes, or -ENODATA
- *  (not cached), -ENOTSUP (not in a file of its own), -errno. */
-int fs_cached_file(struct fs *fs, uint64_t ino);
+ *  passthrough (cache_open_file_held()): an fd the caller closes, or
+ *  -ENODATA (not cached), -ENOTSUP (not in a file of its own), -errno.
+ *  On success *@hold goes to fs_cached_file_release() once nothing reads
+ *  the file any more (its backing id closed). */
+int fs_cached_file(struct fs *fs, uint64_t ino, uint64_t *hold);
+void fs_cached_file_release(struct fs *fs, uint64_t hold);
 
 /** Parses @text as a hint and hands it to the engine, in the stream its
  *  header names or else in @stream ("pid:1234": the writing process);

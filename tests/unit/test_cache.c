@@ -1846,6 +1846,61 @@ static struct cache *open_damaged(const char *dir)
 }
 
 /*
+ * Issue 29 item 4: a file handed out with a hold (passthrough's backing
+ * file) is not evicted while held, and once its entry leaves the cache
+ * anyway (a new version, an invalidation) its blocks, still on disk, take
+ * capacity until the release: the cache's disk stays within its capacity.
+ */
+static void test_open_file_held(void)
+{
+	char *dir = mktmp();
+	/* Room for two 300 KiB objects, not three. */
+	struct cache *c = open_mode(dir, 700 * KIB, true, 0);
+	struct cache_stats st;
+	unsigned seed = 33;
+	uint64_t hold = 0;
+	int fd;
+
+	if (!c)
+		goto out;
+	CHECK(put_obj(c, "a", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	fd = cache_open_file_held(c, "a", 1, "e", 300 * KIB, &hold);
+	CHECK(fd >= 0);
+	/* a is the least recently used but held: b goes for c. */
+	CHECK(put_obj(c, "b", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(check_obj(c, "b", "e", 300 * KIB) == 0);
+	CHECK(put_obj(c, "c", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(check_obj(c, "a", "e", 300 * KIB) == 0);
+	CHECK(check_obj(c, "b", "e", 300 * KIB) == -ENODATA);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 600 * KIB && st.held_bytes == 0);
+
+	/* a leaves the cache while held: its 300 KiB stay on disk and
+	 * count, so d takes c's place instead of joining it. */
+	CHECK(cache_invalidate(c, "a", 1, NULL) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 300 * KIB && st.held_bytes == 300 * KIB);
+	CHECK(put_obj(c, "d", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 300 * KIB && st.held_bytes == 300 * KIB);
+	CHECK(st.bytes + st.held_bytes <= 700 * KIB);
+	CHECK(check_fd(fd, "a", "e", 300 * KIB) == 0);
+
+	/* Released: the room is the cache's again. */
+	close(fd);
+	cache_release_file(c, hold);
+	cache_get_stats(c, &st);
+	CHECK(st.held_bytes == 0);
+	CHECK(put_obj(c, "e", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 600 * KIB && st.objects == 2);
+	cache_close(c);
+out:
+	rm_rf(dir);
+	free(dir);
+}
+
+/*
  * Issue 29 item 4: evicted files that readers hold open keep their blocks
  * (passthrough holds its backing files so); the disk fills, and the
  * capacity drops to what is cached. Once the readers close them, the disk
@@ -2197,6 +2252,7 @@ int main(void)
 	run_both();
 	test_open_file();
 	test_open_file_evict();
+	test_open_file_held();
 	test_disk_full_recovers();
 	test_open_file_corrupt();
 	test_own_orphans();
