@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -61,6 +62,18 @@ void cache_unlink_locked(struct cache *c, struct cache_ent *e,
 {
 	tab_remove(&c->tab, e);
 	c->used -= e->size;
+	if (e->held) {
+		/* A reader holds its file open: unlinked, it keeps its
+		 * blocks until the release (cache_release_file()). */
+		struct cache_hold *h = c->holds;
+
+		while (h && h->id != e->id)
+			h = h->next;
+		if (h) {
+			h->gone = true;
+			c->held_bytes += h->size;
+		}
+	}
 	if (e->seg) {
 		e->seg->live_bytes -= e->size;
 		e->seg->refs++;
@@ -117,7 +130,8 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch)
 /*
  * Counts a failed put. A full disk also stops the cache growing: the
  * effective capacity drops to what is stored now, so later puts evict
- * instead of failing. One warning per cache, not one per object.
+ * instead of failing. One warning per cache, not one per object (until
+ * cache_recheck_disk() finds room again).
  */
 void cache_note_write_error(struct cache *c, int err)
 {
@@ -141,6 +155,51 @@ void cache_note_write_error(struct cache *c, int err)
 		log_warn("cache: %s: cannot write an object (%s); such "
 			 "objects are not cached",
 			 c->dir, strerror(-err));
+}
+
+/*
+ * A capacity lowered by a full disk comes back when the disk has room
+ * again. What filled it is often not the cache's to free: other files on
+ * the disk, and the cache's own evicted files that a reader still holds
+ * open (an fd handed out by cache_open_file(), a passthrough backing
+ * file: unlinked, their blocks are freed only at the last close, which
+ * the cache is not told of). So instead of guessing when those go, each
+ * reservation while the capacity is lowered asks the file system
+ * (fstatvfs: one system call, only while the disk was full) and lets the
+ * cache grow into 7/8 of the room it finds, up to the configured size.
+ * The eighth kept free is what the bytes written do not count: block
+ * rounding (up to 4 KiB a file, a fifth of a 20 KB object) and the
+ * index's growth. Raises only; an ENOSPC lowers again. Any thread, no
+ * cache lock held.
+ */
+void cache_recheck_disk(struct cache *c)
+{
+	struct statvfs sv;
+	uint64_t room, cap;
+	bool back;
+
+	pthread_mutex_lock(&c->lock);
+	back = c->capacity < c->capacity_cfg;
+	pthread_mutex_unlock(&c->lock);
+	if (!back || fstatvfs(c->dir_fd, &sv) < 0)
+		return;
+	room = (uint64_t)sv.f_bavail * sv.f_frsize;
+	room -= room / 8;
+	pthread_mutex_lock(&c->lock);
+	/* The held files' blocks are on the disk already, not in the room. */
+	cap = c->used + c->held_bytes + room;
+	if (cap > c->capacity_cfg || cap < room)
+		cap = c->capacity_cfg;
+	if (cap > c->capacity)
+		c->capacity = cap;
+	back = c->capacity == c->capacity_cfg && c->disk_full;
+	if (back)
+		c->disk_full = false; /* a new fill warns again */
+	pthread_mutex_unlock(&c->lock);
+	if (back)
+		log_info("cache: %s: the disk has room again; the cache may "
+			 "grow to %llu bytes",
+			 c->dir, (unsigned long long)c->capacity_cfg);
 }
 
 /* Drops entry @id because its bytes are wrong or unreadable (@why), with
@@ -608,8 +667,14 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 	return rc ? read_failed(c, p.id, rc) : ret;
 }
 
-int cache_open_file(struct cache *c, const char *key, size_t key_len,
-		    const char *etag, uint64_t size)
+/*
+ * cache_open_file(), and with @hold a hold on the file until
+ * cache_release_file(): @spare is a record the caller allocated, used (and
+ * then no longer the caller's) when the file has no hold yet.
+ */
+static int open_file(struct cache *c, const char *key, size_t key_len,
+		     const char *etag, uint64_t size, uint64_t *hold,
+		     struct cache_hold **spare)
 {
 	struct cache_pin p;
 	struct cache_ent *e;
@@ -647,6 +712,23 @@ int cache_open_file(struct cache *c, const char *key, size_t key_len,
 			e->tick = ++c->tick;
 			c->hits++;
 		}
+		if (e && hold) {
+			struct cache_hold *h = c->holds;
+
+			while (h && h->id != e->id)
+				h = h->next;
+			if (!h) {
+				h = *spare;
+				*spare = NULL;
+				*h = (struct cache_hold){.next = c->holds,
+							 .id = e->id,
+							 .size = e->size};
+				c->holds = h;
+				e->held = true;
+			}
+			h->n++;
+			*hold = e->id;
+		}
 		pthread_mutex_unlock(&c->lock);
 		/* Dropped since the lookup (evicted, or replaced by a new
 		 * version): a miss, as a later caller would get. */
@@ -658,6 +740,46 @@ int cache_open_file(struct cache *c, const char *key, size_t key_len,
 	if (!pin_put(c, &p, false))
 		return -ENODATA;
 	return (int)read_failed(c, p.id, rc);
+}
+
+int cache_open_file(struct cache *c, const char *key, size_t key_len,
+		    const char *etag, uint64_t size)
+{
+	return open_file(c, key, key_len, etag, size, NULL, NULL);
+}
+
+int cache_open_file_held(struct cache *c, const char *key, size_t key_len,
+			 const char *etag, uint64_t size, uint64_t *hold)
+{
+	/* Allocated outside the lock, freed if the file had a hold. */
+	struct cache_hold *spare = malloc(sizeof(*spare));
+	int fd;
+
+	if (!spare)
+		return -ENOMEM;
+	fd = open_file(c, key, key_len, etag, size, hold, &spare);
+	free(spare);
+	return fd;
+}
+
+void cache_release_file(struct cache *c, uint64_t hold)
+{
+	struct cache_hold **pp, *h = NULL;
+	struct cache_ent *e;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->holds; *pp && (*pp)->id != hold; pp = &(*pp)->next)
+		;
+	if (*pp && !--(*pp)->n) {
+		h = *pp;
+		*pp = h->next;
+		if (h->gone)
+			c->held_bytes -= h->size;
+		else if ((e = tab_by_id(&c->tab, h->id)))
+			e->held = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(h);
 }
 
 /* ---- invalidate, clear, meta, stats, verify ---- */
@@ -727,6 +849,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 	out->objects = c->tab.n_ents;
 	out->bytes = c->used;
 	out->capacity = c->capacity;
+	out->held_bytes = c->held_bytes;
 	out->hits = c->hits;
 	out->misses = c->misses;
 	out->evictions = c->evictions;

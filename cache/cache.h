@@ -200,6 +200,22 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 int cache_open_file(struct cache *c, const char *key, size_t key_len,
 		    const char *etag, uint64_t size);
 
+/**
+ * cache_open_file() for a caller that tells when it is done with the file:
+ * *@hold (set on success) goes to cache_release_file() once every copy of
+ * the fd is closed (a backing file registered with the kernel: once its
+ * id is closed). Until then the object is not evicted, and should it leave
+ * the cache otherwise (invalidated, a new version) its file's blocks,
+ * still on disk, count against the capacity: files readers keep open take
+ * the cache's disk no further than the capacity (the cache admits less
+ * meanwhile). -ENOMEM besides cache_open_file()'s returns. Any thread.
+ */
+int cache_open_file_held(struct cache *c, const char *key, size_t key_len,
+			 const char *etag, uint64_t size, uint64_t *hold);
+
+/** Ends one hold of cache_open_file_held(). Any thread. */
+void cache_release_file(struct cache *c, uint64_t hold);
+
 /** An object being written. */
 struct cache_put;
 
@@ -269,6 +285,9 @@ struct cache_stats {
 	uint64_t objects; /**< committed objects */
 	uint64_t bytes;	  /**< their bytes */
 	uint64_t capacity;
+	uint64_t held_bytes; /**< files held open that left the cache
+				  (cache_open_file_held()): on disk, in
+				  the capacity */
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t evictions;

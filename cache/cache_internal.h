@@ -82,6 +82,8 @@ struct cache_ent {
 	uint8_t etag_len;	 /* bytes of etag in name[] */
 	bool verified;		 /* checksum checked this session (lock) */
 	bool punch;		 /* being dropped: punch its extent */
+	bool held;		 /* its file is held open (a cache_hold
+				    names it): never a victim (lock) */
 	char name[];		 /* key, '\0', etag, '\0' */
 };
 
@@ -103,6 +105,18 @@ struct cache_fault {
 	unsigned every; /* 0: off */
 	int err;	/* positive errno */
 	atomic_uint n;	/* calls so far */
+};
+
+/* A file of its own handed out by cache_open_file_held() and not yet
+ * released: while its entry is in the cache the entry is not evicted;
+ * once the entry left (invalidated, replaced), its blocks, still on
+ * disk, count in c->held_bytes. Under c->lock. */
+struct cache_hold {
+	struct cache_hold *next; /* c->holds */
+	uint64_t id;		 /* the entry's id: the caller's token */
+	uint64_t size;		 /* the object's bytes */
+	uint32_t n;		 /* holds not yet released */
+	bool gone;		 /* the entry left; size is in held_bytes */
 };
 
 /* One segment file, seg-XXXXXXXX.dat (id in hex). */
@@ -158,14 +172,20 @@ struct cache {
 				    per-object files too */
 
 	/* under lock */
-	struct tab tab;	       /* the committed entries */
-	struct blob_seg *segs; /* every open segment */
-	uint64_t used;	       /* bytes of committed objects */
-	uint64_t reserved;     /* bytes of puts in progress */
-	uint64_t capacity;     /* effective: lowered when the disk fills */
-	uint64_t tick;	       /* LRU clock */
-	bool disk_full;	       /* ENOSPC seen; its warning logged */
-	bool io_warned;	       /* other write error seen and logged */
+	struct tab tab;		  /* the committed entries */
+	struct blob_seg *segs;	  /* every open segment */
+	uint64_t used;		  /* bytes of committed objects */
+	uint64_t reserved;	  /* bytes of puts in progress */
+	struct cache_hold *holds; /* files held open (cache_hold) */
+	uint64_t held_bytes;	  /* of those, the bytes of entries that
+				     left the cache: on disk, counted
+				     against the capacity */
+	uint64_t capacity;	  /* effective: lowered when the disk fills,
+				     raised again when it has room
+				     (cache_recheck_disk()) */
+	uint64_t tick;		  /* LRU clock */
+	bool disk_full;		  /* ENOSPC seen; its warning logged */
+	bool io_warned;		  /* other write error seen and logged */
 	uint64_t hits, misses, evictions, corrupt, write_errors; /* stats */
 	uint64_t read_errors; /* reads failed other than by checksum */
 	atomic_uint n_puts;   /* puts begun and not yet finished */
@@ -229,6 +249,7 @@ void cache_unlink_locked(struct cache *c, struct cache_ent *e,
 			 struct cache_ent **victims);
 void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch);
 void cache_note_write_error(struct cache *c, int err);
+void cache_recheck_disk(struct cache *c);
 
 /* ---- idx.c ---- */
 /* One object's record, decoded; key and etag point into LMDB or the

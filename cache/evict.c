@@ -25,8 +25,13 @@
  *   is evicted and the object is not admitted (-ENOSPC); in a cache
  *   examined whole that refusal is exact, in a larger one it is decided
  *   on CACHE_EVICT_TRIES samples.
- * - used + reserved <= capacity after each reservation, except when the
- *   capacity was lowered under it (disk full): the next one evicts.
+ * - Files held open (cache_open_file_held()) are never victims: evicting
+ *   one frees no block. Those whose entries left anyway count in
+ *   held_bytes, which takes capacity as used does.
+ * - used + reserved + held_bytes <= capacity after each reservation, except
+ * when the capacity was lowered under it (disk full): the next one evicts. A
+ *   lowered capacity is raised again, at a reservation, when the disk
+ *   has room (cache_recheck_disk()).
  * - Callbacks run with only evict_lock held, which nothing a reader does
  *   needs; names are copied under the lock, so an entry dropped
  *   meanwhile is only a candidate that is gone when asked to leave.
@@ -64,7 +69,7 @@ static int evict_fit_locked(struct cache *c, uint64_t size)
 {
 	if (size > c->capacity)
 		return -ENOSPC;
-	if (c->used + c->reserved + size > c->capacity)
+	if (c->used + c->reserved + c->held_bytes + size > c->capacity)
 		return -EAGAIN;
 	c->reserved += size;
 	return 0;
@@ -120,7 +125,7 @@ static size_t evict_sample(struct cache *c, const uint64_t *skip, size_t n_skip,
 		for (uint32_t s = 0; s < c->tab.n_slots; s++) {
 			const struct cache_ent *e = c->tab.slots[s];
 
-			if (e && !evict_chosen(skip, n_skip, e->id))
+			if (e && !e->held && !evict_chosen(skip, n_skip, e->id))
 				evict_take(&cand[n++], e);
 		}
 	} else {
@@ -132,7 +137,7 @@ static size_t evict_sample(struct cache *c, const uint64_t *skip, size_t n_skip,
 			    c->tab.slots[evict_rand(c) % c->tab.n_slots];
 			bool dup = false;
 
-			if (!e || evict_chosen(skip, n_skip, e->id))
+			if (!e || e->held || evict_chosen(skip, n_skip, e->id))
 				continue;
 			for (size_t k = 0; k < n && !dup; k++)
 				dup = cand[k].id == e->id;
@@ -219,7 +224,8 @@ static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 
 		pthread_mutex_lock(&c->lock);
 		ret = evict_fit_locked(c, size);
-		need = c->used + c->reserved + size - c->capacity;
+		need =
+		    c->used + c->reserved + c->held_bytes + size - c->capacity;
 		pthread_mutex_unlock(&c->lock);
 		if (ret != -EAGAIN)
 			break;
@@ -277,6 +283,7 @@ int evict_reserve(struct cache *c, uint64_t size, uint64_t next_use)
 {
 	int ret;
 
+	cache_recheck_disk(c);
 	pthread_mutex_lock(&c->lock);
 	ret = evict_fit_locked(c, size);
 	pthread_mutex_unlock(&c->lock);

@@ -429,6 +429,12 @@ static void cache_free(struct cache *c)
 	idx_close(c->ix);
 	tab_fini(&c->tab);
 	free(c->ev_cand);
+	while (c->holds) {
+		struct cache_hold *h = c->holds;
+
+		c->holds = h->next;
+		free(h);
+	}
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	if (c->dir_fd >= 0)

@@ -14,6 +14,13 @@
  * the table is full, is closed: a reader that stops half-way cannot keep
  * an object out of eviction for ever.
  *
+ * Readers stamp their entries on the clock read before fl->mu, so stamps
+ * are not in lock order: a reader that read the clock first may take the
+ * lock last and find a stamp newer than its own now. Idle time is
+ * therefore measured forward only (follow_idle()), and a stamp never moves
+ * back (follow_stamp()): a live entry is never taken for idle by another
+ * reader's clock.
+ *
  * A file served whole from the page cache is invisible here: its hint
  * entry is never consumed. The window does not stick behind it (it runs
  * from the newest entry read, order_base()), and such a file needs no
@@ -38,15 +45,18 @@ struct follow_entry {
 
 struct fs_follow {
 	pthread_mutex_t mu;
+	uint64_t (*clock_ns)(void); /* mono_ns(), or a test's clock */
 	struct follow_entry e[FOLLOW_MAX];
 };
 
-struct fs_follow *fs_follow_create(void)
+struct fs_follow *fs_follow_create(uint64_t (*clock_ns)(void))
 {
 	struct fs_follow *fl = calloc(1, sizeof(*fl));
 
-	if (fl)
-		pthread_mutex_init(&fl->mu, NULL);
+	if (!fl)
+		return NULL;
+	pthread_mutex_init(&fl->mu, NULL);
+	fl->clock_ns = clock_ns ? clock_ns : mono_ns;
 	return fl;
 }
 
@@ -56,6 +66,22 @@ void fs_follow_destroy(struct fs_follow *fl)
 		return;
 	pthread_mutex_destroy(&fl->mu);
 	free(fl);
+}
+
+/* Whether @e, a live entry, has read nothing for FOLLOW_IDLE_NS at @now. A
+ * stamp after @now is another reader's, whose clock was read after ours:
+ * not idle (unsigned, now - last_ns would be huge). fl->mu held. */
+static bool follow_idle(const struct follow_entry *e, uint64_t now)
+{
+	return now > e->last_ns && now - e->last_ns > FOLLOW_IDLE_NS;
+}
+
+/* Stamps @e with a read at @now; an earlier @now leaves the later stamp.
+ * fl->mu held. */
+static void follow_stamp(struct follow_entry *e, uint64_t now)
+{
+	if (now > e->last_ns)
+		e->last_ns = now;
 }
 
 /*
@@ -71,8 +97,7 @@ static struct follow_entry *follow_find(struct fs *fs, struct fs_follow *fl,
 	for (int i = 0; i < FOLLOW_MAX; i++) {
 		struct follow_entry *e = &fl->e[i];
 
-		if (e->ino && e->ino != ino &&
-		    now - e->last_ns > FOLLOW_IDLE_NS) {
+		if (e->ino && e->ino != ino && follow_idle(e, now)) {
 			pf_note_close(pf, (uint32_t)(e->ino - 1));
 			e->ino = 0;
 		}
@@ -124,12 +149,12 @@ void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
 	 * close at the end. */
 	if (!fl || done != end)
 		return;
-	now = mono_ns();
+	now = fl->clock_ns();
 	pthread_mutex_lock(&fl->mu);
 	e = follow_find(fs, fl, ino, now, off == 0);
 	if (off != 0 && !end) {
 		if (e)
-			e->last_ns = now;
+			follow_stamp(e, now);
 	} else if (off == 0) {
 		/* A new reader from the start: the entry counts one open
 		 * (another reader's open of the same file is consumed but
@@ -137,7 +162,7 @@ void fs_follow_read(struct fs *fs, uint64_t ino, size_t size, off_t off,
 		pf_note_open(pf, (uint32_t)(ino - 1));
 		if (e->last_ns)
 			pf_note_close(pf, (uint32_t)(ino - 1));
-		e->last_ns = now;
+		follow_stamp(e, now);
 	} else if (e) {
 		pf_note_close(pf, (uint32_t)(ino - 1));
 		*e = (struct follow_entry){0};

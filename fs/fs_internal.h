@@ -86,9 +86,12 @@ uint32_t fs_file_id(const struct fs *fs, const char *path, size_t len);
 ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg);
 
 /** Opens the cache file that holds exactly the object of file @ino, for
- *  passthrough (cache_open_file()): an fd the caller closes, or -ENODATA
- *  (not cached), -ENOTSUP (not in a file of its own), -errno. */
-int fs_cached_file(struct fs *fs, uint64_t ino);
+ *  passthrough (cache_open_file_held()): an fd the caller closes, or
+ *  -ENODATA (not cached), -ENOTSUP (not in a file of its own), -errno.
+ *  On success *@hold goes to fs_cached_file_release() once nothing reads
+ *  the file any more (its backing id closed). */
+int fs_cached_file(struct fs *fs, uint64_t ino, uint64_t *hold);
+void fs_cached_file_release(struct fs *fs, uint64_t hold);
 
 /** own=parent: the stream of the sender's parent, "ctl-<ppid>". */
 #define FS_OWN_PARENT UINT32_MAX
@@ -180,9 +183,10 @@ char *fs_verify_json(struct fs *fs, size_t *len);
 /* Readers followed from their reads (follow.c). */
 struct fs_follow;
 
-/** The table of readers part-way through a file. NULL when out of
+/** The table of readers part-way through a file, on @clock_ns (NULL:
+ *  mono_ns(); a test's virtual clock otherwise). NULL when out of
  *  memory. */
-struct fs_follow *fs_follow_create(void);
+struct fs_follow *fs_follow_create(uint64_t (*clock_ns)(void));
 void fs_follow_destroy(struct fs_follow *fl);
 
 /** The control file named @name (FS_INO_CTL_STATS ...), or 0 (fs.c). */

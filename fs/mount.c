@@ -240,14 +240,20 @@ ssize_t fs_cached_ref(struct fs *fs, uint64_t ino, cache_ref_cb cb, void *arg)
 			      (size_t)o.size, 0, cb, arg);
 }
 
-int fs_cached_file(struct fs *fs, uint64_t ino)
+int fs_cached_file(struct fs *fs, uint64_t ino, uint64_t *hold)
 {
 	char key[FS_KEY_MAX];
 	struct pf_object o;
 
 	if (describe_ino(fs, ino, key, &o))
 		return -ENODATA;
-	return cache_open_file(fs->cache, o.key, o.key_len, o.etag, o.size);
+	return cache_open_file_held(fs->cache, o.key, o.key_len, o.etag, o.size,
+				    hold);
+}
+
+void fs_cached_file_release(struct fs *fs, uint64_t hold)
+{
+	cache_release_file(fs->cache, hold);
 }
 
 static uint32_t key_id_cb(void *arg, const char *key, size_t key_len)
@@ -295,7 +301,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pthread_mutex_init(&fs->watch_mu, NULL);
 	pthread_mutex_init(&fs->ctl_mu, NULL);
 	fs->open_per_file = cfg->open_per_file || cfg->passthrough;
-	fs->follow = fs_follow_create();
+	fs->follow = fs_follow_create(NULL);
 	fs->watch_efd = -1;
 	fs->last_hint.epoch = -1;
 	fs->uid = cfg->uid;

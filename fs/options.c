@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum {
@@ -510,7 +511,22 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		return rc;
 	if (o->tier_key_file) {
 		int fd = open(o->tier_key_file, O_RDONLY | O_CLOEXEC);
+		struct stat st;
 
+		/* A key another local user can read lets anyone with PUT on
+		 * the tier bucket forge objects under it; one they can write
+		 * chooses the key. Refused as ssh refuses such a private key,
+		 * on the file opened (fstat: no race with a rename). */
+		if (fd >= 0 && fstat(fd, &st) == 0 &&
+		    (st.st_mode & (S_IRWXG | S_IRWXO))) {
+			close(fd);
+			return fail_einval(
+			    err, err_len,
+			    "tier key %s is accessible by others "
+			    "(mode %04o); chmod 600 %s",
+			    o->tier_key_file, (unsigned)(st.st_mode & 07777),
+			    o->tier_key_file);
+		}
 		/* 16 bytes at least (HMAC is as strong as its key), 1 KiB at
 		 * most (tier.c's bounds); every byte counts, a newline too. */
 		rc = fd < 0 ? -errno

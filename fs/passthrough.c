@@ -53,6 +53,9 @@ struct pt_node {
 	_Atomic int32_t opens; /* > 0: passthrough opens; < 0: READ opens;
 				  changed under the inode's lock */
 	int32_t backing;       /* the backing id while opens > 0 */
+	uint64_t hold;	       /* its cache file's hold, released with the
+				  id: until then the file's blocks count
+				  in the cache's capacity */
 };
 
 struct fs_pt {
@@ -144,6 +147,8 @@ int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 {
 	struct pt_node *n;
 	int fd = -1, id = 0;
+	uint64_t hold = 0;
+	bool held = false;
 
 	if (ino < 1 || ino > pt->files)
 		return 0;
@@ -153,7 +158,7 @@ int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 	 * the same lock do not wait for it. Two first opens of one inode at
 	 * once both look; one registers, the other's file is closed. */
 	if (atomic_load(&n->opens) == 0 && !atomic_load(&pt->refused))
-		fd = fs_cached_file(fs, ino);
+		fd = fs_cached_file(fs, ino, &hold);
 	pthread_mutex_lock(lock_of(pt, ino));
 	if (atomic_load(&n->opens) > 0) {
 		atomic_fetch_add(&n->opens, 1);
@@ -161,6 +166,8 @@ int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 	} else if (atomic_load(&n->opens) == 0 && fd >= 0 &&
 		   (id = backing_open(fs, pt, fd))) {
 		n->backing = id;
+		n->hold = hold;
+		held = true;
 		atomic_store(&n->opens, 1);
 	} else {
 		atomic_fetch_sub(&n->opens, 1);
@@ -168,6 +175,10 @@ int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 	pthread_mutex_unlock(lock_of(pt, ino));
 	if (fd >= 0)
 		close(fd);
+	/* A file not registered (another open registered first, or the
+	 * kernel refused it) is closed already: its hold ends. */
+	if (fd >= 0 && !held)
+		fs_cached_file_release(fs, hold);
 	atomic_fetch_add(id ? &pt->opens : &pt->read_opens, 1);
 	return id;
 }
@@ -175,6 +186,8 @@ int fs_pt_open(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 void fs_pt_release(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 {
 	struct pt_node *n;
+	uint64_t hold = 0;
+	bool release = false;
 	uint32_t id;
 
 	if (ino < 1 || ino > pt->files)
@@ -193,8 +206,15 @@ void fs_pt_release(struct fs *fs, struct fs_pt *pt, uint64_t ino)
 			log_debug("passthrough: closing backing id %u: %s", id,
 				  strerror(errno));
 		n->backing = 0;
+		hold = n->hold;
+		release = true;
 	}
 	pthread_mutex_unlock(lock_of(pt, ino));
+	/* NOTE(fuse): the kernel drops the backing file at the id's close
+	 * once no open file uses it (a RELEASE comes after the last one):
+	 * its blocks go back now, if the cache unlinked it. */
+	if (release)
+		fs_cached_file_release(fs, hold);
 }
 
 void fs_pt_get_stats(const struct fs_pt *pt, struct fs_pt_stats *out)

@@ -232,7 +232,9 @@ def test_a_cache_written_without_passthrough_still_serves(pt_mount, mount,
 def test_an_evicted_file_still_reads_while_open(pt_mount, tmp_path):
     """A file open in passthrough keeps reading its bytes after the cache
     drops it (`hintfs-ctl evict`: its file is unlinked, the kernel holds
-    it), and the object is fetched again at its next open."""
+    it), and the object is fetched again at its next open. Until the file
+    is closed its blocks count in the cache's capacity (`cache.held_bytes`,
+    issue 29 item 4): files readers hold take no disk beyond cache_size."""
     objects = objects_of(n=2, size=1 << 20, tag="e")
     first = next(iter(objects))
     m = pt_mount(objects, cache=tmp_path / "c")
@@ -245,6 +247,9 @@ def test_an_evicted_file_still_reads_while_open(pt_mount, tmp_path):
         assert len(set((tmp_path / "c").glob("obj-*.dat"))) == \
             len(before) - 1  # its own file is gone
         assert held.read() == objects[first]
+        assert stats(m)["cache"]["held_bytes"] == 1 << 20
+    wait_for(m, lambda st: st["cache"]["held_bytes"] == 0,
+             "the held file released")
     wait_released(m)
     gets = stats(m)["requests"]["get"]
     read_all(m.path, objects)

@@ -324,8 +324,10 @@ def test_forged_objects_never_served(s3, bucket, make_bucket, mount, proxies,
     opx, tpx = proxies(), proxies()
     key_file = tmp_path / "cluster.key"
     key_file.write_bytes(b"k" * 32)
+    key_file.chmod(0o600)
     other_key = tmp_path / "other.key"
     other_key.write_bytes(b"o" * 32)
+    other_key.chmod(0o600)
 
     def node(*extra):
         return mount(bucket, endpoint=opx.endpoint,
@@ -369,6 +371,24 @@ def test_forged_objects_never_served(s3, bucket, make_bucket, mount, proxies,
     read_all(m, objects, threads=3)
     st = hintfs.stats(m.path)["tier"]
     assert st["hits"] == 3 and st["mismatches"] == 0, st
+
+
+def test_key_others_can_read_is_refused(bucket, make_bucket, mount,
+                                        tmp_path):
+    """Issue 29 item 5: a cluster key that group or others can read (or
+    write) would let any local user with PUT on the tier forge objects
+    under it. The mount is refused with one line, as ssh refuses such a
+    private key, before anything is read."""
+    key_file = tmp_path / "cluster.key"
+    key_file.write_bytes(b"k" * 32)
+    key_file.chmod(0o644)
+    m = mount(bucket, options=[f"shared_cache=s3://{make_bucket('tier')}",
+                               f"shared_cache_key={key_file}"],
+              expect_fail=True)
+    assert m.returncode > 0
+    assert m.log_lines() == [
+        f"hintfs: error: tier key {key_file} is accessible by others "
+        f"(mode 0644); chmod 600 {key_file}"], m.log()
 
 
 # ------------------------------------------------------- slow and hung tiers

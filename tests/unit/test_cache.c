@@ -1845,6 +1845,124 @@ static struct cache *open_damaged(const char *dir)
 	return open_mode(dir, 64 * MIB, true, 0);
 }
 
+/*
+ * Issue 29 item 4: a file handed out with a hold (passthrough's backing
+ * file) is not evicted while held, and once its entry leaves the cache
+ * anyway (a new version, an invalidation) its blocks, still on disk, take
+ * capacity until the release: the cache's disk stays within its capacity.
+ */
+static void test_open_file_held(void)
+{
+	char *dir = mktmp();
+	/* Room for two 300 KiB objects, not three. */
+	struct cache *c = open_mode(dir, 700 * KIB, true, 0);
+	struct cache_stats st;
+	unsigned seed = 33;
+	uint64_t hold = 0;
+	int fd;
+
+	if (!c)
+		goto out;
+	CHECK(put_obj(c, "a", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	fd = cache_open_file_held(c, "a", 1, "e", 300 * KIB, &hold);
+	CHECK(fd >= 0);
+	/* a is the least recently used but held: b goes for c. */
+	CHECK(put_obj(c, "b", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(check_obj(c, "b", "e", 300 * KIB) == 0);
+	CHECK(put_obj(c, "c", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	CHECK(check_obj(c, "a", "e", 300 * KIB) == 0);
+	CHECK(check_obj(c, "b", "e", 300 * KIB) == -ENODATA);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 600 * KIB && st.held_bytes == 0);
+
+	/* a leaves the cache while held: its 300 KiB stay on disk and
+	 * count, so d takes c's place instead of joining it. */
+	CHECK(cache_invalidate(c, "a", 1, NULL) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 300 * KIB && st.held_bytes == 300 * KIB);
+	CHECK(put_obj(c, "d", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 300 * KIB && st.held_bytes == 300 * KIB);
+	CHECK(st.bytes + st.held_bytes <= 700 * KIB);
+	CHECK(check_fd(fd, "a", "e", 300 * KIB) == 0);
+
+	/* Released: the room is the cache's again. */
+	close(fd);
+	cache_release_file(c, hold);
+	cache_get_stats(c, &st);
+	CHECK(st.held_bytes == 0);
+	CHECK(put_obj(c, "e", "e", 300 * KIB, CACHE_NEVER, 1, &seed) == 0);
+	cache_get_stats(c, &st);
+	CHECK(st.bytes == 600 * KIB && st.objects == 2);
+	cache_close(c);
+out:
+	rm_rf(dir);
+	free(dir);
+}
+
+/*
+ * Issue 29 item 4: evicted files that readers hold open keep their blocks
+ * (passthrough holds its backing files so); the disk fills, and the
+ * capacity drops to what is cached. Once the readers close them, the disk
+ * has room again: the capacity comes back to the configured size, and the
+ * cache fills to it, instead of staying small for the rest of the mount.
+ */
+static void test_disk_full_recovers(void)
+{
+	enum { OBJ = 256 * KIB, MAX = 64 };
+	char *dir = mktmp(), key[32];
+	int fds[MAX], n, rc = 0;
+	struct cache_stats st;
+	struct cache *c;
+	unsigned seed = 29;
+	uint64_t errors;
+
+	if (geteuid() != 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=5m,mode=0700") != 0) {
+		printf("skip: disk full case needs root and tmpfs\n");
+		rm_rf(dir);
+		free(dir);
+		return;
+	}
+	/* 3 MiB of a 5 MiB disk; every object read and held open. */
+	c = open_mode(dir, 3 * MIB, true, 0);
+	for (n = 0; c && n < MAX; n++) {
+		snprintf(key, sizeof(key), "held/%d", n);
+		rc = put_obj(c, key, "e", OBJ, CACHE_NEVER, 2, &seed);
+		if (rc)
+			break;
+		fds[n] = cache_open_file(c, key, strlen(key), "e", OBJ);
+		CHECK(fds[n] >= 0);
+	}
+	CHECK(rc == -ENOSPC && n > 12);
+	if (c) {
+		cache_get_stats(c, &st);
+		CHECK(st.capacity < 3 * MIB);
+	}
+	/* The readers are done: their files' blocks are freed. */
+	while (n > 0)
+		if (fds[--n] >= 0)
+			close(fds[n]);
+	if (c) {
+		errors = st.write_errors;
+		CHECK(put_obj(c, "after", "e", OBJ, CACHE_NEVER, 2, &seed) ==
+		      0);
+		cache_get_stats(c, &st);
+		CHECK(st.capacity == 3 * MIB);
+		for (n = 0; n < 12; n++) {
+			snprintf(key, sizeof(key), "again/%d", n);
+			CHECK(put_obj(c, key, "e", OBJ, CACHE_NEVER, 2,
+				      &seed) == 0);
+		}
+		cache_get_stats(c, &st);
+		CHECK(st.bytes == 3 * MIB && st.write_errors == errors);
+		cache_close(c);
+	}
+	CHECK(umount2(dir, MNT_DETACH) == 0);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* Each damaged file is dropped at cache_open_file(), never handed out;
  * the READ path and verify drop them too. */
 static void test_open_file_corrupt(void)
@@ -2134,6 +2252,8 @@ int main(void)
 	run_both();
 	test_open_file();
 	test_open_file_evict();
+	test_open_file_held();
+	test_disk_full_recovers();
 	test_open_file_corrupt();
 	test_own_orphans();
 	test_mixed();

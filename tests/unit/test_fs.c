@@ -7,6 +7,8 @@
 #include "fake_s3.h"
 #include "fs_stats.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"
+#include "prefetch/engine_internal.h"
 #include "json.h"
 #include "check.h"
 #include "common/test_hook.h"
@@ -376,6 +378,90 @@ static void test_ctl_nodes(void)
 	fs_follow_read(fs, ino, 131072, 0, true);
 	CHECK(stats_text(fs, buf, sizeof(buf)) > 0);
 	CHECK(strstr(buf, "\"name\": \"r\", \"position\": 1,") != NULL);
+	fs_destroy(fs);
+}
+
+/* The follow table's clock (fs_follow_create()): vnow; the first read of
+ * it after race_fs is set first runs, on this thread, another reader's
+ * read of the middle of race_ino on a later clock, as a thread that read
+ * the clock after ours and took the lock before us would. */
+static uint64_t vnow;
+static struct fs *race_fs;
+static uint64_t race_ino;
+
+static uint64_t follow_clock(void)
+{
+	uint64_t now = vnow;
+	struct fs *fs = race_fs;
+
+	if (fs) {
+		race_fs = NULL;
+		vnow += 1000;
+		fs_follow_read(fs, race_ino, 131072, 131072, false);
+	}
+	return now;
+}
+
+/* Readers of file @ino the engine counts (pf_note_open/pf_note_close). */
+static uint32_t opens_of(struct fs *fs, uint64_t ino)
+{
+	struct pf *pf = atomic_load(&fs->pf);
+	uint32_t n;
+
+	pthread_mutex_lock(&pf->mu);
+	n = pf->open_count[ino - 1];
+	pthread_mutex_unlock(&pf->mu);
+	return n;
+}
+
+/*
+ * Issue 29 item 2: two readers part-way through large files, followed from
+ * their READs. One reads the clock, the other reads a later one and stamps
+ * its entry first: the first, taking the lock with the earlier clock, must
+ * not count the second's entry idle (unsigned, its idle time was huge) and
+ * close it under its reader. A reader idle for 10 s is still closed.
+ */
+static void test_follow_clock_order(void)
+{
+	enum { SIZE = 1 << 20, READ = 131072 };
+	uint64_t a, b;
+	struct fs *fs;
+
+	fake_s3_reset();
+	put("ds/f/a", SIZE);
+	put("ds/f/b", SIZE);
+	fs = mount_fs(0);
+	if (!fs)
+		return;
+	a = lookup_path(fs, "f/a");
+	b = lookup_path(fs, "f/b");
+	CHECK(a && b && atomic_load(&fs->pf));
+	fs_follow_destroy(fs->follow);
+	fs->follow = fs_follow_create(follow_clock);
+	CHECK(fs->follow != NULL);
+	if (!a || !b || !fs->follow || !atomic_load(&fs->pf)) {
+		fs_destroy(fs);
+		return;
+	}
+	vnow = 1000000000ull;
+	fs_follow_read(fs, b, READ, 0, false);
+	fs_follow_read(fs, a, READ, 0, false);
+	CHECK(opens_of(fs, a) == 1 && opens_of(fs, b) == 1);
+
+	/* a's read of its middle reads the clock; b stamps a later one. */
+	race_fs = fs;
+	race_ino = b;
+	fs_follow_read(fs, a, READ, READ, false);
+	CHECK(race_fs == NULL);
+	CHECK(opens_of(fs, a) == 1 && opens_of(fs, b) == 1);
+	/* b's reader reaches the end: its one close. */
+	fs_follow_read(fs, b, READ, SIZE - READ, true);
+	CHECK(opens_of(fs, b) == 0);
+
+	/* 11 s later a new reader of b finds a idle and closes it. */
+	vnow += 11000000000ull;
+	fs_follow_read(fs, b, READ, 0, false);
+	CHECK(opens_of(fs, a) == 0 && opens_of(fs, b) == 1);
 	fs_destroy(fs);
 }
 
@@ -772,6 +858,7 @@ int main(void)
 	    test_write_failure_reads_through,
 	    test_ctl_nodes,
 	    test_ctl_socket,
+	    test_follow_clock_order,
 	    test_stats_are_the_table,
 	    test_engine_counters_are_shown,
 	};

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ARGV(...) ((char *[]){"hintfs", __VA_ARGS__, NULL})
@@ -113,6 +114,27 @@ static void test_good(void)
 	      !memcmp(o.tier_key, "0123456789abcdef\n", 17));
 	CHECK(o.tier_put_mem == 64ull << 20);
 	opts_fini(&o);
+	/* Readable or writable by group or others: refused at mount, one
+	 * line that says what to do (mkstemp made it 0600). */
+	char want[256];
+
+	CHECK(chmod(key_path, 0644) == 0);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) != 0);
+	snprintf(want, sizeof(want),
+		 "tier key %s is accessible by others (mode 0644); "
+		 "chmod 600 %s",
+		 key_path, key_path);
+	CHECK(!strcmp(err, want) && o.tier_key == NULL);
+	opts_fini(&o);
+	CHECK(chmod(key_path, 0620) == 0);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) != 0);
+	CHECK(strstr(err, "(mode 0620); chmod 600") != NULL);
+	opts_fini(&o);
+	CHECK(chmod(key_path, 0400) == 0);
+	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) == 0);
+	CHECK(o.tier_key_len == 17);
+	opts_fini(&o);
+	CHECK(chmod(key_path, 0600) == 0);
 	/* Shorter than 16 bytes: refused, never a weak key. */
 	CHECK(truncate(key_path, 15) == 0);
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt", "-o", opt) != 0);
