@@ -366,9 +366,12 @@ static void serve(struct fs *fs, int fd, const struct ucred *cred)
 		return;
 	}
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	if (n < 0) {
-		log_debug("control socket: no request from pid %ld: %s",
-			  (long)cred->pid, strerror(errno));
+	if (n <= 0) {
+		/* 0: closed unasked, as a starting daemon's sock_alive()
+		 * does to every socket beside its own. */
+		if (n < 0)
+			log_debug("control socket: no request from pid %ld: %s",
+				  (long)cred->pid, strerror(errno));
 		free(msgbuf);
 		return;
 	}
