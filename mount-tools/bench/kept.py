@@ -63,7 +63,7 @@ def main():
         root = fs.mount(bench.proxies[a.rtt][0].endpoint,
                         bench.workdir / "runs" / "kept")
         stack.callback(fs.unmount)
-        common.send_hint(root, "".join(f"{p}\n" for p in order))
+        common.send_hint(root, order)
         n = len(order)
         print(f"{n} files, {a.threads} readers, {a.passes} passes per "
               "system, page cache kept; median pass, readers' CPU per "

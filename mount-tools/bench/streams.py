@@ -58,8 +58,7 @@ def stream_stats(mnt, name):
 def run_rank(mnt, rank, share, a, expect, out):
     """Writes rank @rank's hint and reads @share at a.rate files/s."""
     name = f"rank{rank}"
-    common.send_hint(mnt, f"#hintfs v1 epoch=1 stream={name}\n"
-                     + "".join(k + "\n" for k in share))
+    common.send_hint(mnt, share, epoch=1, stream=name)
     nxt = [0]
     lock = threading.Lock()
     at_window = {}
