@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Where the daemon's CPU goes, per cold object and per warm read (issue 10).
+"""Where the daemon's CPU goes, per cold object and per warm read.
 
 One mount of hintfs through the delay proxy: a hint of every file in a
 shuffled order, then --threads readers read every file in that order (cold:

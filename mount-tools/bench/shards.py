@@ -1,4 +1,4 @@
-"""`bench.sh shards`: large objects (WebDataset / LitData shards, issue 19):
+"""`bench.sh shards`: large objects (WebDataset / LitData shards):
 O objects of M MiB, R readers each reading its share of them whole, in
 order, with 1 MiB reads (what `cat` does), side by side in one run:
 

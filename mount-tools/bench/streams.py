@@ -1,4 +1,4 @@
-"""`bench.sh streams`: hint streams (issue 13): R ranks on one mount, each
+"""`bench.sh streams`: hint streams: R ranks on one mount, each
 writing its own hint stream (stream=rank<N>) and reading its own share at
 the same asked-for pace, against one rank alone on a mount.
 

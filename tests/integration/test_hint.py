@@ -376,7 +376,7 @@ def test_oversized_hint_applies_nothing(s3, bucket, mount, proxy):
 
 def test_fifo_as_hint_file_does_not_block_shutdown(s3, bucket, mount,
                                                    tmp_path):
-    """Issue 11 item 9: -o hint= naming a FIFO with no writer must not
+    """-o hint= naming a FIFO with no writer must not
     hang the watcher, and so the unmount: the daemon exits by itself."""
     objects = make_objects(3)
     upload(s3, bucket, objects)
