@@ -80,9 +80,7 @@ static void parse_stream(const char *w, struct hint_report *rep)
 {
 	size_t n = strcspn(w, " ");
 
-	if (!n || n > HINT_STREAM_MAX ||
-	    strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		      "0123456789._-") != n)
+	if (!hint_stream_ok(w, n))
 		return;
 	memcpy(rep->stream, w, n);
 	rep->stream[n] = '\0';
@@ -93,8 +91,8 @@ static void parse_stream(const char *w, struct hint_report *rep)
  * hints. */
 static void parse_header(const char *line, size_t len, struct hint_report *rep)
 {
-	static const char tag[] = "#hintfs v1";
-	char buf[96];
+	static const char tag[] = HINT_TAG;
+	char buf[HINT_HEADER_MAX + 1];
 	const char *e;
 	char *end;
 	long long v;

@@ -10,6 +10,8 @@
 #ifndef HINTFS_FS_HINT_H
 #define HINTFS_FS_HINT_H
 
+#include "common/hint_format.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,9 +25,6 @@
  * or HINT_NO_ID when it is not a file of the listing.
  */
 typedef uint32_t (*hint_resolve_cb)(void *arg, const char *path, size_t len);
-
-/** The longest stream name: 1-32 of [A-Za-z0-9._-] (doc/design.md 2.2). */
-#define HINT_STREAM_MAX 32
 
 /** What a hint held besides its entries; all counted, none fatal. */
 struct hint_report {

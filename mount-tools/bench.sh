@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark of issue 3 in one command: local disk, hintfs with and
+# The benchmark (doc/benchmarks.md) in one command: local disk, hintfs with and
 # without a hint, s3fs and rclone (when installed), and the S3 server's own
 # ceiling, side by side on one generated dataset, through the project's delay
 # proxy in front of a local Ceph RGW. Prints tables and the targets'

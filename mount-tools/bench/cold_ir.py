@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Instructions and system calls per cold object: the daemon against a bare
 signed curl GET, counted so that a noisy, shared machine does not move them
-(issue 19, "the cold path").
+(doc/benchmarks.md, "Daemon CPU per cold object").
 
 CPU seconds per object (probe.py, the benchmark's row) move by 2x with the
 load of other jobs; instruction counts do not. This uploads --objects

@@ -20,15 +20,18 @@ NOISE_SIGMA = 56
 JPEG_QUALITY = 90
 
 
-def send_hint(root, text):
-    """Sends @text as a hint to the hintfs mounted at @root, through its
-    control socket (hintfs.control: the mount itself is read-only)."""
+def send_hint(root, paths, epoch=None, stream=None):
+    """Sends @paths (relative to @root) as a hint to the hintfs mounted at
+    @root, written by hintfs.hint.format_hint, through its control socket
+    (hintfs.control: the mount itself is read-only)."""
     import sys
     py = str(Path(__file__).resolve().parents[1] / "python")
     if py not in sys.path:
         sys.path.append(py)
     import hintfs
-    hintfs.control(root, "hint", text.encode("utf-8", "surrogateescape"))
+    from hintfs.hint import format_hint
+    hintfs.control(root, "hint",
+                   format_hint(paths, epoch=epoch, stream=stream))
 
 
 def log(msg):

@@ -4,7 +4,7 @@ per-file cost dominates), run unmodified: on local disk, and on a hintfs
 mount under `hintfs-run` (which hints every rank's loader). Epoch 1 cold
 (fresh cache), epoch 2 warm; the page cache is dropped before each epoch.
 Reported: each epoch's time (the slower rank's, between barriers) and its
-ratio to local disk's, issue 19's row "two ranks ... hintfs-run".
+ratio to local disk's: doc/benchmarks.md's row "two ranks, `hintfs-run`".
 """
 
 import argparse

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Files read from the page cache: hintfs against local disk, over many
-passes (issue 19, "raw read, a second pass with the page cache kept").
+passes (doc/benchmarks.md's row "raw, second pass with the page cache
+kept").
 
 The benchmark's raw epochs with the page cache kept last 0.2-0.4 s, too
 short to tell a few percent on a shared machine. This mounts hintfs through
@@ -63,7 +64,7 @@ def main():
         root = fs.mount(bench.proxies[a.rtt][0].endpoint,
                         bench.workdir / "runs" / "kept")
         stack.callback(fs.unmount)
-        common.send_hint(root, "".join(f"{p}\n" for p in order))
+        common.send_hint(root, order)
         n = len(order)
         print(f"{n} files, {a.threads} readers, {a.passes} passes per "
               "system, page cache kept; median pass, readers' CPU per "

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Where the daemon's CPU goes, per cold object and per warm read (issue 10).
+"""Where the daemon's CPU goes, per cold object and per warm read.
 
 One mount of hintfs through the delay proxy: a hint of every file in a
 shuffled order, then --threads readers read every file in that order (cold:
@@ -215,7 +215,7 @@ def main():
             stack.callback(sysobj.unmount)
             try:
                 if fresh:
-                    common.send_hint(root, "".join(f"{p}\n" for p in order))
+                    common.send_hint(root, order)
                     results.append(phase("cold", sysobj, root, order,
                                          a.threads, a, run_dir))
                     for i in range(a.warm_rounds):
@@ -226,8 +226,7 @@ def main():
                             # the epoch's hint. Counted in the phase's CPU.
                             for p in order:
                                 os.stat(root / p)
-                            common.send_hint(
-                                root, "".join(f"{p}\n" for p in order))
+                            common.send_hint(root, order)
                             time.sleep(a.scan)
                         results.append(phase(f"warm{i + 1}", sysobj, root,
                                              order, a.threads, a, run_dir,

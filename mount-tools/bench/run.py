@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""hintfs benchmark (issue 3): local disk, hintfs with and without a hint,
+"""hintfs benchmark (doc/benchmarks.md): local disk, hintfs with and without a hint,
 s3fs and rclone, and the S3 server's own ceiling, side by side in one run on
 one generated dataset, through the project's delay proxy in front of a local
 Ceph RGW. Run it with mount-tools/bench.sh; `--help` lists the options.
@@ -185,7 +185,7 @@ def hintfs_delta(before, after):
         "hint_length": g(after, "hint", "length"),
         "listing_from_cache": (after.get("listing") or {}).get("from_cache"),
         "data_path": after.get("data_path"),
-        # FUSE requests the kernel sent, by kind (issue 19).
+        # FUSE requests the kernel sent, by kind.
         "fuse": {k: d("fuse", k) for k in (after.get("fuse") or {})},
     }
 

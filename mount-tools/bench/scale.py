@@ -1,5 +1,5 @@
 """`bench.sh scale`: how hintfs's mount and memory scale with the number of
-objects (issue 3, target 6).
+objects (doc/benchmarks.md, "Listing and mounting many objects").
 
 For each object count (default 10,000 and 100,000 tiny objects, in folders
 of 100, in their own bucket that is kept between runs): mount cold (empty

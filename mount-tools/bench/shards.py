@@ -1,4 +1,4 @@
-"""`bench.sh shards`: large objects (WebDataset / LitData shards, issue 19):
+"""`bench.sh shards`: large objects (WebDataset / LitData shards):
 O objects of M MiB, R readers each reading its share of them whole, in
 order, with 1 MiB reads (what `cat` does), side by side in one run:
 
@@ -112,8 +112,7 @@ def read_pass(root, names, readers):
 def hint(mnt, names, readers):
     """The order the readers go in, round-robin across their shares."""
     order = [n for group in zip(*shares(names, readers)) for n in group]
-    common.send_hint(mnt, "#hintfs v1 epoch=1\n"
-                     + "".join(k + "\n" for k in order))
+    common.send_hint(mnt, order, epoch=1)
 
 
 def fs_pass(fs, names, a, cold, meter):

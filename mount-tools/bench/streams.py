@@ -1,4 +1,4 @@
-"""`bench.sh streams`: hint streams (issue 13): R ranks on one mount, each
+"""`bench.sh streams`: hint streams: R ranks on one mount, each
 writing its own hint stream (stream=rank<N>) and reading its own share at
 the same asked-for pace, against one rank alone on a mount.
 
@@ -58,8 +58,7 @@ def stream_stats(mnt, name):
 def run_rank(mnt, rank, share, a, expect, out):
     """Writes rank @rank's hint and reads @share at a.rate files/s."""
     name = f"rank{rank}"
-    common.send_hint(mnt, f"#hintfs v1 epoch=1 stream={name}\n"
-                     + "".join(k + "\n" for k in share))
+    common.send_hint(mnt, share, epoch=1, stream=name)
     nxt = [0]
     lock = threading.Lock()
     at_window = {}

@@ -1,4 +1,4 @@
-"""The shared cache tier's benchmark (issue 13 part 3): four mounts stand for
+"""The shared cache tier's benchmark: four mounts stand for
 four nodes, each with its own local cache capped at a third of the data set,
 each serving one rank of DistributedSampler(world=4); three epochs of raw
 reads in the hinted order, with and without a tier.

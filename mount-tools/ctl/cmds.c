@@ -10,6 +10,7 @@
  */
 #include "ctl.h"
 #include "common/fileio.h"
+#include "common/hint_format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -177,22 +178,23 @@ static int usage(const char *help, bool ok)
  */
 
 /*
- * The header the daemon reads: "#hintfs v1 [epoch=N] [stream=NAME]
- * [replace]" on the first line, under 96 bytes (fs/hint.c). A header
- * already in the text keeps its epoch and stream unless --epoch or
- * --stream is given, and its replace flag. With no stream named, the
- * header names none and the request asks for own=parent: the daemon names
- * the stream "ctl-<parent pid>" as its pid namespace sees the parent, so
- * the script or shell that runs hintfs-ctl once per epoch (each run is a
- * new process) queues its hints in one stream, and two containers' scripts
- * do not share one.
+ * The header the daemon reads (common/hint_format.h), written by
+ * hint_format_header(). A header already in the text keeps its epoch and
+ * stream unless --epoch or --stream is given, and its replace flag; a
+ * stream name the daemon would not take is dropped, as the daemon drops it.
+ * With no stream named, the header names none and the request asks for
+ * own=parent: the daemon names the stream "ctl-<parent pid>" as its pid
+ * namespace sees the parent, so the script or shell that runs hintfs-ctl
+ * once per epoch (each run is a new process) queues its hints in one
+ * stream, and two containers' scripts do not share one. Returns the
+ * header's length or a -errno of hint_format_header().
  */
-static void hint_header(const char *text, size_t len, long long *epoch,
-			const char **stream, bool *replace, char *hdr,
-			size_t hdr_len, size_t *skip)
+static int hint_header(const char *text, size_t len, long long *epoch,
+		       const char **stream, bool *replace, char *hdr,
+		       size_t hdr_len, size_t *skip)
 {
-	static char old_stream[40];
-	static const char tag[] = "#hintfs v1";
+	static char old_stream[HINT_STREAM_MAX + 1];
+	static const char tag[] = HINT_TAG;
 	const char *eol = memchr(text, '\n', len);
 	size_t line = eol ? (size_t)(eol - text) : len;
 	long long old_epoch = -1;
@@ -215,7 +217,7 @@ static void hint_header(const char *text, size_t len, long long *epoch,
 		if (e)
 			old_epoch = strtoll(e + 7, NULL, 10);
 		e = strstr(old, " stream=");
-		if (e && strcspn(e + 8, " ") < sizeof(old_stream))
+		if (e && hint_stream_ok(e + 8, strcspn(e + 8, " ")))
 			snprintf(old_stream, sizeof(old_stream), "%.*s",
 				 (int)strcspn(e + 8, " "), e + 8);
 		*skip = eol ? line + 1 : line;
@@ -225,25 +227,7 @@ static void hint_header(const char *text, size_t len, long long *epoch,
 	if (!*stream && old_stream[0])
 		*stream = old_stream;
 	*replace |= old_replace;
-	snprintf(hdr, hdr_len, "%s", tag);
-	if (*epoch >= 0)
-		snprintf(hdr + strlen(hdr), hdr_len - strlen(hdr),
-			 " epoch=%lld", *epoch);
-	if (*stream)
-		snprintf(hdr + strlen(hdr), hdr_len - strlen(hdr), " stream=%s",
-			 *stream);
-	snprintf(hdr + strlen(hdr), hdr_len - strlen(hdr), "%s\n",
-		 *replace ? " replace" : "");
-}
-
-/* Whether @s is a stream name the daemon takes: 1-32 of [A-Za-z0-9._-]. */
-static bool stream_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n && n <= 32 &&
-	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			 "0123456789._-") == n;
+	return hint_format_header(hdr, hdr_len, *epoch, *stream, *replace);
 }
 
 /* The queued count of stream @name in the stats' hint.streams. */
@@ -270,7 +254,7 @@ int cmd_hint(int argc, char **argv)
 	    {"stream", required_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0}};
-	char hdr[96], x[4][32], reply[512], named[40] = "?";
+	char hdr[HINT_HEADER_MAX + 2], x[4][32], reply[512], named[40] = "?";
 	const char *stream = NULL;
 	long long epoch = -1;
 	bool replace = false;
@@ -299,7 +283,7 @@ int cmd_hint(int argc, char **argv)
 			}
 			break;
 		case 's':
-			if (!stream_name_ok(optarg)) {
+			if (!hint_stream_ok(optarg, strlen(optarg))) {
 				ctl_err("hint: --stream %s: expected 1-32 of "
 					"A-Z a-z 0-9 . _ -",
 					optarg);
@@ -322,8 +306,12 @@ int cmd_hint(int argc, char **argv)
 		return CTL_FAIL;
 	if (slurp(argv[optind + 1], &text, &len))
 		goto out_mount;
-	hint_header(text, len, &epoch, &stream, &replace, hdr, sizeof(hdr),
-		    &skip);
+	if (hint_header(text, len, &epoch, &stream, &replace, hdr, sizeof(hdr),
+			&skip) < 0) {
+		ctl_err("hint: the header does not fit in %zu bytes",
+			sizeof(hdr));
+		goto out_text;
+	}
 	{
 		const char *bufs[] = {hdr, text + skip};
 		size_t lens[] = {strlen(hdr), len - skip};

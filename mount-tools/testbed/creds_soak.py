@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""A long read run across many credential expiries (issue 14's soak).
+"""A long read run across many credential expiries (doc/benchmarks.md,
+"Credentials across expiries").
 
     /usr/bin/python3 mount-tools/testbed/creds_soak.py [--minutes 5] [--life 20]
         [--provider imds|container|web-identity] [--build build]

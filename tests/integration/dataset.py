@@ -150,7 +150,7 @@ def random_bytes(rng, n):
     return rng.randbytes(n)
 
 
-# The keys the issue names that no path can represent, and why.
+# The keys of issue_tree() that no path can represent, and why.
 UNREPRESENTABLE_KEYS = [
     "a//b",                 # empty component
     "./x",                  # "."
@@ -169,7 +169,8 @@ PAGINATED_COUNT = 1100      # more than one ListObjectsV2 page of 1000
 
 
 def issue_tree(seed=1234):
-    """The tree the mount issue names: key -> bytes.
+    """The tree every namespace test mounts (test_namespace.py, test_read.py):
+    key -> bytes.
 
     Odd characters, unicode (NFC and NFD spellings kept distinct), 12 levels
     of nesting, empty objects, a 64 MiB object, a `dir/` marker, a file and a

@@ -169,7 +169,7 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
 @pytest.mark.parametrize("fault", ["5", "1:11"], ids=["eio", "eagain"])
 def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
                                                    tmp_path, fault):
-    """Issue 11 item 5: a cache read that fails for any reason (EIO from a
+    """A cache read that fails for any reason (EIO from a
     bad sector, EAGAIN as when LMDB's reader slots are full), not only a
     bad checksum, is served from the server and counted, never EIO. The
     test-only hook HINTFS_FAULT_CACHE_READ=N[:ERRNO] fails every Nth
@@ -195,7 +195,7 @@ def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
 
 def test_another_bucket_never_shares_a_cache_dir(s3, bucket, make_bucket,
                                                  mount, proxy, tmp_path):
-    """Issue 11 item 8: the cache records its source (endpoint, bucket).
+    """The cache records its source (endpoint, bucket).
     Another bucket with the same key and, as some stores give, the same
     ETag could otherwise be served this one's bytes: the mount is refused
     with one line naming both, and the first bucket's cache is kept. A
@@ -239,7 +239,7 @@ def damage_index(path, how):
 @pytest.mark.parametrize("how", ["garbage", "pages", "truncated"])
 def test_damaged_index_is_rebuilt_not_a_crash(s3, bucket, mount, proxy,
                                               tmp_path, how):
-    """Issue 11 item 9: LMDB under MDB_NOSYNC promises nothing after a
+    """LMDB under MDB_NOSYNC promises nothing after a
     power loss (nor after a bad disk): a damaged index.mdb must start an
     empty cache with one warning, and every byte read stays right."""
     objects = objects_of(30, 3000)             # inline in LMDB
@@ -266,7 +266,7 @@ def test_damaged_index_is_rebuilt_not_a_crash(s3, bucket, mount, proxy,
 
 def test_listing_of_a_long_prefix_is_saved(s3, bucket, mount, proxy,
                                            tmp_path):
-    """Issue 11 item 9: the saved listing's name holds endpoint, bucket
+    """The saved listing's name holds endpoint, bucket
     and prefix, past LMDB's 511-byte key limit with a long prefix: it is
     still saved, and a remount lists nothing."""
     prefix = "a" * 250 + "/" + "b" * 250

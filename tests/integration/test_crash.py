@@ -1,4 +1,4 @@
-"""Crash safety and a full disk (doc/design.md 2.5, issue 4): the cache
+"""Crash safety and a full disk (doc/design.md 2.5): the cache
 survives `kill -9` at any moment with only correct bytes and every completed
 object reusable, and a cache disk that fills stops the cache growing while
 reads go on from the network.

@@ -1,4 +1,4 @@
-"""Failure behaviour (doc/design.md 2.6, issue 4), through the project's proxy
+"""Failure behaviour (doc/design.md 2.6), through the project's proxy
 in front of the real RGW: whatever the network does, a read returns the
 object's bytes or an error, never partial, mixed or corrupt data.
 

@@ -2,7 +2,8 @@
 proxy: GETs follow the hint's order, a queued hint follows the current one,
 bad lines are counted and never fatal, the stats match what the proxy saw, and
 an unmodified ImageFolder + DataLoader reads every image right with
-HintedSampler."""
+HintedSampler. The Python writer writes the golden hints of tests/data/hints/
+byte for byte (tests/unit/test_hint.c holds the daemon's reader to them)."""
 
 import errno
 import json
@@ -16,7 +17,9 @@ import pytest
 from dataset import sha256, upload
 from workload import gets_settled, object_gets, wait_gets
 
+import conftest
 import hintfs
+from hintfs.hint import format_hint
 from hintfs.torch import write_hint
 
 N_OBJECTS = 120
@@ -33,6 +36,49 @@ def make_objects(n=N_OBJECTS, size=2000, tag="f"):
 
 def stats(m):
     return hintfs.stats(m.path)
+
+
+HINTS = conftest.REPO / "tests" / "data" / "hints"
+
+# The Python writer's inputs for each golden hint it must write: the paths
+# as a trainer passes them (str, bytes, path-like), and the header's words.
+WRITTEN = {
+    "plain": (["cat/1.jpg", "dog/1.jpg", "cat/2.jpg"], {}),
+    "epoch": (["cat/2.jpg", "cat/1.jpg", "cat/2.jpg"], {"epoch": 3}),
+    "stream": ([Path("cat/1.jpg")], {"stream": "node-1.gpu_7"}),
+    "stream-replace": (["dog/1.jpg"],
+                       {"epoch": 12, "stream": "rank5", "replace": True}),
+    "longest-header": (["cat/1.jpg"],
+                       {"epoch": 2**63 - 1, "replace": True,
+                        "stream": "rank-0123456789.abcdefghij_klmno"}),
+    "absolute": (["/mnt/data/cat/1.jpg", "/mnt/data/a b/c+d.jpg",
+                  "dog/1.jpg", "/mnt/database/x.jpg",
+                  "/elsewhere/cat/1.jpg"], {"epoch": 0}),
+    "unicode": (["café/é.jpg", "日本語/猫.jpg", "emoji/🐱 1.jpg",
+                 "Ångström/Ω.bin"], {"stream": "rank0"}),
+    # A Latin-1 name as os.listdir() gives it (surrogate escapes), and as
+    # bytes: both written as the name's own bytes.
+    "surrogate": (["ok/1.jpg", os.fsdecode(b"latin1/caf\xe9.jpg"),
+                   b"ok/2.jpg"], {"epoch": 1}),
+}
+
+
+def test_python_writer_writes_the_golden_hints():
+    written = {p.stem for p in HINTS.glob("*.want")
+               if "\nwritten yes\n" in p.read_text(encoding="utf-8")}
+    assert written == set(WRITTEN), "a written golden hint has no inputs here"
+    for name, (paths, kw) in WRITTEN.items():
+        assert format_hint(paths, **kw) == (HINTS / f"{name}.hint").read_bytes(), name
+
+
+def test_python_writer_refuses_what_the_daemon_would_misread():
+    with pytest.raises(ValueError):
+        format_hint(["a\nb"])
+    for bad in ("", "a/b", "rank 5", "r\u00e9", "x" * 33):
+        with pytest.raises(ValueError):
+            format_hint(["a"], stream=bad)
+    # A negative epoch is no epoch, as hintfs-ctl writes it.
+    assert format_hint([], epoch=-1) == b"#hintfs v1\n"
 
 
 def test_gets_follow_the_hint_order(s3, bucket, mount, proxy):
@@ -330,7 +376,7 @@ def test_oversized_hint_applies_nothing(s3, bucket, mount, proxy):
 
 def test_fifo_as_hint_file_does_not_block_shutdown(s3, bucket, mount,
                                                    tmp_path):
-    """Issue 11 item 9: -o hint= naming a FIFO with no writer must not
+    """-o hint= naming a FIFO with no writer must not
     hang the watcher, and so the unmount: the daemon exits by itself."""
     objects = make_objects(3)
     upload(s3, bucket, objects)

@@ -1,4 +1,4 @@
-"""The engine's limits (issue 11, items 2-4): what a read may cost, in
+"""The engine's limits: what a read may cost, in
 requests in flight, memory, bytes from the server and time, whatever the
 readers or the server do.
 

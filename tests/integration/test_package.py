@@ -1,4 +1,4 @@
-"""The Debian packages (issue 23): installed with apt-get on this machine,
+"""The Debian packages (debian/): installed with apt-get on this machine,
 they mount the test bucket with `mount -t fuse.hintfs` and from an fstab
 line, hintfs-run hints an unmodified script through the installed Python
 package, and `apt-get remove` leaves no file behind but the cache.

@@ -1,4 +1,4 @@
-"""FUSE passthrough (-o passthrough, issue 19, fs/passthrough.c): a cached
+"""FUSE passthrough (-o passthrough, fs/passthrough.c): a cached
 object kept in a file of its own is read by the kernel from that file, so a
 pass over cached files sends an OPEN and a RELEASE per file and never a
 READ. Needs a build with libfuse 3.17 (meson -Dlibfuse=bundled) and a
@@ -233,8 +233,8 @@ def test_an_evicted_file_still_reads_while_open(pt_mount, tmp_path):
     """A file open in passthrough keeps reading its bytes after the cache
     drops it (`hintfs-ctl evict`: its file is unlinked, the kernel holds
     it), and the object is fetched again at its next open. Until the file
-    is closed its blocks count in the cache's capacity (`cache.held_bytes`,
-    issue 29 item 4): files readers hold take no disk beyond cache_size."""
+    is closed its blocks count in the cache's capacity (`cache.held_bytes`):
+    files readers hold take no disk beyond cache_size."""
     objects = objects_of(n=2, size=1 << 20, tag="e")
     first = next(iter(objects))
     m = pt_mount(objects, cache=tmp_path / "c")

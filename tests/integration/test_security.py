@@ -1,4 +1,4 @@
-"""Security (doc/design.md 2.5, 2.6, issue 4): what a mount may leak or let in.
+"""Security (doc/design.md 2.5, 2.6): what a mount may leak or let in.
 
 - Credentials never appear in the daemon's log (even at debug level, with
   failing requests and refused options), in .hintfs/stats, in the cache
@@ -126,8 +126,8 @@ def stamp(path):
 
 def test_a_crash_leaves_no_core_file(s3, bucket, mount, tmp_path):
     """A daemon that crashes after it signed requests leaves no core file
-    (which would hold its keys): it makes itself undumpable (issue 20,
-    item 6; doc/operations.md, Security). A plain process crashed the same
+    (which would hold its keys): it makes itself undumpable
+    (doc/operations.md, Security). A plain process crashed the same
     way first shows that this machine writes core files at all."""
     daemon = workload.build_dir() / "fs" / "hintfs"
     if b"__asan_init" in daemon.read_bytes():

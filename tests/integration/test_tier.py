@@ -1,4 +1,4 @@
-"""The shared cache tier (-o shared_cache, issue 13 part 3), against the RGW:
+"""The shared cache tier (-o shared_cache, doc/design.md 2.7), against the RGW:
 the origin is one bucket behind one proxy, the tier a second bucket behind a
 second proxy, so that each proxy's log counts one side's requests.
 
@@ -375,7 +375,7 @@ def test_forged_objects_never_served(s3, bucket, make_bucket, mount, proxies,
 
 def test_key_others_can_read_is_refused(bucket, make_bucket, mount,
                                         tmp_path):
-    """Issue 29 item 5: a cluster key that group or others can read (or
+    """A cluster key that group or others can read (or
     write) would let any local user with PUT on the tier forge objects
     under it. The mount is refused with one line, as ssh refuses such a
     private key, before anything is read."""

@@ -1,4 +1,4 @@
-"""The warm data path (issue 19, doc/design.md 3): what a cached file costs,
+"""The warm data path (doc/design.md 3): what a cached file costs,
 counted in FUSE requests by kind (.hintfs/stats "fuse"). With zero-message
 opens (the default) a second pass over files in the page cache makes no
 request but the IOCTL of an isatty(), one with the page cache dropped

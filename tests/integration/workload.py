@@ -41,7 +41,7 @@ def build_dir():
     return (REPO / p).resolve()
 
 
-# The fault matrix's data set (issue 4): 2,000 small files, 2-20 KB, in
+# The fault matrix's data set (test_faults.py): 2,000 small files, 2-20 KB, in
 # 20 folders, as an ImageFolder of thumbnails would be.
 N_FILES = 2000
 MIN_BYTES = 2000

@@ -535,7 +535,7 @@ static void test_truncate(void)
 }
 
 /*
- * Issue 11 item 5: a read that fails for a reason other than a bad
+ * A read that fails for a reason other than a bad
  * checksum is a miss (-ENODATA, the caller asks the server), counted in
  * read_errors. EIO drops the entry (a bad sector stays bad; the refetch
  * goes elsewhere); EAGAIN (LMDB's reader slots full) keeps it.
@@ -598,7 +598,7 @@ static void test_read_errors(void)
 }
 
 /*
- * Issue 11 item 8: a cache records the source of its objects and refuses
+ * A cache records the source of its objects and refuses
  * another (two buckets whose ETags are not content hashes could otherwise
  * serve each other's bytes); an entry whose size differs from the
  * listing's is a miss and is dropped, never served.
@@ -648,7 +648,7 @@ static void test_source_and_size(void)
 }
 
 /*
- * Issue 11 item 9: a damaged index.mdb (garbage pages, a cut file) opens
+ * A damaged index.mdb (garbage pages, a cut file) opens
  * as a cache that serves only right bytes (most often an empty one), and
  * never crashes: whatever it keeps is checked against its checksum.
  */
@@ -1134,7 +1134,7 @@ static void test_meta_invalidate_clear(void)
 	CHECK(cache_meta_get(c, "empty", &blob, &len) == 0 && len == 0);
 	free(blob);
 	{
-		/* Names past LMDB's 511-byte keys (issue 11 item 9): two
+		/* Names past LMDB's 511-byte keys: two
 		 * that differ only at the end stay apart. */
 		char a[1200], b[1200];
 
@@ -1846,7 +1846,7 @@ static struct cache *open_damaged(const char *dir)
 }
 
 /*
- * Issue 29 item 4: a file handed out with a hold (passthrough's backing
+ * A file handed out with a hold (passthrough's backing
  * file) is not evicted while held, and once its entry leaves the cache
  * anyway (a new version, an invalidation) its blocks, still on disk, take
  * capacity until the release: the cache's disk stays within its capacity.
@@ -1901,7 +1901,7 @@ out:
 }
 
 /*
- * Issue 29 item 4: evicted files that readers hold open keep their blocks
+ * Evicted files that readers hold open keep their blocks
  * (passthrough holds its backing files so); the disk fills, and the
  * capacity drops to what is cached. Once the readers close them, the disk
  * has room again: the capacity comes back to the configured size, and the

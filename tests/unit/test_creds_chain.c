@@ -228,7 +228,7 @@ static void test_order(void)
 
 /* AWS_CONTAINER_CREDENTIALS_FULL_URI: the host is compared exactly, after
  * libcurl parsed the URL, so that the authorization token never goes over
- * plain http to a stranger (issue 20, item 5). */
+ * plain http to a stranger. */
 static void test_container_url(void)
 {
 	static const struct {

@@ -481,7 +481,7 @@ static void epoch(struct env *e, uint32_t n)
 }
 
 /*
- * Issue 29 item 8: the tier hangs in epoch 1, the breaker opens and every
+ * The tier hangs in epoch 1, the breaker opens and every
  * object is read from the origin (its tier GET cut, or bypassed). Once the
  * open period ends and the tier answers again, all of them are written to
  * it; a second node (its own empty cache) then reads every object from the

@@ -415,7 +415,7 @@ static uint32_t opens_of(struct fs *fs, uint64_t ino)
 }
 
 /*
- * Issue 29 item 2: two readers part-way through large files, followed from
+ * Two readers part-way through large files, followed from
  * their READs. One reads the clock, the other reads a later one and stamps
  * its entry first: the first, taking the lock with the earlier clock, must
  * not count the second's entry idle (unsigned, its idle time was huge) and

@@ -521,9 +521,9 @@ static void test_hung(void)
 	tier_stop(t);
 }
 
-/* A busy tier that answers, however slowly, is not failing: the issue's
- * 4 mounts on a busy single-process server opened the breaker, and what it
- * bypassed never reached the tier. Timeouts of GETs that saw an answer
+/* A busy tier that answers, however slowly, is not failing: the tier
+ * benchmark's 4 mounts on a busy single-process server opened the breaker, and
+ * what it bypassed never reached the tier. Timeouts of GETs that saw an answer
  * (a GET's or a PUT's) during their life, and hedges, never open it; 8
  * failures of GETs that saw none do. */
 static void test_slow_tier_stays_closed(void)

@@ -29,11 +29,11 @@ use this module at all.
 
 import heapq
 import os
-import re
 import weakref
 
 from torch.utils.data import Sampler
 from hintfs import control
+from hintfs.hint import format_hint
 
 __all__ = ["HintedSampler", "write_hint", "path_resolver", "default_stream",
            "own_stream", "stream_name"]
@@ -138,12 +138,6 @@ def stream_name(k):
     return f"{base}.{k}"
 
 
-# A stream name is 1-32 of these characters: short enough that the longest
-# header ("#hintfs v1 epoch=<19 digits> stream=<32> replace", 84 bytes) stays
-# under the 96 bytes the daemon reads of a header line.
-_STREAM_RE = re.compile(r"[A-Za-z0-9._-]{1,32}")
-
-
 def write_hint(mount, paths, epoch=None, replace=False, stream=None, own=None,
                if_full_replace=False):
     """Sends a hint (an iterable of paths, absolute under `mount` or
@@ -155,30 +149,20 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None, own=None,
     A-Z a-z 0-9 . _ -, e.g. "rank5"); without it the daemon names it from
     the sending process: its `own`-th stream (own_stream(); `pid:<pid>`
     for the first)."""
-    if stream is not None and not _STREAM_RE.fullmatch(stream):
-        raise ValueError(f"bad hint stream name {stream!r}: 1-32 of "
-                         "A-Z a-z 0-9 . _ -")
     mount = os.path.abspath(mount)
     prefix = mount.rstrip("/") + "/"
     real_prefix = os.path.realpath(mount).rstrip("/") + "/"
-    header = "#hintfs v1"
-    if epoch is not None:
-        header += f" epoch={int(epoch)}"
-    if stream is not None:
-        header += f" stream={stream}"
-    if replace:
-        header += " replace"
-    lines = [header]
-    for p in paths:
-        p = os.fspath(p)
+
+    def relative(p):
+        p = os.fsdecode(p)
         if p.startswith(prefix):
-            p = p[len(prefix):]
-        elif p.startswith(real_prefix):
-            p = p[len(real_prefix):]
-        if "\n" in p:
-            raise ValueError(f"a path with a newline cannot be hinted: {p!r}")
-        lines.append(p)
-    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+            return p[len(prefix):]
+        if p.startswith(real_prefix):
+            return p[len(real_prefix):]
+        return p
+
+    data = format_hint(map(relative, paths), epoch=epoch, stream=stream,
+                       replace=replace)
     args = []
     if stream is None and own is not None and own > 1:
         args.append(f"own={int(own)}")
