@@ -78,7 +78,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		return;
 }
 
-int fail_einval(char *err, size_t err_len, const char *fmt, ...)
+int log_fail_einval(char *err, size_t err_len, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -41,7 +41,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
  * NULL or @err_len is 0) and returns -EINVAL: how the parsers of options,
  * profile files and endpoints say "bad input, and why" to their caller.
  */
-int fail_einval(char *err, size_t err_len, const char *fmt, ...)
+int log_fail_einval(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)

@@ -205,7 +205,7 @@ static int parse_s3_url(const char *url, char **bucket, char **prefix,
 	size_t plen;
 
 	if (strncmp(s, "s3://", 5))
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len,
 		    "'%s' is not an S3 URL: expected s3://BUCKET[/PREFIX]", s);
 	s += 5;
@@ -214,7 +214,8 @@ static int parse_s3_url(const char *url, char **bucket, char **prefix,
 	if (!*bucket)
 		return -ENOMEM;
 	if (!bucket_ok(*bucket))
-		return fail_einval(err, err_len, "'%s': bad bucket name", url);
+		return log_fail_einval(err, err_len, "'%s': bad bucket name",
+				       url);
 
 	s = slash ? slash + 1 : "";
 	while (*s == '/')
@@ -232,8 +233,8 @@ static int parse_s3_url(const char *url, char **bucket, char **prefix,
 		(*prefix)[plen++] = '/';
 	(*prefix)[plen] = '\0';
 	if (strstr(*prefix, "//"))
-		return fail_einval(err, err_len,
-				   "'%s': empty component in the prefix", url);
+		return log_fail_einval(
+		    err, err_len, "'%s': empty component in the prefix", url);
 	return 0;
 }
 
@@ -372,38 +373,40 @@ static int opt_set(struct hintfs_opts *o, const struct opt_desc *d,
 	case OPT_S:
 	case OPT_MS:
 		if (!parse_uint(s, d->lo, d->hi, &v))
-			return fail_einval(err, err_len,
-					   "-o %s=%s: expected %s from %llu to "
-					   "%llu",
-					   d->name, s,
-					   d->type == OPT_NUM ? "a number"
-					   : d->type == OPT_S ? "seconds"
-							      : "ms",
-					   d->lo, d->hi);
+			return log_fail_einval(
+			    err, err_len,
+			    "-o %s=%s: expected %s from %llu to "
+			    "%llu",
+			    d->name, s,
+			    d->type == OPT_NUM ? "a number"
+			    : d->type == OPT_S ? "seconds"
+					       : "ms",
+			    d->lo, d->hi);
 		break;
 	case OPT_SIZE:
 		if (!d->lo && !strcmp(s, "0"))
 			break;
 		if (!parse_size(s, &bytes, &pct) || pct || bytes < d->lo) {
 			format_size(d->lo, min, sizeof(min));
-			return fail_einval(err, err_len,
-					   "-o %s=%s: expected bytes with an "
-					   "optional K, M, G or T%s%s%s",
-					   d->name, s,
-					   d->lo ? "" : ", or 0 for off",
-					   d->lo > 1 ? ", at least " : "",
-					   d->lo > 1 ? min : "");
+			return log_fail_einval(
+			    err, err_len,
+			    "-o %s=%s: expected bytes with an "
+			    "optional K, M, G or T%s%s%s",
+			    d->name, s, d->lo ? "" : ", or 0 for off",
+			    d->lo > 1 ? ", at least " : "",
+			    d->lo > 1 ? min : "");
 		}
 		v = bytes;
 		break;
 	case OPT_SIZE_PCT:
 		if (!parse_size(s, &bytes, &pct))
-			return fail_einval(err, err_len,
-					   "-o %s=%s: expected bytes with an "
-					   "optional K, M, G or T, or a "
-					   "percentage of the free space such "
-					   "as 20%%",
-					   d->name, s);
+			return log_fail_einval(
+			    err, err_len,
+			    "-o %s=%s: expected bytes with an "
+			    "optional K, M, G or T, or a "
+			    "percentage of the free space such "
+			    "as 20%%",
+			    d->name, s);
 		v = bytes;
 		o->cache_size_pct = pct;
 		break;
@@ -474,9 +477,10 @@ static int default_cache_dir(struct hintfs_opts *o, char *err, size_t err_len)
 		n = asprintf(&o->cache_dir, "%s/.cache/hintfs/%s-%08x", home,
 			     o->bucket, h);
 	else
-		return fail_einval(err, err_len,
-				   "no cache directory: set -o cache_dir= "
-				   "(no XDG_CACHE_HOME and no home directory)");
+		return log_fail_einval(
+		    err, err_len,
+		    "no cache directory: set -o cache_dir= "
+		    "(no XDG_CACHE_HOME and no home directory)");
 	if (n < 0) {
 		o->cache_dir = NULL;
 		return -ENOMEM;
@@ -499,7 +503,7 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		if (o->tier_endpoint || o->tier_region || o->tier_profile ||
 		    o->tier_hedge_str || o->tier_key_file ||
 		    o->tier_put_mem_str)
-			return fail_einval(
+			return log_fail_einval(
 			    err, err_len,
 			    "the shared_cache_* options need "
 			    "-o shared_cache=s3://BUCKET[/PREFIX]");
@@ -520,7 +524,7 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		if (fd >= 0 && fstat(fd, &st) == 0 &&
 		    (st.st_mode & (S_IRWXG | S_IRWXO))) {
 			close(fd);
-			return fail_einval(
+			return log_fail_einval(
 			    err, err_len,
 			    "tier key %s is accessible by others "
 			    "(mode %04o); chmod 600 %s",
@@ -535,15 +539,16 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 		if (fd >= 0)
 			close(fd);
 		if (rc)
-			return fail_einval(
+			return log_fail_einval(
 			    err, err_len, "-o shared_cache_key=%s: %s",
 			    o->tier_key_file,
 			    rc == -EFBIG ? "longer than 1 KiB" : strerror(-rc));
 		if (o->tier_key_len < 16)
-			return fail_einval(err, err_len,
-					   "-o shared_cache_key=%s: %zu bytes, "
-					   "a key needs 16 at least",
-					   o->tier_key_file, o->tier_key_len);
+			return log_fail_einval(
+			    err, err_len,
+			    "-o shared_cache_key=%s: %zu bytes, "
+			    "a key needs 16 at least",
+			    o->tier_key_file, o->tier_key_len);
 	}
 	if (o->tier_profile) {
 		rc = aws_config_load(
@@ -575,14 +580,14 @@ static int resolve_tier(struct hintfs_opts *o, char *err, size_t err_len)
 	if (!o->tier_endpoint || !o->tier_region)
 		return -ENOMEM;
 	if (!*o->tier_region)
-		return fail_einval(err, err_len,
-				   "-o shared_cache_region= needs a value");
+		return log_fail_einval(err, err_len,
+				       "-o shared_cache_region= needs a value");
 	if (strncmp(o->tier_endpoint, "http://", 7) &&
 	    strncmp(o->tier_endpoint, "https://", 8))
-		return fail_einval(err, err_len,
-				   "shared cache endpoint '%s' is not an "
-				   "http:// or https:// URL",
-				   o->tier_endpoint);
+		return log_fail_einval(err, err_len,
+				       "shared cache endpoint '%s' is not an "
+				       "http:// or https:// URL",
+				       o->tier_endpoint);
 	o->tier_path_style =
 	    o->path_style || endpoint_needs_path_style(o->tier_endpoint);
 	if (o->tier_profile)
@@ -603,7 +608,7 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	int rc;
 
 	if (o->secret_opt[0])
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len,
 		    "-o %s: credentials never go on the "
 		    "command line (every user can read it); use "
@@ -611,13 +616,13 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 		    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
 		    o->secret_opt);
 	if (!o->source)
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len,
 		    "missing the bucket URL (s3://BUCKET[/PREFIX]); "
 		    "see --help");
 	if (!o->mountpoint)
-		return fail_einval(err, err_len,
-				   "missing the mount point; see --help");
+		return log_fail_einval(err, err_len,
+				       "missing the mount point; see --help");
 	rc = parse_source(o, err, err_len);
 	if (rc)
 		return rc;
@@ -647,7 +652,8 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 			return -ENOMEM;
 	}
 	if (!*o->region)
-		return fail_einval(err, err_len, "-o region= needs a value");
+		return log_fail_einval(err, err_len,
+				       "-o region= needs a value");
 
 	if (!o->endpoint) {
 		const char *e = o->aws.endpoint;
@@ -662,7 +668,7 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	}
 	if (strncmp(o->endpoint, "http://", 7) &&
 	    strncmp(o->endpoint, "https://", 8))
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len,
 		    "endpoint '%s' is not an http:// or https:// URL",
 		    o->endpoint);
@@ -673,19 +679,21 @@ static int resolve(struct hintfs_opts *o, char *err, size_t err_len)
 	if (rc)
 		return rc;
 	if (o->ca_file && !*o->ca_file)
-		return fail_einval(err, err_len, "-o ca_file= needs a path");
+		return log_fail_einval(err, err_len,
+				       "-o ca_file= needs a path");
 	if (o->cache_dir && !*o->cache_dir)
-		return fail_einval(err, err_len, "-o cache_dir= needs a path");
+		return log_fail_einval(err, err_len,
+				       "-o cache_dir= needs a path");
 	if (!o->cache_dir) {
 		rc = default_cache_dir(o, err, err_len);
 		if (rc)
 			return rc;
 	}
 	if (o->hint_file && !*o->hint_file)
-		return fail_einval(err, err_len, "-o hint= needs a file");
+		return log_fail_einval(err, err_len, "-o hint= needs a file");
 	if (o->ctl_socket && *o->ctl_socket != '/')
-		return fail_einval(err, err_len,
-				   "-o ctl_socket= needs an absolute path");
+		return log_fail_einval(err, err_len,
+				       "-o ctl_socket= needs an absolute path");
 	rc = resolve_tier(o, err, err_len);
 	if (rc)
 		return rc;
@@ -709,8 +717,8 @@ int opts_parse(int argc, char **argv, struct hintfs_opts *o, char *err,
 	memset(o, 0, sizeof(*o));
 	o->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	if (fuse_opt_parse(&o->fuse_args, o, opt_spec, opt_proc) == -1)
-		return fail_einval(err, err_len,
-				   "bad command line; see --help");
+		return log_fail_einval(err, err_len,
+				       "bad command line; see --help");
 	if (o->help || o->version)
 		return 0;
 	return resolve(o, err, err_len);

@@ -426,7 +426,7 @@ static int creds_from(struct aws_config *c, struct prof *p, const char *path,
 	if (!ak && !sk)
 		return 0;
 	if (!ak || !sk || !*ak || !*sk)
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len, "profile '%s' in '%s' has %s but no %s",
 		    p->name, path,
 		    ak && *ak ? "aws_access_key_id" : "aws_secret_access_key",
@@ -470,7 +470,8 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 
 	memset(c, 0, sizeof(*c));
 	if (profile && !*profile)
-		return fail_einval(err, err_len, "-o profile= needs a name");
+		return log_fail_einval(err, err_len,
+				       "-o profile= needs a name");
 	if (!profile && (profile = env("AWS_PROFILE")))
 		profile_from = " (from AWS_PROFILE)";
 	else if (!profile && (profile = env("AWS_DEFAULT_PROFILE")))
@@ -510,7 +511,7 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 	 * beats the AWS_ACCESS_KEY_ID pair; AWS_PROFILE does not. */
 	if (!req->profile && (ak || sk)) {
 		if (!ak || !sk) {
-			rc = fail_einval(
+			rc = log_fail_einval(
 			    err, err_len,
 			    "no credentials: %s is set but %s is not",
 			    ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
@@ -537,7 +538,7 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 		const char *kind = unsupported_creds(&cr, &cf);
 
 		if (kind)
-			rc = fail_einval(
+			rc = log_fail_einval(
 			    err, err_len,
 			    "profile '%s' gets its credentials "
 			    "from %s, which hintfs does not support: put "
@@ -546,7 +547,7 @@ int aws_config_load(const struct aws_config_req *req, struct aws_config *c,
 			    "AWS_SECRET_ACCESS_KEY",
 			    profile, kind);
 		else
-			rc = fail_einval(
+			rc = log_fail_einval(
 			    err, err_len,
 			    "no credentials: set "
 			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, put "

@@ -47,24 +47,24 @@ static int parse_endpoint(struct s3_client *c, const char *ep, char *err,
 		c->scheme = strdup("http");
 		hp = ep + 7;
 	} else {
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len,
 		    "endpoint '%s' is not an http:// or https:// URL", ep);
 	}
 	end = hp + strcspn(hp, "/?#");
 	if (*end && strcmp(end, "/"))
-		return fail_einval(err, err_len,
-				   "endpoint '%s' must not have a path", ep);
+		return log_fail_einval(
+		    err, err_len, "endpoint '%s' must not have a path", ep);
 	if (*hp == '[') {
 		colon = memchr(hp, ']', end - hp);
 		if (!colon)
-			return fail_einval(err, err_len,
-					   "endpoint '%s': bad IPv6 address",
-					   ep);
+			return log_fail_einval(
+			    err, err_len, "endpoint '%s': bad IPv6 address",
+			    ep);
 		colon++;
 		if (colon < end && *colon != ':')
-			return fail_einval(err, err_len,
-					   "endpoint '%s': bad port", ep);
+			return log_fail_einval(err, err_len,
+					       "endpoint '%s': bad port", ep);
 	} else {
 		colon = memchr(hp, ':', end - hp);
 		if (!colon)
@@ -72,15 +72,15 @@ static int parse_endpoint(struct s3_client *c, const char *ep, char *err,
 	}
 	hlen = colon - hp;
 	if (hlen == 0)
-		return fail_einval(err, err_len, "endpoint '%s' has no host",
-				   ep);
+		return log_fail_einval(err, err_len,
+				       "endpoint '%s' has no host", ep);
 	if (colon < end) {
 		char *pend;
 
 		port = strtol(colon + 1, &pend, 10);
 		if (pend != end || port <= 0 || port > 65535)
-			return fail_einval(err, err_len,
-					   "endpoint '%s': bad port", ep);
+			return log_fail_einval(err, err_len,
+					       "endpoint '%s': bad port", ep);
 	}
 	c->host = strndup(hp, hlen);
 	if (!c->scheme || !c->host)
@@ -120,10 +120,10 @@ int s3_client_create(const struct s3_config *cfg, struct s3_client **out,
 	if (curl_init_rc != CURLE_OK)
 		return -ENOMEM;
 	if (!cfg->bucket || !*cfg->bucket)
-		return fail_einval(err, err_len, "no bucket given");
+		return log_fail_einval(err, err_len, "no bucket given");
 	if (!cfg->no_sign && !cfg->creds &&
 	    (!cfg->access_key || !cfg->secret_key))
-		return fail_einval(
+		return log_fail_einval(
 		    err, err_len,
 		    "no credentials: set AWS_ACCESS_KEY_ID "
 		    "and AWS_SECRET_ACCESS_KEY, or use -o no_sign");

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tests/check_symbols.sh LIB PREFIX... : fails when static library LIB
+# defines a global symbol (code or data) that starts with none of the
+# PREFIXes. A name that crosses a file names its module (doc/STYLE.md): the
+# reader of a call knows which folder and file to open, and two modules
+# cannot both define queue_push. Registered per library in tests/meson.build
+# (suite unit), so every build, sanitizers included, checks it.
+set -euo pipefail
+lib=$1
+shift
+if [ ! -f "$lib" ]; then
+	echo "check_symbols: $lib: no such library" >&2
+	exit 1
+fi
+pattern="^($(printf '%s|' "$@" | sed 's/|$//'))"
+bad=$(nm -g --defined-only "$lib" | awk 'NF == 3 && $2 ~ /[TDBRV]/ { print $3 }' |
+	grep -Ev "$pattern" | sort -u || true)
+if [ -n "$bad" ]; then
+	echo "check_symbols: $(basename "$lib") defines names without a module prefix ($*):" >&2
+	echo "$bad" | sed 's/^/  /' >&2
+	exit 1
+fi
+n=$(nm -g --defined-only "$lib" | awk 'NF == 3 && $2 ~ /[TDBRV]/' | wc -l)
+echo "check_symbols: $(basename "$lib"): $n names, each with its module's prefix"
