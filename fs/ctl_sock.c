@@ -444,8 +444,14 @@ static void *conn_main(void *arg)
 	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
 		reply(c->fd, -errno, "cannot tell who is asking");
 	} else if (!fs_may_control(cs->fs, cred.uid)) {
-		char why[160];
+		char why[160], one;
 
+		/* The request first, unread (a descriptor with it is closed
+		 * by the kernel): a sender that sends, then reads, gets its
+		 * answer rather than EPIPE from a socket already closed. */
+		if (recv(c->fd, &one, 1, MSG_TRUNC) < 0)
+			log_debug("control socket: no request from pid %ld",
+				  (long)cred.pid);
 		snprintf(why, sizeof(why),
 			 "only the mount's owner (uid %u) and root control "
 			 "this mount",
