@@ -300,7 +300,7 @@ static long pf_fd_room(struct pf_config *cfg, unsigned int sides)
 	struct rlimit rl;
 	rlim_t need;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return want;
 	need = rl.rlim_cur + (rlim_t)want;
 	if (rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max)
@@ -313,8 +313,10 @@ static long pf_fd_room(struct pf_config *cfg, unsigned int sides)
 	/* Half of what is open-able for sockets: the cache's segments,
 	 * FUSE and the control socket need the rest. */
 	if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)want > rl.rlim_cur / 2) {
-		unsigned int cap =
-		    (unsigned int)((rl.rlim_cur / 2 - PF_CONN_SLACK) / sides);
+		rlim_t room = rl.rlim_cur / 2 > PF_CONN_SLACK
+				  ? rl.rlim_cur / 2 - PF_CONN_SLACK
+				  : 0;
+		unsigned int cap = (unsigned int)(room / sides);
 
 		if (cap < PF_INFLIGHT_MIN)
 			cap = PF_INFLIGHT_MIN;
