@@ -100,6 +100,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -285,6 +286,52 @@ static int tier_load(void *arg, const char *key, size_t key_len,
 	return got == (ssize_t)size ? 0 : -ENODATA;
 }
 
+/*
+ * The connections the curl source may hold for @sides clients of
+ * @cfg->max_inflight transfers each, with room for the LIST workers and
+ * a retry's fresh connection. Each is a socket: the soft limit of open
+ * files (often 1,024) is raised by as many, toward the hard one; where
+ * the hard one leaves no room, the cap comes down to what fits, with a
+ * warning, rather than GETs failing to connect.
+ */
+static long pf_fd_room(struct pf_config *cfg, unsigned int sides)
+{
+	long want = (long)cfg->max_inflight * sides + PF_CONN_SLACK;
+	struct rlimit rl;
+	rlim_t need;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return want;
+	need = rl.rlim_cur + (rlim_t)want;
+	if (rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max)
+		need = rl.rlim_max;
+	if (need > rl.rlim_cur) {
+		rl.rlim_cur = need;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* Half of what is open-able for sockets: the cache's segments,
+	 * FUSE and the control socket need the rest. */
+	if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)want > rl.rlim_cur / 2) {
+		rlim_t room = rl.rlim_cur / 2 > PF_CONN_SLACK
+				  ? rl.rlim_cur / 2 - PF_CONN_SLACK
+				  : 0;
+		unsigned int cap = (unsigned int)(room / sides);
+
+		if (cap < PF_INFLIGHT_MIN)
+			cap = PF_INFLIGHT_MIN;
+		if (cap < cfg->max_inflight) {
+			log_warn("max_inflight %u needs more open files than "
+				 "the limit of %llu allows (ulimit -n): %u",
+				 cfg->max_inflight,
+				 (unsigned long long)rl.rlim_cur, cap);
+			cfg->max_inflight = cap;
+			want = (long)cap * sides + PF_CONN_SLACK;
+		}
+	}
+	return want;
+}
+
 static void stop_writer(struct pf *pf)
 {
 	pthread_mutex_lock(&pf->mu);
@@ -321,7 +368,6 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	/* Two whole objects fit at once: a larger one is read through. */
 	if (pf->cfg.max_object_mem > pf->cfg.fetch_mem / 2)
 		pf->cfg.max_object_mem = pf->cfg.fetch_mem / 2;
-	pf->limit = pf->cfg.max_inflight;
 	pthread_mutex_init(&pf->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -351,14 +397,13 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->src = cfg->source;
 		pf->tier_src = cfg->tier_s3 ? cfg->tier_source : NULL;
 	} else {
-		/* Keep one connection per transfer alive between requests:
-		 * to the tier as well as to the origin when there is one (a
-		 * fetch moves from one to the other, so both sides have
-		 * max_inflight in use). */
-		rc = pf_source_curl_create(
-		    cfg->s3,
-		    (long)pf->cfg.max_inflight * (cfg->tier_s3 ? 2 : 1) + 16,
-		    &pf->src);
+		/* One connection per transfer, kept alive between
+		 * requests: to the tier as well as to the origin when there
+		 * is one (a fetch moves from one to the other, so both sides
+		 * may have the cap in use). */
+		long conns = pf_fd_room(&pf->cfg, cfg->tier_s3 ? 2 : 1);
+
+		rc = pf_source_curl_create(cfg->s3, conns, &pf->src);
 		if (rc)
 			goto fail;
 		pf->own_src = true;
@@ -369,6 +414,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 				goto fail;
 		}
 	}
+	limit_init(pf, pf_now(pf));
 	if (cfg->tier_s3) {
 		struct tier_config tc = {
 		    .s3 = cfg->tier_s3,

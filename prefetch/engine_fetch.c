@@ -1,7 +1,7 @@
 /*
  * prefetch/engine_fetch.c - the fetch table: creating fetches, the memory
  * of their buffers (fetch_mem), streams' release of parts behind their
- * readers, the in-flight limit's cut on SlowDown, and how a fetch ends
+ * readers, and how a fetch ends
  * (complete, failed).
  *
  * Invariant: pf->mem is the sum of what live fetches reserved (a whole
@@ -227,19 +227,6 @@ void read_through_reclaim(struct pf *pf, uint64_t need)
 
 /* ---- the engine thread ----------------------------------------------------
  */
-
-void cut_limit(struct pf *pf)
-{
-	uint64_t now = pf_now(pf);
-
-	/* One cut per 100 ms: a burst of 503s is one signal, not many. */
-	if (now - pf->last_cut_ns < 100000000u)
-		return;
-	pf->last_cut_ns = now;
-	pf->limit /= 2;
-	if (pf->limit < PF_INFLIGHT_MIN)
-		pf->limit = PF_INFLIGHT_MIN;
-}
 
 void count_error(struct pf *pf, enum s3_err_kind kind)
 {

@@ -7,6 +7,7 @@
  *   engine_sched.c  part queues and the scheduler (what starts next)
  *   engine_fetch.c  the fetch table, fetch_mem, how a fetch ends
  *   engine_net.c    the network thread: arming parts, attempts' ends
+ *   engine_limit.c  how many GETs run: the in-flight controller
  *   engine_hedge.c  tier GETs and the hedge to the origin
  *   engine_read.c   the read path (pf_read, pf_read_ref)
  *   engine_stats.c  pf_get_stats()
@@ -32,10 +33,35 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 64 GETs in flight: 2,000 objects/s at ~30 ms each (Little's law), with
- * room. The S3 per-prefix limit of ~5,500 GET/s is far above it. */
-#define PF_INFLIGHT_DEFAULT 64
-#define PF_INFLIGHT_MIN	    4
+/*
+ * GETs in flight (engine_limit.c). max_inflight is a cap, not the
+ * operating point: the engine runs as many as its readers' work needs
+ * (Little's law: objects/s x seconds per GET, with room), and the cap only
+ * bounds that. 2,048 by default: a node of 8 GPUs reads up to 20,000
+ * objects/s, which at S3's 50 ms is 1,000 in flight and at 100 ms 2,000.
+ * Memory stays bounded by fetch_mem whatever the cap (2,048 objects of
+ * 110 KB are 225 MB of the 512 MiB; parts of 8 MiB stop at 64).
+ */
+#define PF_INFLIGHT_DEFAULT 2048
+/* A cold start runs 64: 2,000 objects/s at ~30 ms each with room (the old
+ * fixed operating point, so no mount starts slower than it did); idle, the
+ * target decays no lower. */
+#define PF_INFLIGHT_START 64
+/* SlowDown cuts go no lower than 4: some progress while the server
+ * recovers. */
+#define PF_INFLIGHT_MIN 4
+/* The controller looks once per tick: 100 ms, or one GET's latency if
+ * longer (a change of the target shows in the completions only after a
+ * round trip). */
+#define PF_TICK_NS 100000000ull
+/* The target is twice the in-flight count that carried the last tick's
+ * completions: room for the readers' rate to double within one tick. */
+#define PF_HEADROOM 2
+/* Connections beyond the cap's: a retry opens a fresh one while the
+ * broken one closes, and the LIST workers at mount share the client. */
+#define PF_CONN_SLACK 16
+/* One SlowDown cut per 100 ms: a burst of 503s is one signal, not many. */
+#define PF_CUT_GAP_NS 100000000ull
 /* 4,096 hinted objects ahead: two seconds of a fast reader at 2,000
  * objects/s, so the window never runs dry between two wake-ups. */
 #define PF_WINDOW_DEFAULT 4096
@@ -114,6 +140,7 @@ struct pf_part {
 	uint32_t pins;	    /* readers waiting on or copying from buf */
 	bool over;	    /* started past fetch_mem (see the top) */
 	uint64_t first_ns;  /* when the first attempt started */
+	uint64_t att_ns;    /* when the current attempt started */
 	uint64_t due_ns;    /* when a retry may start */
 	struct pf_queue *q; /* the queue it is in, or NULL */
 	struct pf_part *prev, *next;
@@ -220,14 +247,25 @@ struct pf {
 	uint32_t running;		/* parts in the multi handle */
 	uint64_t mem;			/* bytes of fetch buffers reserved */
 	uint64_t mem_peak;
-	uint32_t room_waiters;	    /* readers waiting for memory */
-	uint64_t room_gen;	    /* bumped whenever memory goes back or
-				       the last room waiter leaves (mem_sub(),
-				       room_wait_end()): what wakes a held
-				       prefetch; lost_wakeups looks at it */
-	uint32_t over;		    /* running parts started past the bound */
-	double limit;		    /* current in-flight limit (AIMD) */
+	uint32_t room_waiters; /* readers waiting for memory */
+	uint64_t room_gen;     /* bumped whenever memory goes back or
+				  the last room waiter leaves (mem_sub(),
+				  room_wait_end()): what wakes a held
+				  prefetch; lost_wakeups looks at it */
+	uint32_t over;	       /* running parts started past the bound */
+	/* The in-flight controller (engine_limit.c). */
+	uint32_t limit;		    /* parts that may run now: the target */
+	uint32_t cap;		    /* cfg.max_inflight: the target's ceiling */
+	uint32_t ssthresh;	    /* past it the target grows by an eighth a
+				       tick, not twice (set by SlowDown) */
 	uint64_t last_cut_ns;	    /* last SlowDown cut of the limit */
+	uint64_t tick_ns;	    /* when the current tick began */
+	uint32_t tick_done;	    /* parts ended well in it */
+	bool tick_bound;	    /* a queued part waited for a slot in it */
+	uint64_t lat_ns;	    /* EWMA of a good attempt's time in flight,
+				       0: none yet */
+	uint64_t len_avg;	    /* EWMA of their lengths, bytes */
+	uint32_t rate;		    /* parts ended well per second, last tick */
 	struct order_streams hints; /* per stream: current first, then the
 				       queue (order.h) */
 	uint8_t *opened_by;	    /* n_ids: 1 + the stream whose entry the
@@ -310,13 +348,18 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 void read_through_maybe_drop(struct pf *pf, struct pf_fetch *f);
 void read_through_release(struct pf *pf, struct pf_part *p);
 void read_through_reclaim(struct pf *pf, uint64_t need);
-void cut_limit(struct pf *pf);
 void count_error(struct pf *pf, enum s3_err_kind kind);
 void whole_complete(struct pf *pf, struct pf_fetch *f);
 void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
 		enum s3_err_kind kind, int attempts,
 		const struct s3_status *st);
 const struct retry_policy *pf_retry(const struct pf *pf);
+
+/* engine_limit.c: how many parts may run (the in-flight controller) */
+void limit_init(struct pf *pf, uint64_t now);
+void limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now);
+void limit_cut(struct pf *pf);
+void limit_tick(struct pf *pf, uint64_t now);
 
 /* engine_hedge.c: the running tier GETs and the hedge */
 void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now);

@@ -45,8 +45,7 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
 		p->state = PART_DONE;
 		f->parts_done++;
 		pf->st.bytes += (uint64_t)got;
-		if (pf->limit < pf->cfg.max_inflight)
-			pf->limit += 1.0 / pf->limit;
+		limit_note_done(pf, p, pf_now(pf));
 	} else {
 		/* A body shorter than asked for is a truncated transfer. */
 		int err = got >= 0 ? -ECONNRESET : (int)got;
@@ -57,7 +56,7 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
 
 		count_error(pf, kind);
 		if (kind == S3_ERR_SLOWDOWN)
-			cut_limit(pf);
+			limit_cut(pf);
 		due = now + 1000000ull * retry_delay_ms(rp, p->attempts, &seed);
 		/* Given up when the retry would start past the budget, not
 		 * only when this attempt ended past it. */
@@ -201,6 +200,7 @@ void *engine_main(void *arg)
 			pthread_mutex_unlock(&pf->mu);
 			break;
 		}
+		limit_tick(pf, pf_now(pf));
 		taken = take_parts(pf);
 		timeout = poll_timeout_ms(pf);
 		/* A hedge put a part back in a queue: start it at once. */

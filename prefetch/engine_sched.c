@@ -6,7 +6,8 @@
  *
  * Invariant: parts of fetches a reader waits on (demand) start before any
  * prefetch; a prefetch never takes memory past fetch_mem, and at most
- * pf->limit parts run. All of it under pf->mu (engine.c's top comment).
+ * pf->limit parts run (engine_limit.c sets it; this file only obeys it). All of
+ * it under pf->mu (engine.c's top comment).
  */
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
@@ -324,6 +325,7 @@ void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 			tier_put_expect(pf->tier);
 		}
 	}
+	p->att_ns = now;
 	p->state = PART_RUNNING;
 	if (++pf->running > pf->st.inflight_peak)
 		pf->st.inflight_peak = pf->running;
@@ -353,7 +355,7 @@ struct pf_part *take_parts(struct pf *pf)
 				   true);
 		}
 	}
-	while (pf->running < (uint32_t)pf->limit) {
+	while (pf->running < pf->limit) {
 		p = queue_pick(pf, &pf->demand, true);
 		if (!p)
 			p = queue_pick(pf, &pf->ahead, false);
@@ -363,5 +365,8 @@ struct pf_part *take_parts(struct pf *pf)
 		*tail = p;
 		tail = &p->next;
 	}
+	/* Work waits for a slot: GETs are the bottleneck (engine_limit.c). */
+	if (pf->running >= pf->limit && (pf->demand.head || pf->ahead.head))
+		pf->tick_bound = true;
 	return list;
 }

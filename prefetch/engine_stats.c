@@ -31,7 +31,10 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	pthread_mutex_lock(&pf->mu);
 	*st = pf->st;
 	st->inflight = pf->running;
-	st->inflight_limit = (uint32_t)pf->limit;
+	st->inflight_limit = pf->limit;
+	st->inflight_cap = pf->cap;
+	st->get_latency_ns = pf->lat_ns;
+	st->get_rate = pf->rate;
 	st->fetch_mem = pf->mem;
 	st->fetch_mem_peak = pf->mem_peak;
 	st->fetch_mem_limit = pf->cfg.fetch_mem;

@@ -160,9 +160,9 @@ static inline void pf_source_destroy(struct pf_source *s)
 /**
  * The curl source: GETs of @client as s3_xfer transfers (If-Match, Range,
  * a fresh connection per retry), driven by curl's multi interface through
- * netloop.c; its clock is mono_ns(). @max_connects: connections kept
- * alive between requests. Returns 0 or -errno; *@out is the caller's to
- * destroy.
+ * netloop.c; its clock is mono_ns(). @max_connects: connections open
+ * at most, all of them kept alive between requests (with a sibling's).
+ * Returns 0 or -errno; *@out is the caller's to destroy.
  */
 int pf_source_curl_create(struct s3_client *client, long max_connects,
 			  struct pf_source **out);

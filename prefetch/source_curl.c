@@ -174,7 +174,14 @@ int pf_source_curl_create(struct s3_client *client, long max_connects,
 		free(sc);
 		return -ENOMEM;
 	}
+	/* The pool follows the engine's cap: idle connections kept for
+	 * reuse up to it, and never more open at once (a transfer past it
+	 * would wait in curl, on its own timeout's clock: the engine's
+	 * limit keeps below it). Not per host: the origin and the tier may
+	 * be one host, and their sum is what the cap counts. */
 	curl_multi_setopt(sc->multi, CURLMOPT_MAXCONNECTS, max_connects);
+	curl_multi_setopt(sc->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+			  max_connects);
 	rc = netloop_init(&sc->own_net, sc->multi);
 	if (rc) {
 		curl_multi_cleanup(sc->multi);

@@ -165,9 +165,14 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 		       N(3, u64(st, K(requests_retries))),
 		       N(4, u64(st, K(requests_prefetched_objects))),
 		       N(5, u64(st, K(requests_not_cached))));
-		printf("  %-9s %s in flight of at most %s", "",
+		printf("  %-9s %s in flight, target %s of cap %s", "",
 		       N(0, u64(st, K(requests_in_flight))),
-		       N(1, u64(st, K(requests_in_flight_limit))));
+		       N(1, u64(st, K(requests_in_flight_limit))),
+		       N(5, u64(st, K(requests_in_flight_cap))));
+		if (json_get(st, K(requests_latency_ms)))
+			printf(" (%s GET/s, %.1f ms each)",
+			       N(6, u64(st, K(requests_rate))),
+			       json_num(st, K(requests_latency_ms), 0));
 		if (json_get(st, K(requests_fetch_mem_limit)))
 			printf(
 			    "; fetch memory %s of %s (peak %s)",

@@ -6,7 +6,11 @@
  * milliseconds and would fail with its policy broken:
  * - a reader's miss starts before the hint's prefetches queued before it;
  * - fetch buffers stay within fetch_mem, however wide the window;
- * - the in-flight cap halves on SlowDown (once for a burst);
+ * - the in-flight limit halves on SlowDown (once for a burst);
+ * - GETs in flight follow the work (engine_limit.c): readers needing
+ *   2,000 objects/s get them at 100 ms as at 20 ms; a cold start runs 64
+ *   and ramps up; SlowDown cuts a grown limit and slows its growth; the
+ *   limit never passes max_inflight nor what fetch_mem holds;
  * - the hint's prefetch is paced by its readers (PF_PACE_MIN at least);
  * - a reader waiting on the shared cache tier goes to the origin at the
  *   hedge, within the hedge budget;
@@ -531,6 +535,172 @@ static void test_tier_owed_puts(void)
 	env_stop(&e);
 }
 
+/* GETs of the fake that ended (started and no longer running). */
+static unsigned gets_done(struct env *e)
+{
+	return fake_source_starts(e->fs) - fake_source_running(e->fs);
+}
+
+static uint32_t inflight_limit(struct env *e)
+{
+	struct pf_stats st;
+
+	pf_get_stats(e->pf, &st);
+	return st.inflight_limit;
+}
+
+/*
+ * Readers consuming @rate objects/s (opens along the hint, 10 ms steps,
+ * paced prefetch as the daemon runs it) for 3 s of virtual time, GETs
+ * taking @latency_ms: returns the GETs that ended in the last 2 s (the
+ * first is the ramp), and the limit at the end in *@limit.
+ */
+static unsigned paced_gets(uint64_t latency_ms, unsigned rate, uint32_t *limit)
+{
+	const unsigned per_step = rate / 100;
+	struct env e;
+	unsigned d0 = 0, d;
+	uint32_t next = 0;
+
+	env_start(&e, 8000, 4 * KIB, (struct pf_config){.pace_ms = 1000});
+	fake_source_latency(e.fs, latency_ms);
+	hint_all(&e, 8000);
+	for (int step = 0; step < 300; step++) {
+		if (step == 100)
+			d0 = gets_done(&e);
+		fake_source_hold(e.fs, true);
+		for (unsigned k = 0; k < per_step; k++, next++) {
+			pf_note_open(e.pf, next);
+			pf_note_close(e.pf, next);
+		}
+		fake_source_hold(e.fs, false);
+		fake_source_advance(e.fs, 10);
+	}
+	d = gets_done(&e) - d0;
+	*limit = inflight_limit(&e);
+	env_stop(&e);
+	return d;
+}
+
+/*
+ * Issue 31 item 1: readers needing 2,000 objects/s get as many GETs at
+ * 100 ms as at 20 ms (within 10%), because the limit grows with the
+ * latency (Little's law: 200 in flight, not 40). With 64 in flight fixed,
+ * 100 ms carried 640 objects/s: a third.
+ */
+static void test_latency_scaling(void)
+{
+	uint32_t lim20, lim100;
+	unsigned d20 = paced_gets(20, 2000, &lim20);
+	unsigned d100 = paced_gets(100, 2000, &lim100);
+
+	CHECK(d20 >= 3600); /* 2 s of 2,000/s, 10% off at most */
+	CHECK((uint64_t)d100 * 10 >= (uint64_t)d20 * 9);
+	CHECK(lim100 >= 200 && lim100 > 2 * lim20);
+	if (d20 < 3600 || (uint64_t)d100 * 10 < (uint64_t)d20 * 9 ||
+	    lim100 < 200 || lim100 <= 2 * lim20)
+		fprintf(stderr,
+			"scaling: %u GETs in 2 s at 20 ms (limit %u), %u at "
+			"100 ms (limit %u)\n",
+			d20, lim20, d100, lim100);
+}
+
+/*
+ * A cold start with a whole window of work (no pacing) runs 64 GETs, not
+ * the cap's 2,048 at once, and doubles each tick while work waits for a
+ * slot: past 1,024 within a second at 100 ms, never past the cap.
+ */
+static void test_cold_start_ramp(void)
+{
+	struct env e;
+
+	env_start(&e, 4000, 4 * KIB,
+		  (struct pf_config){.pace_ms = PF_PACE_OFF});
+	fake_source_latency(e.fs, 100);
+	hint_all(&e, 4000);
+	CHECK(fake_source_settle(e.fs));
+	CHECK(fake_source_running(e.fs) == 64);
+	CHECK(inflight_limit(&e) == 64);
+	fake_source_advance(e.fs, 1000);
+	CHECK(fake_source_running_max(e.fs) >= 1024);
+	CHECK(fake_source_running_max(e.fs) <= 2048);
+	CHECK(inflight_limit(&e) <= 2048);
+	if (fake_source_running_max(e.fs) < 1024)
+		fprintf(stderr, "ramp: %u in flight at most after 1 s\n",
+			fake_source_running_max(e.fs));
+	env_stop(&e);
+}
+
+/*
+ * A grown limit halves on SlowDown, and grows back by an eighth a tick,
+ * not twice: the server said where its limit is.
+ */
+static void test_slowdown_cuts_grown(void)
+{
+	struct env e;
+	uint32_t grown, cut, after;
+
+	env_start(&e, 6000, 4 * KIB,
+		  (struct pf_config){.pace_ms = PF_PACE_OFF});
+	fake_source_latency(e.fs, 100);
+	hint_all(&e, 6000);
+	fake_source_advance(e.fs, 450);
+	grown = inflight_limit(&e);
+	CHECK(grown >= 512);
+	fake_source_fail(e.fs, S3_ERR_SLOWDOWN, EAGAIN, true, 10000);
+	fake_source_advance(e.fs, 50); /* one burst of answers: one cut */
+	cut = inflight_limit(&e);
+	CHECK(cut <= grown / 2 && cut >= 4);
+	fake_source_fail(e.fs, S3_ERR_SLOWDOWN, EAGAIN, true, 0);
+	fake_source_advance(e.fs, 150); /* a tick or so, work waiting */
+	after = inflight_limit(&e);
+	CHECK(after <= cut + cut / 8 + 1);
+	if (grown < 512 || cut > grown / 2 || after > cut + cut / 8 + 1)
+		fprintf(stderr, "slowdown: %u, cut to %u, then %u\n", grown,
+			cut, after);
+	env_stop(&e);
+}
+
+/*
+ * However much work waits, the GETs in flight stay within max_inflight
+ * (256 here, reached) and within what fetch_mem holds (32 objects of
+ * 1 MiB in 32 MiB), and the limit shown says so.
+ */
+static void test_limit_bounds(void)
+{
+	struct pf_stats st;
+	struct env e;
+
+	env_start(
+	    &e, 4000, 4 * KIB,
+	    (struct pf_config){.max_inflight = 256, .pace_ms = PF_PACE_OFF});
+	fake_source_latency(e.fs, 100);
+	hint_all(&e, 4000);
+	fake_source_advance(e.fs, 1000);
+	CHECK(fake_source_running_max(e.fs) == 256);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.inflight_limit <= 256 && st.inflight_cap == 256);
+	env_stop(&e);
+
+	env_start(&e, 100, 1 * MIB,
+		  (struct pf_config){.pace_ms = PF_PACE_OFF,
+				     .part_size = 1 * MIB,
+				     .fetch_mem = 32 * MIB});
+	fake_source_latency(e.fs, 100);
+	hint_all(&e, 100);
+	for (int i = 0; i < 100 && fake_source_starts(e.fs) < 100; i++) {
+		fake_source_advance(e.fs, 100);
+		usleep(2000); /* the writer commits, memory comes back */
+	}
+	CHECK(fake_source_starts(e.fs) == 100);
+	CHECK(fake_source_running_max(e.fs) <= 32);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.fetch_mem_peak <= 32 * MIB);
+	CHECK(st.inflight_limit <= 32);
+	CHECK(st.get_latency_ns >= 99000000 && st.get_latency_ns <= 101000000);
+	env_stop(&e);
+}
+
 int main(void)
 {
 	test_demand_first();
@@ -541,5 +711,9 @@ int main(void)
 	test_cancel();
 	test_hedge_budget();
 	test_tier_owed_puts();
+	test_latency_scaling();
+	test_cold_start_ramp();
+	test_slowdown_cuts_grown();
+	test_limit_bounds();
 	return check_done();
 }

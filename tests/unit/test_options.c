@@ -309,7 +309,7 @@ static void test_defaults(void)
 
 	clear_env();
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
-	CHECK(o.max_threads == 64 && o.max_inflight == 64);
+	CHECK(o.max_threads == 64 && o.max_inflight == 2048);
 	CHECK(o.window == 4096 && o.pace_ms == 1000);
 	CHECK(o.fetch_mem == 512ull << 20 && o.store_ahead == 64ull << 20);
 	CHECK(o.cache_size == 0 && o.cache_size_pct == 10);
@@ -332,7 +332,7 @@ static void test_defaults(void)
 		    "window=7,fetch_mem=3G,cache_size=200G,retry_time=9") == 0);
 	CHECK(o.window == 7 && o.fetch_mem == 3ull << 30);
 	CHECK(o.cache_size == 200ull << 30 && o.cache_size_pct == 0);
-	CHECK(o.retry_time_s == 9 && o.max_inflight == 64);
+	CHECK(o.retry_time_s == 9 && o.max_inflight == 2048);
 	opts_fini(&o);
 }
 
