@@ -74,7 +74,7 @@
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
  * hints, the memory count and the counters but those of the read path
  * (atomic: a cache hit takes no engine lock). Requests are signed outside
- * it (arm_parts()). Invariant: nobody calls the cache while holding mu,
+ * it (pf_arm_parts()). Invariant: nobody calls the cache while holding mu,
  * because the cache calls back into pf_next_use() by object id, which
  * takes mu. A whole fetch leaves the table only after its object is
  * committed to the cache, so a reader that finds no fetch for a missing
@@ -138,7 +138,7 @@ void pf_note_close(struct pf *pf, uint32_t id)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	if (pf->open_count[id] && !--pf->open_count[id] && pf->by_id[id])
-		read_through_maybe_drop(pf, pf->by_id[id]);
+		pf_read_through_maybe_drop(pf, pf->by_id[id]);
 	pthread_mutex_unlock(&pf->mu);
 }
 
@@ -414,7 +414,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 				goto fail;
 		}
 	}
-	limit_init(pf, pf_now(pf));
+	pf_limit_init(pf, pf_now(pf));
 	if (cfg->tier_s3) {
 		struct tier_config tc = {
 		    .s3 = cfg->tier_s3,
@@ -439,7 +439,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (rc)
 		goto fail;
 	pf->writer_started = true;
-	rc = -pthread_create(&pf->thread, NULL, engine_main, pf);
+	rc = -pthread_create(&pf->thread, NULL, pf_net_main, pf);
 	if (rc)
 		goto fail;
 	cache_set_next_use(pf->cfg.cache, cache_next_use, pf);
@@ -476,7 +476,7 @@ void pf_cancel(struct pf *pf)
 	 * table while any part is not done: one pass at the stop. */
 	for (uint32_t i = 0; i < pf->cfg.n_ids; i++)
 		if (pf->by_id[i])
-			fetch_wake(pf->by_id[i]);
+			pf_fetch_wake(pf->by_id[i]);
 	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
 	pf_source_wake(pf->src);
@@ -502,7 +502,7 @@ void pf_stop(struct pf *pf)
 		struct pf_fetch *f = pf->by_id[i];
 
 		if (f)
-			fetch_free(f);
+			pf_fetch_free(f);
 	}
 	order_streams_fini(&pf->hints);
 	free(pf->done);

@@ -39,7 +39,7 @@ static void part_release_buf(struct pf_part *p)
 	p->buf = NULL;
 }
 
-void fetch_free(struct pf_fetch *f)
+void pf_fetch_free(struct pf_fetch *f)
 {
 	for (uint32_t i = 0; i < f->n_parts; i++)
 		part_release_buf(&f->parts[i]);
@@ -52,7 +52,7 @@ void fetch_free(struct pf_fetch *f)
 }
 
 /* See engine_internal.h. */
-void fetch_wake(struct pf_fetch *f)
+void pf_fetch_wake(struct pf_fetch *f)
 {
 	if (f->waiters)
 		pthread_cond_broadcast(&f->cv);
@@ -63,10 +63,10 @@ static void fetch_put(struct pf *pf, struct pf_fetch *f)
 {
 	(void)pf;
 	if (--f->refs == 0)
-		fetch_free(f);
+		pf_fetch_free(f);
 }
 
-void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
+void pf_mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
 {
 	pf->mem += n;
 	f->mem += n;
@@ -81,7 +81,7 @@ void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
  * it (the cache writer gives a committed fetch's memory back off that
  * thread: without the wake-up the next prefetch waited out a whole poll).
  */
-void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
+void pf_mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 {
 	if (!n)
 		return;
@@ -89,7 +89,7 @@ void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 	f->mem -= n;
 	pf->room_gen++;
 	/* Only readers waiting for room care: one waiting for parts is woken
-	 * by its own fetch (fetch_wake()), not by every commit. */
+	 * by its own fetch (pf_fetch_wake()), not by every commit. */
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
 	pf_source_wake(pf->src);
@@ -107,13 +107,13 @@ void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
 
-		queue_remove(p);
+		pf_queue_remove(p);
 		if (p->state == PART_QUEUED || p->state == PART_DELAYED)
 			p->state = PART_IDLE;
 	}
 	pf->by_id[f->id] = NULL;
 	f->in_table = false;
-	mem_sub(pf, f, f->mem);
+	pf_mem_sub(pf, f, f->mem);
 	fetch_put(pf, f);
 }
 
@@ -122,9 +122,9 @@ void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
  * it. A whole fetch reserves the object's memory and queues every part; a
  * read-through queues nothing (readers ask for parts). mu held.
  */
-struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
-			      const struct pf_object *o, bool demand,
-			      bool read_through)
+struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
+				 const struct pf_object *o, bool demand,
+				 bool read_through)
 {
 	uint64_t part = pf->cfg.part_size;
 	struct pf_fetch *f = calloc(1, sizeof(*f));
@@ -138,7 +138,7 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 	f->etag = strdup(o->etag);
 	f->parts = calloc(f->n_parts ? f->n_parts : 1, sizeof(*f->parts));
 	if (!f->key || !f->etag || !f->parts) {
-		fetch_free(f);
+		pf_fetch_free(f);
 		return NULL;
 	}
 	memcpy(f->key, o->key, o->key_len);
@@ -164,19 +164,19 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
 		pf->read_throughs = f;
 		return f;
 	}
-	mem_add(pf, f, o->size);
+	pf_mem_add(pf, f, o->size);
 	/* Whether it reads the tier is asked again when its GET starts
-	 * (part_take(): the breaker may open or close meanwhile). */
+	 * (pf_part_take(): the breaker may open or close meanwhile). */
 	f->tier = pf->tier && f->n_parts == 1 &&
 		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
 	if (demand)
 		f->wait_ns = pf_now(pf);
-	/* Readers move the parts they need to the front (fetch_ask); the
+	/* Readers move the parts they need to the front (pf_fetch_ask); the
 	 * rest keep the object's order, behind other readers' parts. */
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		f->parts[i].state = PART_QUEUED;
-		queue_push(demand ? &pf->demand : &pf->ahead, &f->parts[i],
-			   false);
+		pf_queue_push(demand ? &pf->demand : &pf->ahead, &f->parts[i],
+			      false);
 	}
 	return f;
 }
@@ -185,7 +185,7 @@ struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
  * Drops a read-through nobody uses any more (no reader, no transfer), or one
  * that failed, once idle. mu held.
  */
-void read_through_maybe_drop(struct pf *pf, struct pf_fetch *f)
+void pf_read_through_maybe_drop(struct pf *pf, struct pf_fetch *f)
 {
 	if (!f->read_through || !f->in_table || f->refs > 1 || f->running)
 		return;
@@ -195,9 +195,9 @@ void read_through_maybe_drop(struct pf *pf, struct pf_fetch *f)
 }
 
 /* Frees the buffer of done part @p of a read-through. mu held; not pinned. */
-void read_through_release(struct pf *pf, struct pf_part *p)
+void pf_read_through_release(struct pf *pf, struct pf_part *p)
 {
-	mem_sub(pf, p->f, p->len);
+	pf_mem_sub(pf, p->f, p->len);
 	part_release_buf(p);
 	p->state = PART_IDLE;
 	p->attempts = 0;
@@ -207,7 +207,7 @@ void read_through_release(struct pf *pf, struct pf_part *p)
  * Releases unpinned done parts of streams until @need bytes more fit in
  * fetch_mem: first those behind their readers, then any. mu held.
  */
-void read_through_reclaim(struct pf *pf, uint64_t need)
+void pf_read_through_reclaim(struct pf *pf, uint64_t need)
 {
 	for (int pass = 0; pass < 2; pass++) {
 		for (struct pf_fetch *f = pf->read_throughs; f;
@@ -219,7 +219,7 @@ void read_through_reclaim(struct pf *pf, uint64_t need)
 					return;
 				if (p->state == PART_DONE && !p->pins &&
 				    (pass || i < f->pos))
-					read_through_release(pf, p);
+					pf_read_through_release(pf, p);
 			}
 		}
 	}
@@ -228,7 +228,7 @@ void read_through_reclaim(struct pf *pf, uint64_t need)
 /* ---- the engine thread ----------------------------------------------------
  */
 
-void count_error(struct pf *pf, enum s3_err_kind kind)
+void pf_count_error(struct pf *pf, enum s3_err_kind kind)
 {
 	switch (kind) {
 	case S3_ERR_SLOWDOWN:
@@ -258,7 +258,7 @@ void pf_note_failure(struct pf *pf, uint32_t id, int err)
 }
 
 /* Queues the fetch of a whole object for the commit. mu held. */
-void whole_complete(struct pf *pf, struct pf_fetch *f)
+void pf_whole_complete(struct pf *pf, struct pf_fetch *f)
 {
 	if (pf->n_done == pf->cap_done) {
 		size_t cap = pf->cap_done ? pf->cap_done * 2 : 64;
@@ -286,8 +286,9 @@ void whole_complete(struct pf *pf, struct pf_fetch *f)
  * Fetch @f failed for good with @err: parts not yet running will not run.
  * The first failure is logged (once per fetch). mu held.
  */
-void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
-		enum s3_err_kind kind, int attempts, const struct s3_status *st)
+void pf_fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
+		   enum s3_err_kind kind, int attempts,
+		   const struct s3_status *st)
 {
 	char why[512];
 
@@ -305,7 +306,7 @@ void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
 
 		if (p->state == PART_QUEUED || p->state == PART_DELAYED ||
 		    (f->read_through && p->state == PART_IDLE)) {
-			queue_remove(p);
+			pf_queue_remove(p);
 			p->state = PART_FAILED;
 			f->parts_failed++;
 		}

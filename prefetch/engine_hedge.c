@@ -31,7 +31,7 @@
 /* ---- the tier ---------------------------------------------------------------
  */
 
-void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
+void pf_tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
 {
 	p->on_tier = true;
 	p->start_ns = now;
@@ -41,7 +41,7 @@ void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
 	pf->tier_run_tail = p;
 }
 
-void tier_run_remove(struct pf *pf, struct pf_part *p)
+void pf_tier_run_remove(struct pf *pf, struct pf_part *p)
 {
 	if (!p->on_tier)
 		return;
@@ -57,18 +57,18 @@ void tier_run_remove(struct pf *pf, struct pf_part *p)
  * else makes it an origin GET, first in its queue, with a fresh budget.
  * mu held.
  */
-void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
-		     enum tier_verdict v, enum tier_cut cut,
-		     const struct s3_status *st)
+void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+			enum tier_verdict v, enum tier_cut cut,
+			const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
 
-	tier_run_remove(pf, p);
+	pf_tier_run_remove(pf, p);
 	tier_note_verdict(pf->tier, v, cut, f->demand, p->start_ns);
 	if (v != TIER_ERROR)
 		tier_note_answer_ns(pf->tier, pf_now(pf) - p->start_ns);
 	if (v == TIER_HIT) {
-		part_ended(pf, p, got, false, st);
+		pf_part_ended(pf, p, got, false, st);
 		return;
 	}
 	pf->running--;
@@ -88,7 +88,7 @@ void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	pf_get_release(&p->get);
 	p->attempts = 0;
 	p->state = PART_QUEUED;
-	queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
+	pf_queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
 }
 
 /* Cuts tier GET @p (running, armed) short: it goes to the origin. Engine
@@ -98,7 +98,7 @@ static void tier_cut_part(struct pf *pf, struct pf_part *p, enum tier_cut cut)
 	struct s3_status st;
 
 	pf_source_cancel(&p->get, &st);
-	tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, cut, &st);
+	pf_tier_part_ended(pf, p, -ETIMEDOUT, TIER_ERROR, cut, &st);
 }
 
 /*
@@ -109,7 +109,7 @@ static void tier_cut_part(struct pf *pf, struct pf_part *p, enum tier_cut cut)
  * thread (it owns the multi handle), mu held. Returns whether it cut any,
  * and lowers *@timeout_ms to the next check due.
  */
-bool tier_hedge(struct pf *pf, int *timeout_ms)
+bool pf_tier_hedge(struct pf *pf, int *timeout_ms)
 {
 	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
 	uint64_t now = pf_now(pf), due = UINT64_MAX;
@@ -138,7 +138,7 @@ bool tier_hedge(struct pf *pf, int *timeout_ms)
 
 		next = p->tnext;
 		if (!pf_get_running(&p->get))
-			continue; /* not armed yet: arm_parts() is on it */
+			continue; /* not armed yet: pf_arm_parts() is on it */
 		if (all) {
 			tier_cut_part(pf, p, TIER_CUT_BREAKER);
 			any = true;

@@ -219,7 +219,7 @@ struct pf_candidates {
 
 struct pf {
 	struct pf_config cfg;
-	pthread_t thread; /* the network thread (engine_main) */
+	pthread_t thread; /* the network thread (pf_net_main) */
 	pthread_t writer; /* the cache writer (writer_main) */
 	bool writer_started;
 	struct pf_source *src;	    /* the origin's GETs (source.h); its
@@ -249,7 +249,7 @@ struct pf {
 	uint64_t mem_peak;
 	uint32_t room_waiters; /* readers waiting for memory */
 	uint64_t room_gen;     /* bumped whenever memory goes back or
-				  the last room waiter leaves (mem_sub(),
+				  the last room waiter leaves (pf_mem_sub(),
 				  room_wait_end()): what wakes a held
 				  prefetch; lost_wakeups looks at it */
 	uint32_t over;	       /* running parts started past the bound */
@@ -325,58 +325,59 @@ void pf_note_failure(struct pf *pf, uint32_t id, int err);
 void pf_fetch_leave(struct pf *pf, struct pf_fetch *f);
 
 /* Shared between the engine's files; each is documented at its definition.
- * All of them take mu held, but engine_main() and fetch_whole() (see there). */
+ * All of them take mu held, but pf_net_main() and pf_fetch_whole() (see there).
+ */
 
 /* engine_sched.c: the part queues and the scheduler */
-void queue_push(struct pf_queue *q, struct pf_part *p, bool front);
-void queue_remove(struct pf_part *p);
-bool fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o);
-bool schedule_prefetch(struct pf *pf);
-void part_take(struct pf *pf, struct pf_part *p, uint64_t now);
-struct pf_part *take_parts(struct pf *pf);
+void pf_queue_push(struct pf_queue *q, struct pf_part *p, bool front);
+void pf_queue_remove(struct pf_part *p);
+bool pf_fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o);
+bool pf_schedule_prefetch(struct pf *pf);
+void pf_part_take(struct pf *pf, struct pf_part *p, uint64_t now);
+struct pf_part *pf_take_parts(struct pf *pf);
 
 /* engine_fetch.c: the fetch table, its memory, how a fetch ends */
-void fetch_free(struct pf_fetch *f);
+void pf_fetch_free(struct pf_fetch *f);
 /* Wakes the readers waiting for @f's parts (a part ended, or the stop).
  * mu held. */
-void fetch_wake(struct pf_fetch *f);
-void mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n);
-void mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n);
-struct pf_fetch *fetch_create(struct pf *pf, uint32_t id,
-			      const struct pf_object *o, bool demand,
-			      bool read_through);
-void read_through_maybe_drop(struct pf *pf, struct pf_fetch *f);
-void read_through_release(struct pf *pf, struct pf_part *p);
-void read_through_reclaim(struct pf *pf, uint64_t need);
-void count_error(struct pf *pf, enum s3_err_kind kind);
-void whole_complete(struct pf *pf, struct pf_fetch *f);
-void fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
-		enum s3_err_kind kind, int attempts,
-		const struct s3_status *st);
+void pf_fetch_wake(struct pf_fetch *f);
+void pf_mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n);
+void pf_mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n);
+struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
+				 const struct pf_object *o, bool demand,
+				 bool read_through);
+void pf_read_through_maybe_drop(struct pf *pf, struct pf_fetch *f);
+void pf_read_through_release(struct pf *pf, struct pf_part *p);
+void pf_read_through_reclaim(struct pf *pf, uint64_t need);
+void pf_count_error(struct pf *pf, enum s3_err_kind kind);
+void pf_whole_complete(struct pf *pf, struct pf_fetch *f);
+void pf_fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
+		   enum s3_err_kind kind, int attempts,
+		   const struct s3_status *st);
 const struct retry_policy *pf_retry(const struct pf *pf);
 
 /* engine_limit.c: how many parts may run (the in-flight controller) */
-void limit_init(struct pf *pf, uint64_t now);
-void limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now);
-void limit_cut(struct pf *pf);
-void limit_tick(struct pf *pf, uint64_t now);
+void pf_limit_init(struct pf *pf, uint64_t now);
+void pf_limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now);
+void pf_limit_cut(struct pf *pf);
+void pf_limit_tick(struct pf *pf, uint64_t now);
 
 /* engine_hedge.c: the running tier GETs and the hedge */
-void tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now);
-void tier_run_remove(struct pf *pf, struct pf_part *p);
-void tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
-		     enum tier_verdict v, enum tier_cut cut,
-		     const struct s3_status *st);
-bool tier_hedge(struct pf *pf, int *timeout_ms);
+void pf_tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now);
+void pf_tier_run_remove(struct pf *pf, struct pf_part *p);
+void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+			enum tier_verdict v, enum tier_cut cut,
+			const struct s3_status *st);
+bool pf_tier_hedge(struct pf *pf, int *timeout_ms);
 
 /* engine_net.c: the network thread */
-void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
-		const struct s3_status *st);
-void arm_parts(struct pf *pf, struct pf_part *list);
-void *engine_main(void *arg);
+void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		   bool retryable, const struct s3_status *st);
+void pf_arm_parts(struct pf *pf, struct pf_part *list);
+void *pf_net_main(void *arg);
 
 /* engine_read.c: the read path */
-void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b);
+void pf_fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b);
 
 /* The cache writer thread's body (writer.c); @arg is the struct pf. */
 void *pf_writer_main(void *arg);

@@ -1,6 +1,6 @@
 /*
  * prefetch/engine_limit.c - the in-flight controller: how many parts may
- * run at once (pf->limit, which take_parts() obeys). It is the only code
+ * run at once (pf->limit, which pf_take_parts() obeys). It is the only code
  * that sets the limit.
  *
  * Why not a constant. A GET occupies its slot for one round trip, so N
@@ -20,7 +20,7 @@
  * - with no part waiting, the limit moves toward the goal: up by the same
  *   steps, down by an eighth a tick, no lower than PF_INFLIGHT_START (a
  *   burst after an idle spell starts where a cold start does);
- * - SlowDown halves it (limit_cut(), once per PF_CUT_GAP_NS) and sets
+ * - SlowDown halves it (pf_limit_cut(), once per PF_CUT_GAP_NS) and sets
  *   ssthresh there: the server said where its limit is, so growth past it
  *   probes by an eighth a tick, and none while SlowDowns keep coming;
  * - it never passes the cap (max_inflight) nor fetch_mem over the average
@@ -65,7 +65,7 @@ static uint32_t limit_min(const struct pf *pf)
 	return cap < PF_INFLIGHT_MIN ? cap : PF_INFLIGHT_MIN;
 }
 
-void limit_init(struct pf *pf, uint64_t now)
+void pf_limit_init(struct pf *pf, uint64_t now)
 {
 	pf->cap = pf->cfg.max_inflight;
 	pf->ssthresh = UINT32_MAX;
@@ -74,7 +74,7 @@ void limit_init(struct pf *pf, uint64_t now)
 }
 
 /* Part @p's attempt ended with all its bytes at @now. mu held. */
-void limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now)
+void pf_limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now)
 {
 	uint64_t ns = now > p->att_ns ? now - p->att_ns : 0;
 
@@ -99,7 +99,7 @@ void limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now)
  * afresh, so that the limit grows only after a whole tick without one.
  * mu held.
  */
-void limit_cut(struct pf *pf)
+void pf_limit_cut(struct pf *pf)
 {
 	uint64_t now = pf_now(pf);
 
@@ -119,7 +119,7 @@ void limit_cut(struct pf *pf)
  * Ends the tick if its time has come and sets the next limit (the top
  * comment's rule). The engine thread, each round, mu held.
  */
-void limit_tick(struct pf *pf, uint64_t now)
+void pf_limit_tick(struct pf *pf, uint64_t now)
 {
 	uint64_t len = pf->lat_ns > PF_TICK_NS ? pf->lat_ns : PF_TICK_NS;
 	uint64_t span = now - pf->tick_ns, goal, up, next;

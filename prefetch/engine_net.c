@@ -5,8 +5,8 @@
  * or the part done or failed).
  *
  * Invariant: only this thread drives the source and touches a running
- * part's GET; a part's attempt ends in part_ended() (or, on the
- * tier, tier_part_ended()) exactly once.
+ * part's GET; a part's attempt ends in pf_part_ended() (or, on the
+ * tier, pf_tier_part_ended()) exactly once.
  */
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
@@ -29,12 +29,12 @@
 #include <time.h>
 
 /* Handles the end of one attempt of @p. mu held. */
-void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
-		const struct s3_status *st)
+void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
+		   bool retryable, const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
 
-	tier_run_remove(pf, p);
+	pf_tier_run_remove(pf, p);
 	pf->running--;
 	f->running--;
 	if (p->over) {
@@ -45,7 +45,7 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
 		p->state = PART_DONE;
 		f->parts_done++;
 		pf->st.bytes += (uint64_t)got;
-		limit_note_done(pf, p, pf_now(pf));
+		pf_limit_note_done(pf, p, pf_now(pf));
 	} else {
 		/* A body shorter than asked for is a truncated transfer. */
 		int err = got >= 0 ? -ECONNRESET : (int)got;
@@ -54,9 +54,9 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
 		uint64_t now = pf_now(pf), due;
 		unsigned int seed = (unsigned int)now;
 
-		count_error(pf, kind);
+		pf_count_error(pf, kind);
 		if (kind == S3_ERR_SLOWDOWN)
-			limit_cut(pf);
+			pf_limit_cut(pf);
 		due = now + 1000000ull * retry_delay_ms(rp, p->attempts, &seed);
 		/* Given up when the retry would start past the budget, not
 		 * only when this attempt ended past it. */
@@ -65,20 +65,20 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
 				   (due - p->first_ns) / 1000000u)) {
 			p->due_ns = due;
 			p->state = PART_DELAYED;
-			queue_push(&pf->delayed, p, false);
+			pf_queue_push(&pf->delayed, p, false);
 			pf->st.retries++;
 			return;
 		}
 		f->parts_failed++;
 		p->state = PART_FAILED;
-		fetch_fail(pf, f, f->err ? f->err : err,
-			   f->err ? f->kind : kind, p->attempts, st);
+		pf_fetch_fail(pf, f, f->err ? f->err : err,
+			      f->err ? f->kind : kind, p->attempts, st);
 	}
-	fetch_wake(f);
+	pf_fetch_wake(f);
 	if (f->read_through)
-		read_through_maybe_drop(pf, f);
+		pf_read_through_maybe_drop(pf, f);
 	else if (f->parts_done + f->parts_failed == f->n_parts)
-		whole_complete(pf, f);
+		pf_whole_complete(pf, f);
 }
 
 /*
@@ -88,7 +88,7 @@ void part_ended(struct pf *pf, struct pf_part *p, ssize_t got, bool retryable,
  * and readers and hints must not wait behind it. A part taken is running:
  * nobody else touches its transfer, and its fetch stays in the table.
  */
-void arm_parts(struct pf *pf, struct pf_part *list)
+void pf_arm_parts(struct pf *pf, struct pf_part *list)
 {
 	uint64_t budget_ns = 1000000ull * (uint64_t)pf_retry(pf)->max_time_ms;
 
@@ -105,7 +105,8 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 
 		list = p->next;
 		p->next = NULL;
-		/* f->tier changes only on this thread (tier_part_ended()). */
+		/* f->tier changes only on this thread (pf_tier_part_ended()).
+		 */
 		if (!rc && !g->src && f->tier) {
 			size_t nlen = tier_name(
 			    tier_prefix(pf->tier), tier_origin_bucket(pf->tier),
@@ -149,10 +150,10 @@ void arm_parts(struct pf *pf, struct pf_part *list)
 
 			pthread_mutex_lock(&pf->mu);
 			if (f->tier)
-				tier_part_ended(pf, p, rc, TIER_ERROR,
-						TIER_CUT_NONE, &st);
+				pf_tier_part_ended(pf, p, rc, TIER_ERROR,
+						   TIER_CUT_NONE, &st);
 			else
-				part_ended(pf, p, rc, false, &st);
+				pf_part_ended(pf, p, rc, false, &st);
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
@@ -173,7 +174,7 @@ static int poll_timeout_ms(struct pf *pf)
 	return (int)best;
 }
 
-void *engine_main(void *arg)
+void *pf_net_main(void *arg)
 {
 	struct pf *pf = arg;
 
@@ -192,7 +193,7 @@ void *engine_main(void *arg)
 		bool retryable, timed_out;
 		ssize_t got;
 		int timeout;
-		bool held = schedule_prefetch(pf), idle;
+		bool held = pf_schedule_prefetch(pf), idle;
 
 		pthread_mutex_lock(&pf->mu);
 		if (pf->stop) {
@@ -200,18 +201,18 @@ void *engine_main(void *arg)
 			pthread_mutex_unlock(&pf->mu);
 			break;
 		}
-		limit_tick(pf, pf_now(pf));
-		taken = take_parts(pf);
+		pf_limit_tick(pf, pf_now(pf));
+		taken = pf_take_parts(pf);
 		timeout = poll_timeout_ms(pf);
 		/* A hedge put a part back in a queue: start it at once. */
-		if (pf->tier && tier_hedge(pf, &timeout))
+		if (pf->tier && pf_tier_hedge(pf, &timeout))
 			ended = true;
 		/* Prefetch waits for memory with nothing in flight: whoever
-		 * gives memory back must wake us (mem_sub()). */
+		 * gives memory back must wake us (pf_mem_sub()). */
 		idle = held && !taken && !pf->running;
 		gen = pf->room_gen;
 		pthread_mutex_unlock(&pf->mu);
-		arm_parts(pf, taken);
+		pf_arm_parts(pf, taken);
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
@@ -242,11 +243,11 @@ void *engine_main(void *arg)
 				    f->key_len, f->etag, f->size, p->buf);
 
 				pthread_mutex_lock(&pf->mu);
-				tier_part_ended(pf, p, got, v, TIER_CUT_NONE,
-						&st);
+				pf_tier_part_ended(pf, p, got, v, TIER_CUT_NONE,
+						   &st);
 			} else {
 				pthread_mutex_lock(&pf->mu);
-				part_ended(pf, p, got, retryable, &st);
+				pf_part_ended(pf, p, got, retryable, &st);
 			}
 			pthread_mutex_unlock(&pf->mu);
 			ended = true;

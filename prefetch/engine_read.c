@@ -44,7 +44,7 @@ static void part_span(const struct pf *pf, uint64_t off, size_t len,
  * other parts follow behind other readers' parts, a read-through gets its
  * read-ahead and releases what lies behind. mu held.
  */
-void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
+void pf_fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 {
 	if (!f->demand)
 		f->wait_ns = pf_now(pf);
@@ -55,8 +55,8 @@ void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 			struct pf_part *p = &f->parts[i];
 
 			if (p->q == &pf->ahead) {
-				queue_remove(p);
-				queue_push(&pf->demand, p, false);
+				pf_queue_remove(p);
+				pf_queue_push(&pf->demand, p, false);
 			}
 		}
 	}
@@ -67,9 +67,9 @@ void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 
 		p->pins++;
 		if (p->state == PART_QUEUED || p->state == PART_IDLE) {
-			queue_remove(p);
+			pf_queue_remove(p);
 			p->state = PART_QUEUED;
-			queue_push(&pf->demand, p, true);
+			pf_queue_push(&pf->demand, p, true);
 		}
 	}
 	if (!f->read_through)
@@ -80,12 +80,12 @@ void fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 
 		if (p->state == PART_IDLE) {
 			p->state = PART_QUEUED;
-			queue_push(&pf->ahead, p, false);
+			pf_queue_push(&pf->ahead, p, false);
 		}
 	}
 	for (uint32_t i = 0; i + 1 < a; i++)
 		if (f->parts[i].state == PART_DONE && !f->parts[i].pins)
-			read_through_release(pf, &f->parts[i]);
+			pf_read_through_release(pf, &f->parts[i]);
 }
 
 static void fetch_unpin(struct pf_fetch *f, uint32_t a, uint32_t b)
@@ -157,10 +157,10 @@ static bool wait_parts(struct pf *pf, struct pf_fetch *f, uint64_t deadline_ns)
 static void reader_put(struct pf *pf, struct pf_fetch *f)
 {
 	if (--f->refs == 0) {
-		fetch_free(f);
+		pf_fetch_free(f);
 		return;
 	}
-	read_through_maybe_drop(pf, f);
+	pf_read_through_maybe_drop(pf, f);
 	/* Unpinned parts may make room for others waiting. */
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
@@ -170,7 +170,7 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 
 /*
  * A reader stops waiting for memory. Prefetch leaves room to readers that
- * wait (schedule_prefetch()): the last one to go wakes the network thread,
+ * wait (pf_schedule_prefetch()): the last one to go wakes the network thread,
  * which would otherwise not look again until its poll ran out. mu held.
  */
 static void room_wait_end(struct pf *pf)
@@ -286,7 +286,7 @@ static ssize_t read_miss(struct pf *pf, uint32_t id, void *buf, size_t len,
 	deadline =
 	    t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
 			       PF_WAIT_SLACK_MS);
-	whole = fetch_whole(pf, id, &o);
+	whole = pf_fetch_whole(pf, id, &o);
 	rd_add(&pf->rd.reads, 1);
 
 again:
@@ -334,7 +334,7 @@ again:
 				return read_failed(pf, pf->fails[i].err);
 		}
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem)
-			read_through_reclaim(pf, o.size);
+			pf_read_through_reclaim(pf, o.size);
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem) {
 			/* Demand waits for room rather than pass the bound:
 			 * fetches in the table finish and give theirs back.
@@ -349,7 +349,7 @@ again:
 			pthread_mutex_unlock(&pf->mu);
 			goto again;
 		}
-		f = fetch_create(pf, id, &o, true, !whole);
+		f = pf_fetch_create(pf, id, &o, true, !whole);
 		if (!f)
 			return read_failed(pf, -ENOMEM);
 		if (whole)
@@ -359,7 +359,7 @@ again:
 	}
 	f->refs++;
 	part_span(pf, off, len, &a, &b);
-	fetch_ask(pf, f, a, b);
+	pf_fetch_ask(pf, f, a, b);
 	if (!parts_ready(f, a, b, &err) && !err) {
 		waited = true;
 		pf_source_wake(pf->src);

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
+void pf_queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 {
 	p->q = q;
 	p->prev = p->next = NULL;
@@ -47,7 +47,7 @@ void queue_push(struct pf_queue *q, struct pf_part *p, bool front)
 }
 
 /* Takes @p out of the queue it is in (none: nothing to do). */
-void queue_remove(struct pf_part *p)
+void pf_queue_remove(struct pf_part *p)
 {
 	struct pf_queue *q = p->q;
 
@@ -76,7 +76,7 @@ static bool is_nocache(const struct pf *pf, uint32_t id)
  * Whether object @o (id @id) is fetched whole and cached, rather than
  * read through. Without mu (asks the cache).
  */
-bool fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o)
+bool pf_fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o)
 {
 	bool nocache;
 
@@ -139,10 +139,10 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
  * Starts fetches for hinted, then warm-listed, objects that are neither
  * cached nor in flight, while fetch memory lasts; a candidate that does
  * not fit waits in pf->carry. Returns true when one waits so: only memory
- * given back (mem_sub()) or a reader done waiting for it lets it go on.
+ * given back (pf_mem_sub()) or a reader done waiting for it lets it go on.
  * Called without mu: it looks objects up in the cache.
  */
-bool schedule_prefetch(struct pf *pf)
+bool pf_schedule_prefetch(struct pf *pf)
 {
 	struct pf_candidates *c = &pf->carry;
 	char key[4096];
@@ -185,7 +185,7 @@ bool schedule_prefetch(struct pf *pf)
 				 cache_contains(pf->cfg.cache, o.key, o.key_len,
 						o.etag, o.size))
 				skip = 1;
-			else if (!fetch_whole(pf, id, &o))
+			else if (!pf_fetch_whole(pf, id, &o))
 				skip = 2;
 			pthread_mutex_lock(&pf->mu);
 			if (!skip && !pf->by_id[id] &&
@@ -204,8 +204,8 @@ bool schedule_prefetch(struct pf *pf)
 					pf->st.warm_failed++;
 			} else if (!skip) {
 				f = pf->by_id[id];
-				if (!f && (f = fetch_create(pf, id, &o, false,
-							    false)))
+				if (!f && (f = pf_fetch_create(pf, id, &o,
+							       false, false)))
 					pf->st.prefetched++;
 				if ((!f || f->read_through) && warm)
 					pf->st.warm_failed++;
@@ -274,7 +274,7 @@ static bool part_may_start(struct pf *pf, struct pf_part *p, bool demand)
 		return true;
 	if (!demand || !p->pins)
 		return false;
-	read_through_reclaim(pf, p->len);
+	pf_read_through_reclaim(pf, p->len);
 	if (pf->mem + p->len <= pf->cfg.fetch_mem)
 		return true;
 	/* Every byte is held by fetches that will finish or by readers:
@@ -303,15 +303,15 @@ static struct pf_part *queue_pick(struct pf *pf, struct pf_queue *q,
  * Takes @p out of its queue for an attempt, counted as running from now,
  * with its buffer (a read-through's counted in fetch_mem). mu held.
  */
-void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
+void pf_part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 {
 	struct pf_fetch *f = p->f;
 
-	queue_remove(p);
+	pf_queue_remove(p);
 	if (!p->buf) {
 		p->buf = malloc(p->len);
 		if (p->buf && f->read_through)
-			mem_add(pf, f, p->len);
+			pf_mem_add(pf, f, p->len);
 	}
 	if (!p->attempts++) {
 		p->first_ns = now;
@@ -332,15 +332,15 @@ void part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 	f->running++;
 	if (f->tier) {
 		tier_note_get(pf->tier);
-		tier_run_add(pf, p, now);
+		pf_tier_run_add(pf, p, now);
 	}
 }
 
 /*
  * Takes queued parts up to the limit, demand first, and returns them in
- * order, chained by next, for arm_parts(). mu held.
+ * order, chained by next, for pf_arm_parts(). mu held.
  */
-struct pf_part *take_parts(struct pf *pf)
+struct pf_part *pf_take_parts(struct pf *pf)
 {
 	struct pf_part *list = NULL, **tail = &list, *p, *next;
 	uint64_t now = pf_now(pf);
@@ -349,10 +349,10 @@ struct pf_part *take_parts(struct pf *pf)
 	for (p = pf->delayed.head; p; p = next) {
 		next = p->next;
 		if (p->due_ns <= now) {
-			queue_remove(p);
+			pf_queue_remove(p);
 			p->state = PART_QUEUED;
-			queue_push(p->f->demand ? &pf->demand : &pf->ahead, p,
-				   true);
+			pf_queue_push(p->f->demand ? &pf->demand : &pf->ahead,
+				      p, true);
 		}
 	}
 	while (pf->running < pf->limit) {
@@ -361,7 +361,7 @@ struct pf_part *take_parts(struct pf *pf)
 			p = queue_pick(pf, &pf->ahead, false);
 		if (!p)
 			break;
-		part_take(pf, p, now);
+		pf_part_take(pf, p, now);
 		*tail = p;
 		tail = &p->next;
 	}
