@@ -14,12 +14,11 @@ waits; the server then prints a summary line, parsed by Origin.summary().
 An Origin only ever signals the process it started.
 """
 
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
-from s3proxy import read_port_line, testbed_binary
+from s3proxy import read_port_line, stop_process, testbed_binary
 
 __all__ = ["Origin", "OriginError", "origin_binary"]
 
@@ -81,15 +80,7 @@ class Origin:
         clean stop), or None if never started. Idempotent."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        stop_process(self.proc, timeout)
         return self.proc.returncode
 
     def stderr(self):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Proxy", "Request", "ProxyError", "proxy_binary", "parse_log",
-           "read_port_line", "testbed_binary"]
+           "read_port_line", "stop_process", "testbed_binary"]
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 10
@@ -157,6 +157,20 @@ def read_port_line(proc, timeout):
     return buf.decode(errors="replace").strip()
 
 
+def stop_process(proc, timeout):
+    """SIGTERM to @proc (one this module's caller started), wait @timeout
+    seconds, SIGKILL if needed; closes its stdout pipe."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
 class Proxy:
     """One run of s3proxy. start() returns the port; stop() ends it."""
 
@@ -255,15 +269,7 @@ class Proxy:
         clean stop), or None if never started. Idempotent."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        stop_process(self.proc, timeout)
         if self._tmp:
             self._stderr_text = self._read(self._stderr_path)
             if self.log_path.startswith(self._tmp):

@@ -436,7 +436,6 @@ int main(int argc, char **argv)
 	uint64_t conns = 0, one = 1;
 	struct signalfd_siginfo si;
 	struct args a;
-	sigset_t sigs;
 	size_t n_objs = 0;
 	int rc, port = 0, sig_fd;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -444,15 +443,10 @@ int main(int argc, char **argv)
 	rc = parse_args(argc, argv, &a);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
-	/* Blocked before any thread exists, so only the signalfd sees them. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	/* Before any thread exists, so only the signalfd sees them. */
+	sig_fd = http_stop_signals();
 	if (sig_fd < 0) {
-		perror("origin: signalfd");
+		fprintf(stderr, "origin: signalfd: %s\n", strerror(-sig_fd));
 		return 1;
 	}
 

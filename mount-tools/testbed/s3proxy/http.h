@@ -142,6 +142,13 @@ int http_relay(int src, struct ibuf *ib, size_t prefix, int dst,
 int http_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		int *port);
 
+/**
+ * Blocks SIGTERM and SIGINT in the calling thread (call it before any
+ * other thread exists, so all inherit the mask), ignores SIGPIPE, and
+ * returns a close-on-exec signalfd that reads the two, or -errno.
+ */
+int http_stop_signals(void);
+
 /** Raises the soft limit of open descriptors to the hard one (servers
  * that hold hundreds of connections). Best effort: failures are ignored. */
 void http_raise_fd_limit(void);

@@ -384,7 +384,6 @@ int main(int argc, char **argv)
 {
 	static struct proxy proxy;
 	struct proxy *p = &proxy;
-	sigset_t sigs;
 	int r, lfd, sig_fd, port = 0;
 	unsigned left;
 
@@ -398,15 +397,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Blocked before any thread exists, so only signalfd sees them. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	/* Before any thread exists, so only the signalfd sees them. */
+	sig_fd = http_stop_signals();
 	if (sig_fd < 0) {
-		perror("s3proxy: signalfd");
+		fprintf(stderr, "s3proxy: signalfd: %s\n", strerror(-sig_fd));
 		return 1;
 	}
 
