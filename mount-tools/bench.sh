@@ -14,6 +14,8 @@
 #   mount-tools/bench.sh streams [--ranks 2] [--rate 500] [...]   (hint streams)
 #   mount-tools/bench.sh shards [--objects 4] [--mib 200] [...]   (large objects)
 #   mount-tools/bench.sh ddp [--rounds 1] [...]   (two ranks under hintfs-run)
+#   mount-tools/bench.sh fastorigin [--objects 10000] [--rtt 0,20,50,100] [...]
+#                        (hintfs vs the bare curl client on the fast origin)
 #   mount-tools/bench.sh report [DIR]    tables and plot again from DIR/results.json
 #
 # Runs as root (it drops the page cache and mounts). Builds hintfs in build/

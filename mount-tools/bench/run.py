@@ -714,6 +714,9 @@ def main(argv=None):
     if argv[:1] == ["shards"]:
         from bench import shards
         return shards.main(argv[1:])
+    if argv[:1] == ["fastorigin"]:
+        from bench import fastorigin
+        return fastorigin.main(argv[1:])
     if argv[:1] == ["ddp"]:
         from bench import ddp
         return ddp.main(argv[1:])

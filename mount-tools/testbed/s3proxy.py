@@ -28,7 +28,8 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Proxy", "Request", "ProxyError", "proxy_binary", "parse_log"]
+__all__ = ["Proxy", "Request", "ProxyError", "proxy_binary", "parse_log",
+           "read_port_line", "stop_process", "testbed_binary"]
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 10
@@ -41,8 +42,15 @@ class ProxyError(RuntimeError):
 
 def proxy_binary():
     """Path of the s3proxy executable (it may not exist)."""
-    if os.environ.get("S3PROXY_BIN"):
-        return Path(os.environ["S3PROXY_BIN"])
+    return testbed_binary("s3proxy", "S3PROXY_BIN")
+
+
+def testbed_binary(name, env_var):
+    """Path of the testbed executable @name: $@env_var, else
+    $HINTFS_BUILD/mount-tools/testbed/@name (default build dir:
+    <repo>/build). It may not exist."""
+    if os.environ.get(env_var):
+        return Path(os.environ[env_var])
     build = os.environ.get("HINTFS_BUILD")
     if build:
         b = Path(build)
@@ -50,7 +58,7 @@ def proxy_binary():
             b = REPO / b
     else:
         b = REPO / "build"
-    return b.resolve() / "mount-tools" / "testbed" / "s3proxy"
+    return b.resolve() / "mount-tools" / "testbed" / name
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,36 @@ def _upstream_arg(upstream):
     return str(upstream).rstrip("/")
 
 
+def read_port_line(proc, timeout):
+    """The first line @proc writes on its stdout (a pipe), stripped; what
+    came before @timeout seconds passed or the pipe closed, if no line."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = proc.stdout.fileno()
+    while b"\n" not in buf and time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            chunk = os.read(fd, 256)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode(errors="replace").strip()
+
+
+def stop_process(proc, timeout):
+    """SIGTERM to @proc (one this module's caller started), wait @timeout
+    seconds, SIGKILL if needed; closes its stdout pipe."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
 class Proxy:
     """One run of s3proxy. start() returns the port; stop() ends it."""
 
@@ -212,17 +250,7 @@ class Proxy:
         return self.port
 
     def _read_port_line(self):
-        deadline = time.monotonic() + START_TIMEOUT_S
-        buf = b""
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in buf and time.monotonic() < deadline:
-            r, _, _ = select.select([fd], [], [], 0.1)
-            if r:
-                chunk = os.read(fd, 256)
-                if not chunk:
-                    break
-                buf += chunk
-        return buf.decode(errors="replace").strip()
+        return read_port_line(self.proc, START_TIMEOUT_S)
 
     @property
     def endpoint(self):
@@ -241,15 +269,7 @@ class Proxy:
         clean stop), or None if never started. Idempotent."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        stop_process(self.proc, timeout)
         if self._tmp:
             self._stderr_text = self._read(self._stderr_path)
             if self.log_path.startswith(self._tmp):

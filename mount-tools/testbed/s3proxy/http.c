@@ -12,9 +12,15 @@
 #include "http.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 int http_send_all(int fd, const char *buf, size_t len)
 {
@@ -92,6 +98,9 @@ static int parse_header(struct http_msg *m, const char *name, size_t name_len,
 	} else if (http_token_is(name, name_len, "range")) {
 		m->range = v;
 		m->range_len = v_len;
+	} else if (http_token_is(name, name_len, "if-match")) {
+		m->if_match = v;
+		m->if_match_len = v_len;
 	}
 	return 0;
 }
@@ -156,6 +165,18 @@ int http_parse_head(const char *h, size_t len, bool request, struct http_msg *m)
 	return 0;
 }
 
+size_t http_head_end(const char *p, size_t len, size_t from)
+{
+	const char *e;
+
+	/* The terminator may straddle what was scanned and what is new. */
+	from = from > 3 ? from - 3 : 0;
+	if (len < 4 || from >= len)
+		return 0;
+	e = memmem(p + from, len - from, "\r\n\r\n", 4);
+	return e ? (size_t)(e + 4 - p) : 0;
+}
+
 ssize_t http_read_head(int fd, struct ibuf *ib, uint64_t *first_ns)
 {
 	size_t scanned = 0;
@@ -166,17 +187,13 @@ ssize_t http_read_head(int fd, struct ibuf *ib, uint64_t *first_ns)
 		*first_ns = now_ns();
 	for (;;) {
 		size_t avail = ib->end - ib->start;
+		size_t head =
+		    http_head_end(ib->data + ib->start, avail, scanned);
 		ssize_t n;
 
-		if (avail >= 4) {
-			size_t from = scanned > 3 ? scanned - 3 : 0;
-			const char *e = memmem(ib->data + ib->start + from,
-					       avail - from, "\r\n\r\n", 4);
-
-			if (e)
-				return e + 4 - (ib->data + ib->start);
-			scanned = avail;
-		}
+		if (head)
+			return (ssize_t)head;
+		scanned = avail;
 		if (ib->end == ib->cap) {
 			if (ib->start == 0)
 				return -EMSGSIZE;
@@ -424,4 +441,55 @@ int http_relay(int src, struct ibuf *ib, size_t prefix, int dst,
 			return -ECONNABORTED;
 		ib->end = (size_t)n;
 	}
+}
+
+int http_listen(const struct sockaddr *addr, socklen_t len, int backlog,
+		int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int one = 1;
+	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, addr, len) < 0 || listen(fd, backlog) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
+	*port = ntohs(ss.ss_family == AF_INET6
+			  ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			  : ((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+/* Two descriptors per proxied connection, one per origin connection plus
+ * one per body being sent: 400 connections pass the usual soft limit of
+ * 1,024, so take what the hard limit allows. */
+void http_raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int http_stop_signals(void)
+{
+	sigset_t sigs;
+	int fd;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }

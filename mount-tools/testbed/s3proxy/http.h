@@ -1,8 +1,9 @@
 /*
- * mount-tools/testbed/s3proxy/http.h - the HTTP/1.1 the proxy needs: parsing of
- * message heads, and relaying of bodies with their framing tracked.
- * Private to s3proxy. Every function may be called from any thread on
- * objects that thread owns; none keeps state of its own.
+ * mount-tools/testbed/s3proxy/http.h - the HTTP/1.1 the test servers need:
+ * parsing of message heads, relaying of bodies with their framing tracked,
+ * and the listening socket. Shared by s3proxy and the fast origin
+ * (testbed/origin); private to the testbed. Every function may be called
+ * from any thread on objects that thread owns; none keeps state of its own.
  */
 #ifndef S3PROXY_HTTP_H
 #define S3PROXY_HTTP_H
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -31,6 +33,8 @@ struct http_msg {
 	size_t target_len;
 	const char *range; /* the Range header's value, NULL if absent */
 	size_t range_len;
+	const char *if_match; /* the If-Match header's value, NULL if absent */
+	size_t if_match_len;
 	int status;		/* responses only */
 	int64_t content_length; /* -1 if absent */
 	bool http10;
@@ -91,6 +95,13 @@ int http_parse_head(const char *h, size_t len, bool request,
 		    struct http_msg *m);
 
 /**
+ * Scans the @len bytes at @p for the CRLFCRLF that ends a message head,
+ * from @from on (bytes before it were scanned already and held none).
+ * Returns the head's length with its CRLFCRLF, or 0 if it is not whole.
+ */
+size_t http_head_end(const char *p, size_t len, size_t from);
+
+/**
  * Reads from @fd into @ib until @ib holds a whole message head at
  * ib->start. Returns the head's length; 0 if the peer closed (or reset)
  * before sending a byte; -EMSGSIZE if no head fits the buffer;
@@ -122,5 +133,24 @@ bool http_body_done(const struct http_body *b);
  */
 int http_relay(int src, struct ibuf *ib, size_t prefix, int dst,
 	       struct http_body *b, uint64_t budget, uint64_t *sent);
+
+/**
+ * Opens a TCP socket listening at @addr (@len bytes; port 0: the kernel
+ * picks one) with a backlog of @backlog. Returns the socket (close-on-exec)
+ * with the port it got in *port, or -errno.
+ */
+int http_listen(const struct sockaddr *addr, socklen_t len, int backlog,
+		int *port);
+
+/**
+ * Blocks SIGTERM and SIGINT in the calling thread (call it before any
+ * other thread exists, so all inherit the mask), ignores SIGPIPE, and
+ * returns a close-on-exec signalfd that reads the two, or -errno.
+ */
+int http_stop_signals(void);
+
+/** Raises the soft limit of open descriptors to the hard one (servers
+ * that hold hundreds of connections). Best effort: failures are ignored. */
+void http_raise_fd_limit(void);
 
 #endif /* S3PROXY_HTTP_H */

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -348,44 +347,6 @@ bad:
 	return -EINVAL;
 }
 
-static int open_listener(const struct proxy_config *cfg, int *port)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int one = 1;
-	int fd =
-	    socket(cfg->listen_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)&cfg->listen_addr,
-		 cfg->listen_len) < 0 ||
-	    listen(fd, LISTEN_BACKLOG) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-		int err = errno;
-
-		close(fd);
-		return -err;
-	}
-	*port = ntohs(ss.ss_family == AF_INET6
-			  ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			  : ((struct sockaddr_in *)&ss)->sin_port);
-	return fd;
-}
-
-/* Two descriptors per connection: 400 connections take 800 of the usual
- * soft limit of 1,024, so take what the hard limit allows. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 /* Accepts connections until SIGTERM or SIGINT arrives on @sig_fd. */
 static void accept_loop(struct proxy *p, int lfd, int sig_fd)
 {
@@ -423,7 +384,6 @@ int main(int argc, char **argv)
 {
 	static struct proxy proxy;
 	struct proxy *p = &proxy;
-	sigset_t sigs;
 	int r, lfd, sig_fd, port = 0;
 	unsigned left;
 
@@ -437,20 +397,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Blocked before any thread exists, so only signalfd sees them. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	/* Before any thread exists, so only the signalfd sees them. */
+	sig_fd = http_stop_signals();
 	if (sig_fd < 0) {
-		perror("s3proxy: signalfd");
+		fprintf(stderr, "s3proxy: signalfd: %s\n", strerror(-sig_fd));
 		return 1;
 	}
 
-	raise_fd_limit();
-	lfd = open_listener(&p->cfg, &port);
+	http_raise_fd_limit();
+	lfd = http_listen((const struct sockaddr *)&p->cfg.listen_addr,
+			  p->cfg.listen_len, LISTEN_BACKLOG, &port);
 	if (lfd < 0) {
 		fprintf(stderr, "s3proxy: cannot listen: %s\n", strerror(-lfd));
 		return 1;

@@ -1,0 +1,220 @@
+"""`bench.sh fastorigin`: hintfs against the bare libcurl client on the
+testbed's fast origin (issue 31 items 4-5), side by side in one run, so
+that a small machine measures the client and not the server (the RGW costs
+~1 ms of CPU per GET).
+
+For each round trip (0 ms: straight to the origin; more: through the delay
+proxy) and each `-o max_inflight=` value:
+- hintfs raw cold: a fresh mount and cache, the hint of a shuffled order
+  written, then T reader threads read each file once in that order;
+  objects/s and the daemon's CPU per object;
+- the ceiling: curl's parallel transfers (one C process, a multi handle,
+  signed GETs, bytes discarded) over the same keys with as many
+  connections as hintfs may have GETs in flight (curl allows 300 at most);
+  objects/s and curl's CPU per object.
+
+Prints a table of ratios (hintfs / curl) and writes fastorigin.md and
+fastorigin.json into --out. Timing is reported, never asserted.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import threading
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench import common, scale, sysutil, systems
+
+log = common.log
+# The origin accepts any signature; curl and hintfs sign with these.
+ENV = {"AWS_ACCESS_KEY_ID": "fastorigin", "AWS_SECRET_ACCESS_KEY":
+       "fastoriginsecret", "AWS_REGION": "us-east-1"}
+# curl's own limit on --parallel-max.
+CURL_PARALLEL_MAX = 300
+# Every Nth file read through the mount is checked against its CRC.
+CHECK_EVERY = 25
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="bench.sh fastorigin",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--objects", type=int, default=10000)
+    ap.add_argument("--kb", type=int, default=100,
+                    help="object size in KB (default 100: ImageNet's "
+                    "~110 KB JPEGs, a little under)")
+    ap.add_argument("--classes", type=int, default=100)
+    ap.add_argument("--rtt", type=scale_list, default=[0, 20, 50, 100])
+    ap.add_argument("--inflight", type=scale_list, default=[64, 1024],
+                    help="-o max_inflight values (default: 64, the "
+                    "default, and 1024)")
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="the origin's event-loop threads")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cache-size", default="4G")
+    ap.add_argument("--hintfs-opts", default="")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/hintfs-bench"))
+    ap.add_argument("--workdir", type=Path,
+                    default=Path("/tmp/hintfs-bench-work"))
+    return ap.parse_args(argv)
+
+
+def scale_list(s):
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def make_objects(root, n, kb, classes, seed):
+    """@n files of @kb KB of random bytes in @classes folders, once.
+    Returns {key: (size, crc32)}."""
+    marker = root / f".complete-{n}-{kb}"
+    keys = [f"c{i % classes:03d}/obj{i:06d}.bin" for i in range(n)]
+    sums_path = root.parent / f"sums-{n}-{kb}.json"
+    if marker.exists() and sums_path.exists():
+        return json.loads(sums_path.read_text())
+    rnd = random.Random(seed)
+    sums = {}
+    for k in keys:
+        data = rnd.randbytes(kb * 1000)
+        p = root / k
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        sums[k] = (len(data), zlib.crc32(data))
+    sums_path.write_text(json.dumps(sums))
+    marker.touch()
+    return sums
+
+
+def read_all(mnt, order, threads, sums):
+    """Each file of @order once by @threads threads. Returns (seconds,
+    bytes, problems)."""
+    lock = threading.Lock()
+    state = {"bytes": 0, "bad": []}
+
+    def read(i_rel):
+        i, rel = i_rel
+        try:
+            with open(mnt / rel, "rb", buffering=0) as f:
+                data = f.read()
+        except OSError as e:
+            with lock:
+                state["bad"].append(f"{rel}: {e}")
+            return
+        bad = len(data) != sums[rel][0] or (
+            i % CHECK_EVERY == 0 and zlib.crc32(data) != sums[rel][1])
+        with lock:
+            state["bytes"] += len(data)
+            if bad:
+                state["bad"].append(f"{rel}: wrong bytes")
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(read, enumerate(order)):
+            pass
+    return time.monotonic() - t0, state["bytes"], state["bad"]
+
+
+def hintfs_pass(ctx, endpoint, run_dir, order, a, sums):
+    fs = systems.Hintfs(ctx)
+    fs.mount(endpoint, run_dir)
+    try:
+        common.drop_page_cache()
+        cpu0 = sysutil.proc_cpu_s(fs.pid)
+        common.send_hint(fs.mnt, "#hintfs v1 epoch=1\n"
+                         + "".join(k + "\n" for k in order))
+        secs, nbytes, bad = read_all(fs.mnt, order, a.threads, sums)
+        cpu = sysutil.proc_cpu_s(fs.pid) - cpu0
+    finally:
+        problems = fs.unmount()
+    return {"objects_s": len(order) / secs, "seconds": secs,
+            "cpu_ms_per_obj": cpu / len(order) * 1e3, "bad": len(bad),
+            "first_bad": bad[:1], "problems": problems, "bytes": nbytes}
+
+
+def ceiling_pass(endpoint, bucket, order, conns):
+    r = sysutil.curl_batch(endpoint, ENV, bucket, order, conns, timeout=600)
+    return {"objects_s": r["ok"] / r["seconds"], "seconds": r["seconds"],
+            "cpu_ms_per_obj": r["cpu_s"] / max(r["ok"], 1) * 1e3,
+            "bad": r["failed"]}
+
+
+def main(argv):
+    from origin import Origin
+    from s3proxy import Proxy
+
+    a = parse_args(argv)
+    workdir = a.workdir.resolve()
+    out = a.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    bucket = f"fast-{a.objects}x{a.kb}"
+    rows = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(sysutil.workdir_lock(workdir))
+        data = workdir / "fastorigin"
+        log(f"dataset: {a.objects} objects of {a.kb} KB in {data}")
+        sums = make_objects(data / bucket, a.objects, a.kb, a.classes,
+                            a.seed)
+        org = stack.enter_context(Origin())
+        org.start(data, workers=a.workers)
+        log(f"origin ({a.workers} worker(s)) at {org.endpoint}")
+        ctx = scale.Ctx(a, ENV, bucket)
+        user_opts = a.hintfs_opts
+        order = sorted(sums)
+        random.Random(a.seed).shuffle(order)
+        for rtt in a.rtt:
+            endpoint = org.endpoint
+            if rtt:
+                px = stack.enter_context(Proxy())
+                px.start(org.endpoint, rtt_ms=rtt)
+                endpoint = px.endpoint
+            for inflight in a.inflight:
+                conns = min(inflight, CURL_PARALLEL_MAX)
+                o0 = sysutil.proc_cpu_s(org.pid)
+                c = ceiling_pass(endpoint, bucket, order, conns)
+                c["origin_ms_per_obj"] = (sysutil.proc_cpu_s(org.pid) - o0
+                                          ) / len(order) * 1e3
+                log(f"{rtt:>3} ms ceiling x{conns}: "
+                    f"{c['objects_s']:.0f}/s, {c['cpu_ms_per_obj']:.3f} ms "
+                    "CPU per object")
+                # systems.Hintfs reads its -o options from the arguments.
+                a.hintfs_opts = ",".join(
+                    x for x in (user_opts, f"max_inflight={inflight}") if x)
+                h = hintfs_pass(ctx, endpoint, workdir / "runs" /
+                                "fastorigin", order, a, sums)
+                log(f"{rtt:>3} ms hintfs max_inflight={inflight}: "
+                    f"{h['objects_s']:.0f}/s, {h['cpu_ms_per_obj']:.3f} ms "
+                    f"CPU per object, {h['bad']} bad")
+                for p in h["problems"]:
+                    log(p)
+                rows.append({"rtt_ms": rtt, "inflight": inflight,
+                             "conns": conns, "hintfs": h, "ceiling": c})
+            if rtt:
+                px.stop()
+    lines = [f"fast origin ({a.workers} worker), {a.objects} objects of "
+             f"{a.kb} KB, raw cold (hintfs: {a.threads} reader threads, each "
+             f"file once in hint order), {os.cpu_count()} CPUs, "
+             f"{time.strftime('%Y-%m-%d')}, load {sysutil.loadavg()}; 0 ms: "
+             "straight to the origin, else through the delay proxy", "",
+             "| RTT ms | max_inflight | curl conns | hintfs obj/s "
+             "| curl obj/s | ratio | hintfs CPU ms/obj | curl CPU ms/obj "
+             "| CPU ratio | origin CPU ms/GET | bad |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        h, c = r["hintfs"], r["ceiling"]
+        lines.append(
+            f"| {r['rtt_ms']} | {r['inflight']} | {r['conns']} "
+            f"| {h['objects_s']:,.0f} | {c['objects_s']:,.0f} "
+            f"| {h['objects_s'] / max(c['objects_s'], 1e-9):.2f}x "
+            f"| {h['cpu_ms_per_obj']:.3f} | {c['cpu_ms_per_obj']:.3f} "
+            f"| {h['cpu_ms_per_obj'] / max(c['cpu_ms_per_obj'], 1e-9):.2f}x "
+            f"| {c['origin_ms_per_obj']:.3f} | {h['bad'] + c['bad']} |")
+    text = "\n".join(lines) + "\n"
+    (out / "fastorigin.md").write_text(text)
+    (out / "fastorigin.json").write_text(json.dumps(rows, indent=1))
+    print(text)
+    return 0 if all(r["hintfs"]["bad"] == 0 and r["ceiling"]["bad"] == 0
+                    for r in rows) else 1
