@@ -1,4 +1,4 @@
-"""The testbed's fast origin (mount-tools/testbed/origin, issue 31 item 4)
+"""The testbed's fast origin (mount-tools/testbed/origin)
 behaves as S3 does for what hintfs and the benchmark ask of it: checked with
 boto3, the client whose S3 semantics the RGW tests already trust, and with
 a hintfs mount that reads every file through it.

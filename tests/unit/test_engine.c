@@ -583,7 +583,7 @@ static unsigned paced_gets(uint64_t latency_ms, unsigned rate, uint32_t *limit)
 }
 
 /*
- * Issue 31 item 1: readers needing 2,000 objects/s get as many GETs at
+ * Readers needing 2,000 objects/s get as many GETs at
  * 100 ms as at 20 ms (within 10%), because the limit grows with the
  * latency (Little's law: 200 in flight, not 40). With 64 in flight fixed,
  * 100 ms carried 640 objects/s: a third.

@@ -1,6 +1,6 @@
 /*
  * mount-tools/testbed/origin/main.c - origin: a fast S3 origin for
- * measuring the client (issue 31 item 4; doc/design.md section 4). Serves
+ * measuring the client (doc/design.md section 4). Serves
  * one directory, read and hashed at start-up, on 127.0.0.1: its
  * subdirectories are buckets, the files below them objects.
  *
