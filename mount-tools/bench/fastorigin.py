@@ -124,8 +124,7 @@ def hintfs_pass(ctx, endpoint, run_dir, order, a, sums):
     try:
         common.drop_page_cache()
         cpu0 = sysutil.proc_cpu_s(fs.pid)
-        common.send_hint(fs.mnt, "#hintfs v1 epoch=1\n"
-                         + "".join(k + "\n" for k in order))
+        common.send_hint(fs.mnt, order, epoch=1)
         secs, nbytes, bad = read_all(fs.mnt, order, a.threads, sums)
         cpu = sysutil.proc_cpu_s(fs.pid) - cpu0
     finally:
