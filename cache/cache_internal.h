@@ -1,5 +1,7 @@
 /*
- * cache/cache_internal.h - what the files of cache/ share (private to it).
+ * cache/cache_internal.h - what the files of cache/ share.
+ *
+ * Includers: cache/, tests/unit/.
  *
  *   cache.c   lookup and read, invalidate, clear, meta, stats, verify;
  *             dropping entries (memory, then index, then blocks)

@@ -403,6 +403,36 @@ ssize_t fs_read_ref(struct fs *fs, uint64_t ino, struct fs_file *fh,
 			   (uint64_t)off, cb, arg);
 }
 
+bool fs_ctl_makes_node(const char *name)
+{
+	return fs_ctl_readable(fs_ctl_kind_of(name));
+}
+
+void fs_set_session(struct fs *fs, struct fuse_session *se)
+{
+	fs->se = se;
+}
+
+struct fuse_session *fs_session(const struct fs *fs)
+{
+	return fs->se;
+}
+
+bool fs_passthrough_asked(const struct fs *fs)
+{
+	return fs->pt != NULL;
+}
+
+void fs_passthrough_refuse(struct fs *fs)
+{
+	fs->passthrough = false;
+}
+
+struct fs_pt *fs_passthrough(const struct fs *fs)
+{
+	return fs->passthrough ? fs->pt : NULL;
+}
+
 const char *fs_ctl_socket(const struct fs *fs)
 {
 	return fs->ctl_sock_path;

@@ -186,6 +186,34 @@ ssize_t fs_read_cb(struct fs *fs, uint64_t ino, size_t size, off_t off,
  */
 ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size);
 
+/** Whether a LOOKUP of @name in the control directory makes a node of its
+ *  own (fs_ctl_lookup(): stats, verify), rather than finding a fixed
+ *  inode (the link to the socket). Any thread. */
+bool fs_ctl_makes_node(const char *name);
+
+struct fuse_session;
+struct fs_pt;
+
+/** Keeps the kernel session for the core's notifications and passthrough's
+ *  backing files (an opaque pointer here). Once, before the first request
+ *  that needs it (fs_ops_set_session()). */
+void fs_set_session(struct fs *fs, struct fuse_session *se);
+
+/** The session set by fs_set_session(), or NULL. Any thread. */
+struct fuse_session *fs_session(const struct fs *fs);
+
+/** Whether -o passthrough was asked for (and not turned off since by a
+ *  kernel without it). Any thread. */
+bool fs_passthrough_asked(const struct fs *fs);
+
+/** The kernel cannot pass through: the mount reads through READ, one OPEN
+ *  per file. Only from the FUSE init, before any request. */
+void fs_passthrough_refuse(struct fs *fs);
+
+/** The passthrough state when the data path is passthrough, else NULL.
+ *  Any thread. */
+struct fs_pt *fs_passthrough(const struct fs *fs);
+
 /** The control socket's path (what .hintfs/control links to), owned by
  *  @fs. Any thread. */
 const char *fs_ctl_socket(const struct fs *fs);

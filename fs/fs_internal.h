@@ -1,6 +1,11 @@
 /**
- * fs/fs_internal.h - the struct fs shared by the files of the fs core
- * (private to fs: fs.c, ctl.c, watch.c, stats_json.c, listing.c).
+ * fs/fs_internal.h - the struct fs shared by the files of the fs core. The
+ * FUSE adapter (fs_ops.c) and main.c use the core's face, fs/fs.h, never
+ * its fields. tests/check_includes.py holds the list below to the truth.
+ *
+ * Includers: fs/fs.c, fs/mount.c, fs/ctl.c, fs/ctl_sock.c, fs/watch.c,
+ * fs/stats_json.c, fs/listing.c, fs/follow.c, fs/passthrough.c, fs/store.c,
+ * tests/unit/.
  */
 #ifndef HINTFS_FS_FS_INTERNAL_H
 #define HINTFS_FS_FS_INTERNAL_H

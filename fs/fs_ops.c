@@ -28,7 +28,6 @@
  */
 #include "fs/fs_ops.h"
 #include "fs/fs.h"
-#include "fs/fs_internal.h"
 #include "fs/passthrough.h"
 #include "fs/store.h"
 #include "common/log.h"
@@ -102,7 +101,7 @@ static int reply_entry(fuse_req_t req, uint64_t ino, const struct stat *st)
  */
 static void init_passthrough(struct fs *fs, struct fuse_conn_info *conn)
 {
-	if (!fs->pt)
+	if (!fs_passthrough_asked(fs))
 		return;
 #ifdef HINTFS_HAVE_PASSTHROUGH
 	if (conn->capable & FUSE_CAP_PASSTHROUGH) {
@@ -111,7 +110,7 @@ static void init_passthrough(struct fs *fs, struct fuse_conn_info *conn)
 		return;
 	}
 #endif
-	fs->passthrough = false;
+	fs_passthrough_refuse(fs);
 	log_warn("-o passthrough: the kernel has no FUSE passthrough (Linux "
 		 "6.9+ with CONFIG_FUSE_PASSTHROUGH): data path 'open per "
 		 "file'");
@@ -143,7 +142,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * the first (the _AUTO heuristic): a scan (ImageFolder) then leaves
 	 * a dentry and attributes for every file, and its opens send no
 	 * LOOKUP. The open-per-file path keeps the kernel's default. */
-	if ((!fs_open_per_file(fs) || fs->passthrough) &&
+	if ((!fs_open_per_file(fs) || fs_passthrough(fs)) &&
 	    (conn->capable & FUSE_CAP_READDIRPLUS))
 		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	/* NOTE(fuse): with atomic O_TRUNC the kernel leaves the truncation
@@ -156,7 +155,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 void fs_ops_set_session(struct fs *fs, struct fuse_session *se)
 {
-	fs->se = se;
+	fs_set_session(fs, se);
 }
 
 /*
@@ -173,10 +172,10 @@ static void drop_ctl_dentry(struct fs *fs, const char *name)
 {
 	int rc;
 
-	if (!fs->se)
+	if (!fs_session(fs))
 		return;
-	rc = fuse_lowlevel_notify_inval_entry(fs->se, FS_INO_CTL_DIR, name,
-					      strlen(name));
+	rc = fuse_lowlevel_notify_inval_entry(fs_session(fs), FS_INO_CTL_DIR,
+					      name, strlen(name));
 	if (rc && rc != -ENOENT)
 		log_debug("invalidating %s/%s: %s", FS_CTL_NAME, name,
 			  strerror(-rc));
@@ -190,7 +189,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc;
 
 	if (parent == FS_INO_CTL_DIR && !fs_open_per_file(fs) &&
-	    fs_ctl_readable(fs_ctl_kind_of(name))) {
+	    fs_ctl_makes_node(name)) {
 		rc = fs_ctl_lookup(fs, name, req_uid(req), &ino, &st);
 		if (rc == -ENOENT)
 			reply_entry(req, 0, NULL);
@@ -384,8 +383,8 @@ static struct fs_file *file_of(const struct fuse_file_info *fi)
 static void release_data(struct fs *fs, fuse_ino_t ino)
 {
 	fs_store_note_close(fs, ino);
-	if (fs->passthrough)
-		fs_pt_release(fs, fs->pt, ino);
+	if (fs_passthrough(fs))
+		fs_pt_release(fs, fs_passthrough(fs), ino);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -429,8 +428,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * NOFLUSH and DIRECT_IO (FOPEN_PASSTHROUGH_MASK, checked in
 		 * fuse_file_passthrough_open()): with KEEP_CACHE the opener
 		 * gets EIO. The kernel has no pages of its own to keep. */
-		if (fs->passthrough) {
-			fi->backing_id = fs_pt_open(fs, fs->pt, ino);
+		if (fs_passthrough(fs)) {
+			fi->backing_id =
+			    fs_pt_open(fs, fs_passthrough(fs), ino);
 			if (fi->backing_id > 0)
 				fi->keep_cache = 0;
 		}

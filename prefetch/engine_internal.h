@@ -1,7 +1,9 @@
 /*
- * prefetch/engine_internal.h - what the engine's files share (private to
- * prefetch/engine*.c and prefetch/writer.c): the tuning constants, the
- * fetch table's types, struct pf and the functions the files call across.
+ * prefetch/engine_internal.h - what the engine's files share: the tuning
+ * constants, the fetch table's types, struct pf and the functions the
+ * files call across (each named pf_, tests/check_symbols.sh).
+ *
+ * Includers: prefetch/engine*.c, prefetch/writer.c, tests/unit/.
  *
  *   engine.c        the design (top comment), hints, lifecycle
  *   engine_sched.c  part queues and the scheduler (what starts next)
