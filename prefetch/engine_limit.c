@@ -14,9 +14,10 @@
  * - the readers' need reaches the engine as queued work (the hint's pace
  *   lets the prefetch run as far ahead as the readers read in the last
  *   second; a reader's miss is a demand part): when a queued part waited
- *   for a slot during the tick, GETs are the bottleneck and the limit
- *   doubles (an eighth after a SlowDown: past ssthresh), so a cold start
- *   at PF_INFLIGHT_START reaches 2,048 in five ticks;
+ *   for a slot during a tick in which GETs ended, GETs are the bottleneck
+ *   and the limit doubles (an eighth after a SlowDown: past ssthresh), so
+ *   a cold start at PF_INFLIGHT_START reaches 2,048 in five ticks; a tick
+ *   in which no GET ended (a server or tier that hangs) grows nothing;
  * - with no part waiting, the limit moves toward the goal: up by the same
  *   steps, down by an eighth a tick, no lower than PF_INFLIGHT_START (a
  *   burst after an idle spell starts where a cold start does);
@@ -132,7 +133,10 @@ void pf_limit_tick(struct pf *pf, uint64_t now)
 	goal = (uint64_t)pf->tick_done * pf->lat_ns * PF_HEADROOM / span;
 	up = pf->limit < pf->ssthresh ? (uint64_t)pf->limit * 2
 				      : pf->limit + (pf->limit / 8 ?: 1);
-	if (pf->tick_bound)
+	/* Waiting work grows the limit only when GETs are ending: a tick
+	 * in which none ended (a hung server or tier) says more of them
+	 * would only wait too, and the limit decays instead. */
+	if (pf->tick_bound && pf->tick_done)
 		next = up;
 	else if (goal > pf->limit)
 		next = goal < up ? goal : up;

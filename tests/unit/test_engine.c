@@ -632,6 +632,30 @@ static void test_cold_start_ramp(void)
 }
 
 /*
+ * A server that accepts GETs and never answers (a hung tier, an overloaded
+ * origin): work waits for slots, but no GET ends, so the limit does not
+ * grow. Doubling there would only park more GETs on the silent server
+ * (every object of a hint, where 64 were enough to learn it is silent).
+ */
+static void test_hung_server_grows_nothing(void)
+{
+	struct env e;
+
+	env_start(&e, 4000, 4 * KIB,
+		  (struct pf_config){.pace_ms = PF_PACE_OFF});
+	fake_source_latency(e.fs, 3600 * 1000); /* an hour: never, here */
+	hint_all(&e, 4000);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, 1000);
+	CHECK(fake_source_running_max(e.fs) <= 64);
+	CHECK(inflight_limit(&e) <= 64);
+	if (fake_source_running_max(e.fs) > 64)
+		fprintf(stderr, "hung: %u in flight at most after 1 s\n",
+			fake_source_running_max(e.fs));
+	env_stop(&e);
+}
+
+/*
  * A grown limit halves on SlowDown, and grows back by an eighth a tick,
  * not twice: the server said where its limit is.
  */
@@ -713,6 +737,7 @@ int main(void)
 	test_tier_owed_puts();
 	test_latency_scaling();
 	test_cold_start_ramp();
+	test_hung_server_grows_nothing();
 	test_slowdown_cuts_grown();
 	test_limit_bounds();
 	return check_done();
