@@ -737,6 +737,7 @@ int blob_reserve(struct cache *c, uint64_t size, struct blob_seg **seg,
 	s->live_bytes += size;
 	if (own)
 		s->sealed = true;
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	*seg = s;
 out:

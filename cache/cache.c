@@ -120,6 +120,7 @@ void cache_finish_drop(struct cache *c, struct cache_ent *victims, bool punch)
 		}
 		free(e);
 	}
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	for (; dead; dead = s) {
 		s = dead->next;
@@ -144,6 +145,7 @@ void cache_note_write_error(struct cache *c, int err)
 	*warned = true;
 	if (err == -ENOSPC && c->capacity > c->used)
 		c->capacity = c->used;
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	if (!first)
 		return;
@@ -195,6 +197,7 @@ void cache_recheck_disk(struct cache *c)
 	back = c->capacity == c->capacity_cfg && c->disk_full;
 	if (back)
 		c->disk_full = false; /* a new fill warns again */
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	if (back)
 		log_info("cache: %s: the disk has room again; the cache may "
@@ -217,6 +220,7 @@ static void cache_drop(struct cache *c, uint64_t id, const char *why,
 		cache_unlink_locked(c, e, &victims);
 		c->corrupt += corrupt;
 	}
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	if (victims)
 		rc = idx_apply(c->ix, NULL, NULL, victims);
@@ -729,6 +733,7 @@ static int open_file(struct cache *c, const char *key, size_t key_len,
 			h->n++;
 			*hold = e->id;
 		}
+		cache_assert(cache_ok(c));
 		pthread_mutex_unlock(&c->lock);
 		/* Dropped since the lookup (evicted, or replaced by a new
 		 * version): a miss, as a later caller would get. */
@@ -778,6 +783,7 @@ void cache_release_file(struct cache *c, uint64_t hold)
 		else if ((e = tab_by_id(&c->tab, h->id)))
 			e->held = false;
 	}
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	free(h);
 }
@@ -798,6 +804,7 @@ int cache_invalidate(struct cache *c, const char *key, size_t key_len,
 	while ((e = etag ? tab_find(&c->tab, key, key_len, etag, etag_len)
 			 : tab_first_version(&c->tab, key, key_len)))
 		cache_unlink_locked(c, e, &victims);
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	if (!victims) {
 		pthread_mutex_unlock(&c->wlock);
@@ -819,6 +826,7 @@ int cache_clear(struct cache *c)
 	for (uint32_t s = 0; s < c->tab.n_slots; s++)
 		if (c->tab.slots[s])
 			cache_unlink_locked(c, c->tab.slots[s], &victims);
+	cache_assert(cache_ok(c) && !c->tab.n_ents && !c->used);
 	pthread_mutex_unlock(&c->lock);
 	rc = idx_clear(c->ix);
 	pthread_mutex_unlock(&c->wlock);

@@ -12,6 +12,7 @@
  *   blob.c    segment files, per-object files, and the per-thread
  *             io_uring that moves bytes
  *   evict.c   making room: Belady by next use, then LRU
+ *   check.c   the invariants, checked by cache_assert()
  *
  * Locks, always taken in this order (any may be skipped):
  *   evict_lock -> wlock -> seg_lock -> lock
@@ -31,6 +32,7 @@
 
 #include "cache/cache.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -191,6 +193,7 @@ struct cache {
 	uint64_t hits, misses, evictions, corrupt, write_errors; /* stats */
 	uint64_t read_errors; /* reads failed other than by checksum */
 	atomic_uint n_puts;   /* puts begun and not yet finished */
+	uint64_t n_checks;    /* cache_ok() calls (check.c; lock) */
 
 	/* Test hooks HINTFS_FAULT_CACHE_READ and _WRITE=N[:ERRNO]
 	 * (cache_read(), cache_put_write()). */
@@ -335,5 +338,24 @@ void blob_rings_release(void);
 /* ---- evict.c ---- */
 int evict_reserve(struct cache *c, uint64_t size, uint64_t next_use);
 void evict_unreserve(struct cache *c, uint64_t size);
+
+/* ---- check.c ---- */
+/*
+ * cache_assert(X): assert(X) in a build configured with -Dinvariants=true
+ * (HINTFS_INVARIANTS: mount-tools/test.sh's builds, unit and integration,
+ * sanitizers included), nothing elsewhere. X is an invariant check of
+ * check.c, which walks the whole table: fine at every change in a test,
+ * too slow for a million objects in production, so a shipped build
+ * neither evaluates nor calls it (sizeof keeps it compiled and used).
+ */
+#ifdef HINTFS_INVARIANTS
+#define cache_assert(x) assert(x)
+#else
+#define cache_assert(x) ((void)sizeof(x))
+#endif
+/* Under c->lock: false when an invariant of the table is broken. */
+bool tab_ok(const struct tab *t);
+/* Under c->lock: false when an invariant of the cache is broken. */
+bool cache_ok(struct cache *c);
 
 #endif /* HINTFS_CACHE_INTERNAL_H */

@@ -72,6 +72,7 @@ static int evict_fit_locked(struct cache *c, uint64_t size)
 	if (c->used + c->reserved + c->held_bytes + size > c->capacity)
 		return -EAGAIN;
 	c->reserved += size;
+	cache_assert(cache_ok(c));
 	return 0;
 }
 
@@ -189,6 +190,7 @@ static int evict_drop(struct cache *c, const uint64_t *ids, size_t n,
 		}
 	}
 	ret = evict_fit_locked(c, size);
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	if (victims) {
 		rc = idx_apply(c->ix, NULL, NULL, victims);
@@ -301,5 +303,6 @@ void evict_unreserve(struct cache *c, uint64_t size)
 {
 	pthread_mutex_lock(&c->lock);
 	c->reserved -= size;
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 }

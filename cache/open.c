@@ -506,6 +506,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	blob_reap(c);
 	blob_own_reap(c, &found);
 	blob_found_fini(&found);
+	/* No other thread has it yet: no lock. */
+	cache_assert(cache_ok(c));
 
 	pthread_mutex_lock(&open_lock);
 	open_count++;
@@ -529,6 +531,9 @@ void cache_close(struct cache *c)
 	if (!c)
 		return;
 	puts = atomic_load(&c->n_puts);
+	/* The caller's threads are done with it: no lock. With every put
+	 * finished, nothing is reserved. */
+	cache_assert(cache_ok(c) && (puts || !c->reserved));
 	if (puts)
 		log_warn("cache: %s closed with %u puts unfinished", c->dir,
 			 puts);

@@ -178,6 +178,7 @@ static void put_release(struct cache_put *p)
 		s->refs++;
 		punch = !(s->sealed && !s->live_bytes);
 	}
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 	if (!s)
 		return;
@@ -302,6 +303,7 @@ static int put_publish(struct cache_put **ps, struct cache_ent **es, size_t n,
 		datas[m++] = p->buf;
 		pub[i] = 2;
 	}
+	cache_assert(cache_ok(c));
 	pthread_mutex_unlock(&c->lock);
 
 	if (!ret && (m || *victims))
@@ -316,6 +318,7 @@ static int put_publish(struct cache_put **ps, struct cache_ent **es, size_t n,
 			es[i]->tick = ++c->tick;
 			tab_insert(&c->tab, es[i]);
 		}
+		cache_assert(cache_ok(c));
 		pthread_mutex_unlock(&c->lock);
 	}
 	free(recs);

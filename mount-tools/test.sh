@@ -3,7 +3,8 @@
 # runs the C unit tests, then the pytest integration suite against a real
 # Ceph RGW on 127.0.0.1.
 #
-# Usage: mount-tools/test.sh [--asan | --tsan] [--passthrough] [PYTEST_ARGS...]
+# Usage: mount-tools/test.sh [--asan | --tsan] [--passthrough] [--quick]
+#                            [PYTEST_ARGS...]
 #   --asan   build with AddressSanitizer + UBSan (in build-asan/) and run
 #            the same tests on that build
 #   --tsan   build with ThreadSanitizer (in build-tsan/) and run the C unit
@@ -21,10 +22,15 @@
 #            does not depend on the libfuse version and runs on the plain
 #            build. With --asan or --tsan: the same on a sanitizer build
 #            (build-pt-asan/, build-pt-tsan/).
+#   --quick  the local loop: skip the integration tests marked slow
+#            (pytest -m "not slow"; tests/integration/pytest.ini lists the
+#            marker). CI (.ci/run) never passes it: it runs them all.
 #
 # Every build here is warning-free or fails (--werror), and but for --tsan
 # compiles in the test hooks (-Dtest_hooks=true, common/test_hook.h) that
-# the fault tests set. Without --passthrough a build uses the system's
+# the fault tests set, and all of them check the cache's invariants inside
+# assert() after every change (-Dinvariants=true, cache/check.c). Without
+# --passthrough a build uses the system's
 # libfuse (Debian 12: 3.14), as the Debian package does. The integration
 # run fails when pytest collected nothing or passed nothing (everything
 # skipped, as on a machine without /dev/fuse): a green run has tested
@@ -33,10 +39,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 builddir=build
-meson_args=(--werror -Dtest_hooks=true)
+meson_args=(--werror -Dtest_hooks=true -Dinvariants=true)
 integration=1
 sanitizer=
 passthrough=0
+quick=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--asan | --tsan)
@@ -47,6 +54,7 @@ while [ $# -gt 0 ]; do
 		sanitizer=${1#--}
 		;;
 	--passthrough) passthrough=1 ;;
+	--quick) quick=(-m "not slow") ;;
 	*) break ;;
 	esac
 	shift
@@ -58,8 +66,8 @@ asan)
 	;;
 tsan)
 	builddir=build-tsan
-	meson_args=(--werror -Dtest_hooks=false -Db_sanitize=thread
-		-Db_lundef=false)
+	meson_args=(--werror -Dtest_hooks=false -Dinvariants=true
+		-Db_sanitize=thread -Db_lundef=false)
 	integration=0
 	;;
 esac
@@ -115,7 +123,7 @@ junit="$builddir/meson-logs/pytest-junit.xml"
 rm -f "$junit"
 set +e
 HINTFS_BUILD="$PWD/$builddir" /usr/bin/python3 -m pytest "${tests[@]}" \
-	-p no:cacheprovider -ra --junitxml="$junit" "$@"
+	-p no:cacheprovider -ra --junitxml="$junit" ${quick[@]+"${quick[@]}"} "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

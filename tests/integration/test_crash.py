@@ -71,6 +71,7 @@ def need_root():
         pytest.skip("needs root (dropping the page cache, mounting tmpfs)")
 
 
+@pytest.mark.slow
 def test_kill9_during_prefetch_loses_nothing(data, mount, proxy, tmp_path):
     need_root()
     bucket, objects = data
