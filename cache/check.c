@@ -6,7 +6,7 @@
  * where the invariant must hold: after each change to what they look at,
  * under c->lock. Each walks the whole table, O(entries), so they run only
  * in builds configured with -Dinvariants=true (mount-tools/test.sh turns
- * it on for its plain build; under a sanitizer they cost too much);
+ * it on with --invariants; under a sanitizer they cost too much);
  * elsewhere cache_assert() compiles to nothing
  * and these functions are never called. Reading them is also a reading
  * of what the rest of cache/ maintains: a field whose invariant is not

@@ -4,7 +4,7 @@
 # Ceph RGW on 127.0.0.1.
 #
 # Usage: mount-tools/test.sh [--asan | --tsan] [--passthrough] [--quick]
-#                            [PYTEST_ARGS...]
+#                            [--invariants] [PYTEST_ARGS...]
 #   --asan   build with AddressSanitizer + UBSan (in build-asan/) and run
 #            the same tests on that build
 #   --tsan   build with ThreadSanitizer (in build-tsan/) and run the C unit
@@ -28,11 +28,11 @@
 #
 # Every build here is warning-free or fails (--werror), and but for --tsan
 # compiles in the test hooks (-Dtest_hooks=true, common/test_hook.h) that
-# the fault tests set. The plain build (no sanitizer, no --passthrough)
-# also checks the cache's invariants inside assert() after every change
-# (-Dinvariants=true, cache/check.c); the sanitizer builds leave them out,
-# as their O(n) walks under a sanitizer brought test_cache under TSan to
-# 292 s of its 300. Without --passthrough a build uses the system's
+# the fault tests set. --invariants also checks the cache's invariants
+# inside assert() after every change (-Dinvariants=true, cache/check.c;
+# O(n) walks: under TSan they brought test_cache to 292 s of its 300).
+# CI does not pass it yet: the whole suite has not run with it. Without
+# --passthrough a build uses the system's
 # libfuse (Debian 12: 3.14), as the Debian package does. The integration
 # run fails when pytest collected nothing or passed nothing (everything
 # skipped, as on a machine without /dev/fuse): a green run has tested
@@ -46,6 +46,7 @@ integration=1
 sanitizer=
 passthrough=0
 quick=()
+invariants=false
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--asan | --tsan)
@@ -57,6 +58,7 @@ while [ $# -gt 0 ]; do
 		;;
 	--passthrough) passthrough=1 ;;
 	--quick) quick=(-m "not slow") ;;
+	--invariants) invariants=true ;;
 	*) break ;;
 	esac
 	shift
@@ -73,11 +75,7 @@ tsan)
 	integration=0
 	;;
 esac
-if [ -z "$sanitizer" ] && [ $passthrough -eq 0 ]; then
-	meson_args+=(-Dinvariants=true)
-else
-	meson_args+=(-Dinvariants=false)
-fi
+meson_args+=(-Dinvariants=$invariants)
 deps=()
 tests=(tests/integration)
 if [ $passthrough -eq 1 ]; then

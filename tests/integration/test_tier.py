@@ -414,13 +414,14 @@ def test_slow_tier_keeps_reads_off_the_origin(s3, bucket, make_bucket, mount,
     late = 0
     for epoch in (2, 3):
         before = len(object_gets(opx, bucket))
-        # 64 in flight at most: with more, the prefetch runs so far
-        # ahead that no reader ever waits on a late answer, and the
-        # hedge (what this test is about) is never asked.
+        # The prefetch only 8 objects ahead: with more in flight and a
+        # longer window it runs so far ahead that no reader ever waits on
+        # a late answer, and the hedge (what this test is about) is never
+        # asked.
         m = mount(bucket, endpoint=opx.endpoint,
                   options=[f"shared_cache=s3://{tier}/{TIER_PREFIX}",
                            f"shared_cache_endpoint={tpx.endpoint}",
-                           "max_inflight=64"])
+                           "max_inflight=64", "window=8"])
         keys = workload.shuffled(objects, epoch)
         write_hint(m.path, keys, epoch=epoch)
         res = parallel_read(m.path, keys, objects, threads=4,
