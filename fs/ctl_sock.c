@@ -366,16 +366,22 @@ static void serve(struct fs *fs, int fd, const struct ucred *cred)
 		return;
 	}
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0) {
-		/* 0: closed unasked, as a starting daemon's sock_alive()
-		 * does to every socket beside its own. */
-		if (n < 0)
-			log_debug("control socket: no request from pid %ld: %s",
-				  (long)cred->pid, strerror(errno));
+	if (n < 0) {
+		log_debug("control socket: no request from pid %ld: %s",
+			  (long)cred->pid, strerror(errno));
 		free(msgbuf);
 		return;
 	}
 	rc = take_fds(&mh, &pfd);
+	if (n == 0) {
+		/* Closed unasked, as a starting daemon's sock_alive() does to
+		 * every socket beside its own (or an empty message: whatever
+		 * descriptor came with it is not kept). */
+		if (pfd >= 0)
+			close(pfd);
+		free(msgbuf);
+		return;
+	}
 	if (rc || (mh.msg_flags & MSG_TRUNC)) {
 		snprintf(msg, sizeof(msg),
 			 "bad request: %s (at most one descriptor and %u "

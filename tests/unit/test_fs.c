@@ -21,6 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -465,6 +469,20 @@ static void test_follow_clock_order(void)
 	fs_destroy(fs);
 }
 
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 /*
  * The control socket: what a sender gets back (the stream its hint went
  * to, the errno of a refusal), the sender's own streams named from its
@@ -543,6 +561,34 @@ static void test_ctl_socket(void)
 	CHECK(ctl_request(sock, "warm", "h/0\nno/such\n", 12, reply,
 			  sizeof(reply)) == 0);
 	CHECK(!strcmp(reply, "files=1 entries=1 refused=1"));
+	/* An empty message with a descriptor: not kept open. */
+	{
+		int before = open_fds(), sfd, mfd = memfd_create("x", 0);
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} cm;
+		struct msghdr mh = {.msg_control = cm.buf,
+				    .msg_controllen = sizeof(cm.buf)};
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock);
+		sfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		CHECK(connect(sfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+		CHECK(sendmsg(sfd, &mh, 0) == 0);
+		close(mfd);
+		/* The daemon closes the connection once it has looked. */
+		CHECK(recv(sfd, reply, 1, 0) == 0);
+		close(sfd);
+		for (int i = 0; i < 100 && open_fds() > before; i++)
+			usleep(10000);
+		CHECK(open_fds() == before);
+	}
 	fs_destroy(fs);
 	/* Gone with the mount. */
 	CHECK(access(sock, F_OK) == -1 && errno == ENOENT);
