@@ -175,11 +175,6 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None, own=None,
     return stream
 
 
-# The daemon's PF_HINTS_QUEUED_MAX: hints a stream holds behind its current
-# one before it refuses another (EBUSY) without `replace`.
-HINTS_QUEUED_MAX = 16
-
-
 def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None,
                      own=None):
     """write_hint() for a trainer's epoch: when the stream's queue is full,
