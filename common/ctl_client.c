@@ -15,6 +15,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+int ctl_sockaddr(const char *path, struct sockaddr_un *a)
+{
+	size_t len = strlen(path);
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	if (len >= sizeof(a->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a->sun_path, path, len + 1);
+	return 0;
+}
+
 int ctl_socket_of(const char *mount, char *path, size_t len)
 {
 	char link[4200];
@@ -95,18 +107,17 @@ static int send_request(int sfd, const char *line, const char *payload,
 int ctl_request(const char *sock, const char *line, const char *payload,
 		size_t len, char *reply, size_t reply_len)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct sockaddr_un a;
 	char buf[4096];
 	ssize_t n;
 	char *end;
 	long code;
 	int fd, rc;
 
-	if (strlen(sock) >= sizeof(a.sun_path)) {
+	if (ctl_sockaddr(sock, &a)) {
 		snprintf(reply, reply_len, "socket path too long");
 		return -ENAMETOOLONG;
 	}
-	strcpy(a.sun_path, sock);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;

@@ -6,6 +6,14 @@
 #define HINTFS_COMMON_CTL_CLIENT_H
 
 #include <stddef.h>
+#include <sys/un.h>
+
+/**
+ * Fills @a with the address of the Unix socket at @path. Returns 0, or
+ * -ENAMETOOLONG when @path does not fit sun_path (107 bytes and its NUL).
+ * For the daemon's socket and its clients alike. Any thread.
+ */
+int ctl_sockaddr(const char *path, struct sockaddr_un *a);
 
 /**
  * Finds the control socket of the hintfs mounted at @mount: reads the link

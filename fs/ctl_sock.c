@@ -19,6 +19,7 @@
  * and fs_ctl_sock_stop() returns only when no request thread runs.
  */
 #include "fs/fs_internal.h"
+#include "common/ctl_client.h"
 #include "common/fileio.h"
 #include "common/log.h"
 
@@ -69,13 +70,12 @@ struct ctl_conn {
 /* Whether a socket answers at @path: another daemon listens there. */
 static bool sock_alive(const char *path)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct sockaddr_un a;
 	int fd;
 	bool alive;
 
-	if (strlen(path) >= sizeof(a.sun_path))
+	if (ctl_sockaddr(path, &a))
 		return false;
-	strcpy(a.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return true; /* cannot tell: leave it */
@@ -177,11 +177,11 @@ static int default_path(uid_t uid, char **out, char *err, size_t err_len)
 /* Binds and listens at @path, replacing a socket nobody answers on. */
 static int bind_at(const char *path, char *err, size_t err_len)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct sockaddr_un a;
 	struct stat st;
 	int fd, rc;
 
-	if (strlen(path) >= sizeof(a.sun_path)) {
+	if (ctl_sockaddr(path, &a)) {
 		snprintf(err, err_len,
 			 "control socket '%s': longer than the %zu bytes a "
 			 "socket's path may have; choose a shorter "
@@ -189,7 +189,6 @@ static int bind_at(const char *path, char *err, size_t err_len)
 			 path, sizeof(a.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	strcpy(a.sun_path, path);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			snprintf(err, err_len,
