@@ -204,6 +204,24 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	return 0;
 }
 
+int pf_hint_ranges(struct pf *pf, const char *stream,
+		   const struct pf_range *r, size_t n, int64_t epoch,
+		   enum pf_replace replace, pid_t owner)
+{
+	uint32_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+	size_t k = 0;
+	int rc;
+
+	if (!ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!k || ids[k - 1] != r[i].id)
+			ids[k++] = r[i].id;
+	rc = pf_hint(pf, stream, ids, k, epoch, replace, owner);
+	free(ids);
+	return rc;
+}
+
 uint64_t pf_next_use(struct pf *pf, uint32_t id)
 {
 	uint64_t best;

@@ -260,6 +260,28 @@ enum pf_replace {
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	    int64_t epoch, enum pf_replace replace, pid_t owner);
 
+/** pf_range.len: the whole object, whatever its size. */
+#define PF_RANGE_WHOLE UINT64_MAX
+
+/** One entry of a hint with byte ranges: bytes [off, off + len) of object
+ *  @id (a member of a tar or zip, a record of a packed file). */
+struct pf_range {
+	uint32_t id;
+	uint64_t off;
+	uint64_t len; /**< > 0, or PF_RANGE_WHOLE */
+};
+
+/**
+ * pf_hint() for entries that name byte ranges of objects (doc/design.md
+ * 2.2): a range of an object fetched whole is that object (neighbours of
+ * one object make one entry); a range of a large object (one cached by
+ * blocks, above max_object_mem) is the blocks it covers, in order. A
+ * range past the object's end is cut at it. Returns as pf_hint().
+ */
+int pf_hint_ranges(struct pf *pf, const char *stream,
+		   const struct pf_range *r, size_t n, int64_t epoch,
+		   enum pf_replace replace, pid_t owner);
+
 /**
  * Queues @n objects (ids, copied) to be fetched into the cache whatever the
  * hint window (hintfs-ctl warm); progress in pf_stats.warm_*. Returns 0,
