@@ -218,6 +218,14 @@ static int describe_cb(void *arg, uint32_t id, char *keybuf, size_t cap,
 	return 0;
 }
 
+static uint64_t size_cb(void *arg, uint32_t id)
+{
+	struct fs *fs = arg;
+	const struct tree_node *n = tree_node(fs->tree, id);
+
+	return n && !n->is_dir ? n->size : 0;
+}
+
 /* The object of file @ino (its key in @key), or -ENODATA when @ino is
  * not a file of the listing. */
 static int describe_ino(struct fs *fs, uint64_t ino, char key[FS_KEY_MAX],
@@ -387,6 +395,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.cache = fs->cache;
 	pc.describe = describe_cb;
 	pc.key_id = key_id_cb;
+	pc.size = size_cb;
 	pc.arg = fs;
 	pc.n_ids = tree_count(fs->tree);
 	pc.max_inflight = cfg->max_inflight;

@@ -119,7 +119,7 @@ void pf_note_open(struct pf *pf, uint32_t id)
 {
 	int who;
 
-	if (id >= pf->cfg.n_ids)
+	if (id >= pf->n_slots)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	pf->open_count[id]++;
@@ -134,7 +134,7 @@ void pf_note_open(struct pf *pf, uint32_t id)
 
 void pf_note_close(struct pf *pf, uint32_t id)
 {
-	if (id >= pf->cfg.n_ids)
+	if (id >= pf->n_slots)
 		return;
 	pthread_mutex_lock(&pf->mu);
 	if (pf->open_count[id] && !--pf->open_count[id] && pf->by_id[id])
@@ -154,10 +154,12 @@ static bool writer_alive(void *arg, pid_t pid)
 	return kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
-	    int64_t epoch, enum pf_replace replace, pid_t owner)
+/* pf_hint() of slots: objects, and blocks of large ones (engine_block.c). */
+static int hint_slots(struct pf *pf, const char *stream, const uint32_t *ids,
+		      size_t n, int64_t epoch, enum pf_replace replace,
+		      pid_t owner)
 {
-	struct order *h = order_create(ids, n, epoch, pf->cfg.n_ids);
+	struct order *h = order_create(ids, n, epoch, pf->n_slots);
 	struct order_queue_stats os;
 	struct order *old;
 	int i;
@@ -204,21 +206,86 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	return 0;
 }
 
+/*
+ * The slots of @n ranges, in order: an object's id, or the blocks a range
+ * of a large object covers; a slot that repeats the one before it is one
+ * entry (the members of a zip that lie in one block, ranges of one object
+ * fetched whole). A malloc'd array, *@out_n long; NULL: no memory.
+ */
+static uint32_t *ranges_to_slots(struct pf *pf, const struct pf_range *r,
+				 size_t n, bool merge, size_t *out_n)
+{
+	size_t cap = n ? n : 1, k = 0;
+	uint32_t *s = malloc(cap * sizeof(*s));
+
+	for (size_t i = 0; s && i < n; i++) {
+		const struct pf_blocked *b = pf_blocked_of(pf, r[i].id);
+		size_t want = b ? b->n : 1, got;
+
+		if (k + want > cap) {
+			uint32_t *ns;
+
+			while (k + want > cap)
+				cap *= 2;
+			ns = realloc(s, cap * sizeof(*s));
+			if (!ns) {
+				free(s);
+				return NULL;
+			}
+			s = ns;
+		}
+		got = pf_slots_of_range(pf, r[i].id, r[i].off, r[i].len,
+					s + k, want);
+		/* In place: k never passes the slot being read. */
+		for (size_t j = 0, at = k; j < got; j++) {
+			uint32_t v = s[at + j];
+
+			if (!merge || !k || s[k - 1] != v)
+				s[k++] = v;
+		}
+	}
+	*out_n = k;
+	return s;
+}
+
+int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
+	    int64_t epoch, enum pf_replace replace, pid_t owner)
+{
+	struct pf_range *r;
+	uint32_t *slots;
+	size_t k;
+	int rc;
+
+	if (!pf->n_blocked)
+		return hint_slots(pf, stream, ids, n, epoch, replace, owner);
+	/* A large object named whole is each of its blocks, in order. */
+	r = malloc((n ? n : 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct pf_range){ids[i], 0, PF_RANGE_WHOLE};
+	slots = ranges_to_slots(pf, r, n, false, &k);
+	free(r);
+	if (!slots)
+		return -ENOMEM;
+	rc = hint_slots(pf, stream, slots, k, epoch, replace, owner);
+	free(slots);
+	return rc;
+}
+
 int pf_hint_ranges(struct pf *pf, const char *stream,
 		   const struct pf_range *r, size_t n, int64_t epoch,
 		   enum pf_replace replace, pid_t owner)
 {
-	uint32_t *ids = malloc((n ? n : 1) * sizeof(*ids));
-	size_t k = 0;
+	uint32_t *slots;
+	size_t k;
 	int rc;
 
-	if (!ids)
+	slots = ranges_to_slots(pf, r, n, true, &k);
+	if (!slots)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (!k || ids[k - 1] != r[i].id)
-			ids[k++] = r[i].id;
-	rc = pf_hint(pf, stream, ids, k, epoch, replace, owner);
-	free(ids);
+	rc = hint_slots(pf, stream, slots, k, epoch, replace, owner);
+	free(slots);
 	return rc;
 }
 
@@ -226,7 +293,7 @@ uint64_t pf_next_use(struct pf *pf, uint32_t id)
 {
 	uint64_t best;
 
-	if (id >= pf->cfg.n_ids)
+	if (id >= pf->n_slots)
 		return UINT64_MAX;
 	pthread_mutex_lock(&pf->mu);
 	/* Open right now: its reads may not have reached us yet (the open
@@ -248,7 +315,7 @@ static uint64_t cache_next_use(void *arg, uint32_t *id, const char *key,
 	struct pf *pf = arg;
 
 	if (*id == CACHE_NO_ID)
-		*id = pf->cfg.key_id(pf->cfg.arg, key, key_len);
+		*id = pf_key_slot(pf, key, key_len);
 	return pf_next_use(pf, *id);
 }
 
@@ -260,6 +327,10 @@ size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
 	n = order_streams_ahead(&pf->hints, pf->cfg.window_objects, at, ids,
 				max);
 	pthread_mutex_unlock(&pf->mu);
+	/* Blocks are the engine's: the caller knows objects only. */
+	for (size_t i = 0, k = n; i < k; i++)
+		if (ids[i] >= pf->cfg.n_ids)
+			ids[i] = PF_NO_ID;
 	return n;
 }
 
@@ -398,11 +469,14 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		order_streams_set_pace(&pf->hints,
 				       (uint64_t)pf->cfg.pace_ms * 1000000u,
 				       PF_PACE_MIN);
-	pf->by_id = calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->by_id));
+	rc = pf_blocks_init(pf);
+	if (rc)
+		goto fail;
+	pf->by_id = calloc(pf->n_slots ? pf->n_slots : 1, sizeof(*pf->by_id));
 	pf->open_count =
-	    calloc(cfg->n_ids ? cfg->n_ids : 1, sizeof(*pf->open_count));
-	pf->opened_by = calloc(cfg->n_ids ? cfg->n_ids : 1, 1);
-	pf->nocache = calloc(cfg->n_ids / 8 + 1, 1);
+	    calloc(pf->n_slots ? pf->n_slots : 1, sizeof(*pf->open_count));
+	pf->opened_by = calloc(pf->n_slots ? pf->n_slots : 1, 1);
+	pf->nocache = calloc(pf->n_slots / 8 + 1, 1);
 	if (!pf->by_id || !pf->open_count || !pf->opened_by || !pf->nocache) {
 		rc = -ENOMEM;
 		goto fail;
@@ -476,6 +550,7 @@ fail:
 	free(pf->open_count);
 	free(pf->opened_by);
 	free(pf->nocache);
+	free(pf->blocked);
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
 	pthread_mutex_destroy(&pf->mu);
@@ -492,7 +567,7 @@ void pf_cancel(struct pf *pf)
 	pthread_cond_broadcast(&pf->cv);
 	/* Readers waiting for parts wait on their fetch, which is in the
 	 * table while any part is not done: one pass at the stop. */
-	for (uint32_t i = 0; i < pf->cfg.n_ids; i++)
+	for (uint32_t i = 0; i < pf->n_slots; i++)
 		if (pf->by_id[i])
 			pf_fetch_wake(pf->by_id[i]);
 	pthread_cond_signal(&pf->wcv);
@@ -516,7 +591,7 @@ void pf_stop(struct pf *pf)
 
 	/* No reader is left (the session loop has ended): free every fetch,
 	 * which takes down what is still in flight (pf_get_release()). */
-	for (uint32_t i = 0; i < pf->cfg.n_ids; i++) {
+	for (uint32_t i = 0; i < pf->n_slots; i++) {
 		struct pf_fetch *f = pf->by_id[i];
 
 		if (f)
@@ -529,6 +604,7 @@ void pf_stop(struct pf *pf)
 	free(pf->opened_by);
 	free(pf->nocache);
 	free(pf->by_id);
+	free(pf->blocked);
 	if (pf->own_src) {
 		pf_source_destroy(pf->tier_src);
 		pf_source_destroy(pf->src);

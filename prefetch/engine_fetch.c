@@ -144,6 +144,8 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 	memcpy(f->key, o->key, o->key_len);
 	f->key[o->key_len] = '\0';
 	f->key_len = o->key_len;
+	f->name_len = o->name_len ? o->name_len : o->key_len;
+	f->base = o->base;
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
 
@@ -167,7 +169,8 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 	pf_mem_add(pf, f, o->size);
 	/* Whether it reads the tier is asked again when its GET starts
 	 * (pf_part_take(): the breaker may open or close meanwhile). */
-	f->tier = pf->tier && f->n_parts == 1 &&
+	/* A block is not an object of the tier's (it names whole ones). */
+	f->tier = pf->tier && f->n_parts == 1 && f->name_len == f->key_len &&
 		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
 	if (demand)
 		f->wait_ns = pf_now(pf);
@@ -290,14 +293,17 @@ void pf_fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
 		   enum s3_err_kind kind, int attempts,
 		   const struct s3_status *st)
 {
-	char why[512];
+	char why[512], what[64] = "";
 
 	if (!f->err) {
 		f->err = err;
 		f->kind = kind;
 		s3_status_describe(st, err, why, sizeof(why));
-		log_error("GET '%s' failed after %d attempt(s): %s", f->key,
-			  attempts, why);
+		if (f->name_len != f->key_len)
+			snprintf(what, sizeof(what), " (block at byte %llu)",
+				 (unsigned long long)f->base);
+		log_error("GET '%.*s'%s failed after %d attempt(s): %s",
+			  (int)f->name_len, f->key, what, attempts, why);
 		if (f->demand && f->read_through)
 			pf_note_failure(pf, f->id, err);
 	}

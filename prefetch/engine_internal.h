@@ -13,6 +13,7 @@
  *   engine_hedge.c  tier GETs and the hedge to the origin
  *   engine_read.c   the read path (pf_read, pf_read_ref)
  *   engine_stats.c  pf_get_stats()
+ *   engine_block.c  large objects cached by blocks: ids, keys, reads
  *   writer.c        the cache writer thread: completed fetches into the cache
  *
  * Every field of struct pf is under pf->mu unless its comment says
@@ -160,8 +161,12 @@ struct pf_part {
 
 struct pf_fetch {
 	uint32_t id;
-	char *key;
+	char *key; /* the cache's key: for a block, the object's name,
+		      then the block's (engine_block.c) */
 	size_t key_len;
+	size_t name_len; /* bytes of key that name the S3 object */
+	uint64_t base;	 /* where the fetch's bytes start in the object:
+			    a block's offset, else 0 */
 	char *etag;
 	uint64_t size;
 	struct pf_part *parts; /* n_parts of them */
@@ -190,6 +195,37 @@ struct pf_fetch {
 	uint32_t pos;	       /* read-through: first part of latest read */
 	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs */
 };
+
+/*
+ * An object cached by blocks (engine_block.c): larger than max_object_mem,
+ * its bytes are blocks of part_size, each an id of its own, a *slot*,
+ * after the caller's ids: base .. base + n - 1.
+ */
+struct pf_blocked {
+	uint32_t id;	   /* the caller's id of the object */
+	uint32_t base;	   /* its first block's slot */
+	uint32_t n;	   /* its blocks */
+	uint64_t size;	   /* its size (the listing's) */
+	uint64_t last_end; /* under mu: where the latest read ended */
+	uint32_t next_ra;  /* under mu: the first block that sequential
+			      read-ahead has not asked for yet */
+};
+
+/* Blocks a sequential reader of a large object has asked ahead of its
+ * read: two of 8 MiB keep a stream of 1 MiB reads fed at 20-100 ms a GET
+ * (the read-through that came before read one part ahead, and kept one
+ * behind). */
+#define PF_BLOCK_AHEAD 2
+
+/* A read that starts within 4 MiB of where the latest read of its
+ * object ended goes on from it: the kernel's readahead sends a reader's
+ * READs (up to 1 MiB each) a few at a time, and threads answer them out
+ * of order. */
+#define PF_SEQ_SLACK (4ull << 20)
+
+/* Read-ahead slots queued for the scheduler at most (engine_block.c): a
+ * few per sequential reader; the oldest go when it is full. */
+#define PF_RA_MAX 64
 
 /* A fetch that failed for good, remembered for a moment (see pf_read). */
 struct pf_failure {
@@ -221,6 +257,12 @@ struct pf_candidates {
 
 struct pf {
 	struct pf_config cfg;
+	/* Ids, then the slots of blocks (engine_block.c); set at start. */
+	uint32_t n_slots;	    /* every array by id has this many */
+	struct pf_blocked *blocked; /* by id and by base, ascending */
+	uint32_t n_blocked;
+	uint32_t ra[PF_RA_MAX];	    /* read-ahead slots to fetch, a ring */
+	uint32_t ra_head, ra_n;
 	pthread_t thread; /* the network thread (pf_net_main) */
 	pthread_t writer; /* the cache writer (writer_main) */
 	bool writer_started;
@@ -241,7 +283,7 @@ struct pf {
 	bool writer_stop;		/* the network thread has ended: the
 					   writer commits what is done, then
 					   ends (pf_stop()) */
-	struct pf_fetch **by_id;	/* n_ids entries: the fetch in flight */
+	struct pf_fetch **by_id;	/* n_slots entries: the fetch in flight */
 	struct pf_fetch *read_throughs; /* the read-throughs in by_id */
 	struct pf_queue demand;		/* parts of fetches readers wait on */
 	struct pf_queue ahead;		/* parts of prefetches, read-ahead */
@@ -270,15 +312,15 @@ struct pf {
 	uint32_t rate;		    /* parts ended well per second, last tick */
 	struct order_streams hints; /* per stream: current first, then the
 				       queue (order.h) */
-	uint8_t *opened_by;	    /* n_ids: 1 + the stream whose entry the
+	uint8_t *opened_by;	    /* n_slots: 1 + the stream whose entry the
 				       last open consumed, 0: none (stalls
 				       are counted to it) */
 	struct pf_candidates carry; /* picked, not yet started (no room) */
 	struct pf_fetch **done;	    /* completed fetches for the writer, oldest
 				       first */
 	size_t n_done, cap_done;
-	uint32_t *open_count; /* n_ids: readers with the object open */
-	uint8_t *nocache;     /* n_ids bits: the cache refused it for
+	uint32_t *open_count; /* n_slots: readers with the object open */
+	uint8_t *nocache;     /* n_slots bits: the cache refused it for
 				 good (write error, bad ETag): read
 				 through */
 	struct pf_failure fails[PF_FAILS]; /* recent definitive failures */
@@ -380,6 +422,21 @@ void *pf_net_main(void *arg);
 
 /* engine_read.c: the read path */
 void pf_fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b);
+ssize_t pf_read_slot(struct pf *pf, uint32_t slot, void *buf, size_t len,
+		     uint64_t off, cache_ref_cb cb, void *arg);
+
+/* engine_block.c: objects cached by blocks */
+int pf_blocks_init(struct pf *pf);
+struct pf_blocked *pf_blocked_of(const struct pf *pf, uint32_t id);
+int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
+		struct pf_object *o);
+uint32_t pf_key_slot(struct pf *pf, const char *key, size_t key_len);
+size_t pf_slots_of_range(const struct pf *pf, uint32_t id, uint64_t off,
+			 uint64_t len, uint32_t *out, size_t max);
+ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
+		      size_t len, uint64_t off, cache_ref_cb cb, void *arg,
+		      bool ref_only);
+size_t pf_pick_read_ahead(struct pf *pf, uint32_t *ids, size_t room);
 
 /* The cache writer thread's body (writer.c); @arg is the struct pf. */
 void *pf_writer_main(void *arg);

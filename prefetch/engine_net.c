@@ -121,13 +121,15 @@ void pf_arm_parts(struct pf *pf, struct pf_part *list)
 					     .src = pf->tier_src};
 			rc = nlen ? 0 : -ENOMEM;
 		} else if (!rc && !g->src) {
+			/* A block's GET names its object (engine_block.c). */
 			*g = (struct pf_get){.key = f->key,
-					     .key_len = f->key_len,
+					     .key_len = f->name_len,
 					     .etag = f->etag,
-					     .off = p->off,
+					     .off = f->base + p->off,
 					     .len = p->len,
 					     .buf = p->buf,
-					     .whole = f->n_parts == 1,
+					     .whole = f->n_parts == 1 &&
+						      f->name_len == f->key_len,
 					     .src = pf->src};
 		}
 		if (!rc) {

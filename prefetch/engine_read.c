@@ -216,8 +216,6 @@ static void parts_copy(struct pf *pf, struct pf_fetch *f, char *buf, size_t len,
 	}
 }
 
-static ssize_t read_miss(struct pf *pf, uint32_t id, void *buf, size_t len,
-			 uint64_t off, cache_ref_cb cb, void *arg);
 
 /*
  * Hands [off, off + len) of @f's done, pinned parts to @cb: by reference
@@ -249,22 +247,29 @@ static ssize_t parts_to_cb(struct pf *pf, struct pf_fetch *f, size_t len,
 
 ssize_t pf_read(struct pf *pf, uint32_t id, void *buf, size_t len, uint64_t off)
 {
-	return read_miss(pf, id, buf, len, off, NULL, NULL);
+	struct pf_blocked *b = pf_blocked_of(pf, id);
+
+	return b ? pf_block_read(pf, b, buf, len, off, NULL, NULL, false)
+		 : pf_read_slot(pf, id, buf, len, off, NULL, NULL);
 }
 
 ssize_t pf_read_cb(struct pf *pf, uint32_t id, size_t len, uint64_t off,
 		   cache_ref_cb cb, void *arg)
 {
-	return read_miss(pf, id, NULL, len, off, cb, arg);
+	struct pf_blocked *b = pf_blocked_of(pf, id);
+
+	return b ? pf_block_read(pf, b, NULL, len, off, cb, arg, false)
+		 : pf_read_slot(pf, id, NULL, len, off, cb, arg);
 }
 
 /*
- * pf_read() into @buf, or with @cb (and no @buf) pf_read_cb(): the bytes
- * go to @cb from where they lie (the cache's file or map, the fetch's
- * buffer) while they are pinned.
+ * pf_read() of slot @id (an object, or a block of one: engine_block.c)
+ * into @buf, or with @cb (and no @buf) pf_read_cb(): the bytes go to @cb
+ * from where they lie (the cache's file or map, the fetch's buffer) while
+ * they are pinned.
  */
-static ssize_t read_miss(struct pf *pf, uint32_t id, void *buf, size_t len,
-			 uint64_t off, cache_ref_cb cb, void *arg)
+ssize_t pf_read_slot(struct pf *pf, uint32_t id, void *buf, size_t len,
+		     uint64_t off, cache_ref_cb cb, void *arg)
 {
 	struct pf_object o;
 	struct cache_obj co;
@@ -276,8 +281,7 @@ static ssize_t read_miss(struct pf *pf, uint32_t id, void *buf, size_t len,
 	int err = 0;
 	ssize_t n;
 
-	if (id >= pf->cfg.n_ids ||
-	    pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o))
+	if (id >= pf->n_slots || pf_describe(pf, id, key, sizeof(key), &o))
 		return -ENOENT;
 	if (off >= o.size)
 		return 0;
@@ -408,12 +412,14 @@ again:
 ssize_t pf_read_ref(struct pf *pf, uint32_t id, size_t len, uint64_t off,
 		    cache_ref_cb cb, void *arg)
 {
+	struct pf_blocked *b = pf_blocked_of(pf, id);
 	struct pf_object o;
 	char key[4096];
 	ssize_t n;
 
-	if (id >= pf->cfg.n_ids ||
-	    pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key), &o) ||
+	if (b)
+		return pf_block_read(pf, b, NULL, len, off, cb, arg, true);
+	if (id >= pf->cfg.n_ids || pf_describe(pf, id, key, sizeof(key), &o) ||
 	    off >= o.size || o.size > pf->cfg.max_object_mem)
 		return -ENODATA;
 	if (len > o.size - off)

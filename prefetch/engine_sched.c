@@ -163,6 +163,9 @@ bool pf_schedule_prefetch(struct pf *pf)
 			if (room > 64)
 				room = 64;
 			c->n = c->first = 0;
+			c->n = pf_pick_read_ahead(pf, c->ids, room);
+			for (size_t i = 0; i < c->n; i++)
+				c->warm[i] = false;
 			pick_hinted(pf, c, room);
 			pick_warm(pf, c, room);
 		}
@@ -178,8 +181,7 @@ bool pf_schedule_prefetch(struct pf *pf)
 			int skip =
 			    0; /* 1: nothing to fetch, 2: cannot be cached */
 
-			if (pf->cfg.describe(pf->cfg.arg, id, key, sizeof(key),
-					     &o))
+			if (pf_describe(pf, id, key, sizeof(key), &o))
 				skip = 2;
 			else if (o.size == 0 ||
 				 cache_contains(pf->cfg.cache, o.key, o.key_len,
@@ -218,9 +220,10 @@ bool pf_schedule_prefetch(struct pf *pf)
 	return false;
 }
 
-int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
+/* pf_warm() of slots: objects, and blocks of large ones. */
+static int warm_slots(struct pf *pf, const uint32_t *ids, size_t n)
 {
-	uint64_t max = (uint64_t)pf->cfg.n_ids * PF_WARM_PER_OBJECT;
+	uint64_t max = (uint64_t)pf->n_slots * PF_WARM_PER_OBJECT;
 	int rc = 0;
 
 	if (max < PF_WARM_MIN)
@@ -369,4 +372,29 @@ struct pf_part *pf_take_parts(struct pf *pf)
 	if (pf->running >= pf->limit && (pf->demand.head || pf->ahead.head))
 		pf->tick_bound = true;
 	return list;
+}
+
+int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
+{
+	uint32_t *slots;
+	size_t k = 0, cap = n ? n : 1;
+	int rc;
+
+	if (!pf->n_blocked)
+		return warm_slots(pf, ids, n);
+	/* A large object is warmed block by block. */
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_blocked *b = pf_blocked_of(pf, ids[i]);
+
+		cap += b ? b->n : 0;
+	}
+	slots = malloc(cap * sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		k += pf_slots_of_range(pf, ids[i], 0, PF_RANGE_WHOLE, slots + k,
+				       cap - k);
+	rc = warm_slots(pf, slots, k);
+	free(slots);
+	return rc;
 }

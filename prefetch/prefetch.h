@@ -34,7 +34,18 @@ struct pf_object {
 	const char *etag; /**< as listed, quotes included; valid as long as
 			       the caller's namespace */
 	uint64_t size;
+	/* The engine's own, for a block of a large object (engine_block.c):
+	 * a describe callback leaves them 0. */
+	uint64_t base;	 /**< where these bytes start in the object */
+	size_t name_len; /**< bytes of key that name the S3 object (key
+			      is the cache's: the name and the block) */
 };
+
+/**
+ * The size of object @id, or 0 when @id is not a file (a directory, or
+ * gone). Thread-safe and cheap: asked for every id at pf_start().
+ */
+typedef uint64_t (*pf_size_cb)(void *arg, uint32_t id);
 
 /**
  * Describes object @id into @o; the key is written into @keybuf (@cap
@@ -66,7 +77,10 @@ struct pf_config {
 				   pf_stop() */
 	pf_describe_cb describe;
 	pf_key_id_cb key_id;
-	void *arg;		   /**< for both callbacks */
+	pf_size_cb size;	   /**< NULL: no object is cached by
+					blocks (each above max_object_mem
+					is read through) */
+	void *arg;		   /**< for the callbacks */
 	uint32_t n_ids;		   /**< ids are below this */
 	unsigned int max_inflight; /**< GETs at once; 0 = default */
 	uint32_t window_objects;   /**< hinted objects fetched ahead of the
@@ -77,9 +91,12 @@ struct pf_config {
 					entries); 0 = default (1,000 ms),
 					PF_PACE_OFF: the whole window */
 	uint64_t part_size;	   /**< bytes per ranged GET of large
-					objects; 0 = default (8 MiB) */
-	uint64_t max_object_mem;   /**< objects above this are read through,
-					not fetched whole; 0 = default
+					objects, and of a block; 0 =
+					default (8 MiB) */
+	uint64_t max_object_mem;   /**< objects above this are not fetched
+					whole: cached by blocks of
+					part_size (with a size callback),
+					else read through; 0 = default
 					(256 MiB, at most fetch_mem / 2) */
 	uint64_t fetch_mem;	   /**< bytes of fetch buffers at most
 					(-o fetch_mem); 0 = default
@@ -305,7 +322,8 @@ uint64_t pf_next_use(struct pf *pf, uint32_t id);
  * streams taken in turn (entry k of each, then k + 1 ...), from merged
  * position *@at on; moves *@at past what it looked at (start at 0).
  * Returns how many: what fills the kernel's page cache ahead of the
- * readers (0: nothing further). Any thread.
+ * readers (0: nothing further); a block of a large object (pf_hint_ranges())
+ * is PF_NO_ID there. Any thread.
  */
 size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max);
 

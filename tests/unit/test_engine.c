@@ -17,7 +17,13 @@
  * - pf_cancel() ends a reader's wait at once, and pf_stop() takes down
  *   the GETs still running;
  * - what the origin served while the tier's breaker was open reaches the
- *   tier once it answers again, and another node reads it from there.
+ *   tier once it answers again, and another node reads it from there;
+ * - an object above max_object_mem is cached by blocks (engine_block.c):
+ *   a read fetches the blocks under it as ranges of the object, a
+ *   sequential reader gets blocks ahead, range hints fetch the blocks
+ *   they cover in their order (neighbours merged), a changed object reads
+ *   ESTALE in a block not yet cached, and a new engine over the same
+ *   cache reads the blocks with no GET.
  */
 #include "fake_source.h"
 #include "fake_s3.h"
@@ -46,6 +52,8 @@ struct env {
 	char dir[64];
 	uint32_t n;
 	uint64_t size;
+	uint32_t big_id;   /* with big_size: the one object of that size */
+	uint64_t big_size; /* 0: none */
 };
 
 static int describe(void *arg, uint32_t id, char *keybuf, size_t cap,
@@ -60,8 +68,16 @@ static int describe(void *arg, uint32_t id, char *keybuf, size_t cap,
 	o->key_len = (size_t)n;
 	/* An MD5's shape: the tier can bind a copy to it. */
 	o->etag = "\"0123456789abcdef0123456789abcdef\"";
-	o->size = e->size;
+	o->size = e->big_size && id == e->big_id ? e->big_size : e->size;
 	return 0;
+}
+
+static uint64_t size_of(void *arg, uint32_t id)
+{
+	struct env *e = arg;
+
+	return id >= e->n ? 0 : e->big_size && id == e->big_id ? e->big_size
+							      : e->size;
 }
 
 static uint32_t key_id(void *arg, const char *key, size_t key_len)
@@ -71,8 +87,9 @@ static uint32_t key_id(void *arg, const char *key, size_t key_len)
 
 /* An engine over @n objects of @size bytes on a fake source; @cfg's
  * limits as given (the rest filled here). */
-static void env_start(struct env *e, uint32_t n, uint64_t size,
-		      struct pf_config cfg)
+static void env_start_big(struct env *e, uint32_t n, uint64_t size,
+			  struct pf_config cfg, uint32_t big_id,
+			  uint64_t big_size)
 {
 	struct s3_config sc = {
 	    /* The retry policy only: no request goes out. */
@@ -85,6 +102,8 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 	memset(e, 0, sizeof(*e));
 	e->n = n;
 	e->size = size;
+	e->big_id = big_id;
+	e->big_size = big_size;
 	e->fs = fake_source_create(LATENCY_MS);
 	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
 	CHECK(mkdtemp(e->dir) != NULL);
@@ -95,6 +114,7 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 	cfg.cache = e->cache;
 	cfg.describe = describe;
 	cfg.key_id = key_id;
+	cfg.size = big_size ? size_of : NULL;
 	cfg.arg = e;
 	cfg.n_ids = n;
 	cfg.source = fake_source_base(e->fs);
@@ -108,6 +128,12 @@ static void env_start(struct env *e, uint32_t n, uint64_t size,
 		cfg.origin_bucket = "b";
 	}
 	CHECK(pf_start(&cfg, &e->pf) == 0);
+}
+
+static void env_start(struct env *e, uint32_t n, uint64_t size,
+		      struct pf_config cfg)
+{
+	env_start_big(e, n, size, cfg, 0, 0);
 }
 
 /* Stops it all; returns how many GETs pf_stop() took down running. */
@@ -725,6 +751,227 @@ static void test_limit_bounds(void)
 	env_stop(&e);
 }
 
+
+/* ---- objects cached by blocks ------------------------------------------ */
+
+/* Object 1: 20 MiB + 5 KiB, blocks of 4 MiB (max_object_mem is 8 MiB:
+ * half of fetch_mem), so 6 blocks, the last of 5 KiB. */
+#define BIG_ID	 1u
+#define BIG_SIZE (20 * MIB + 5 * KIB)
+#define BLOCK	 (4 * MIB)
+
+static const struct pf_config big_cfg = {.pace_ms = PF_PACE_OFF,
+					 .part_size = BLOCK,
+					 .fetch_mem = 16 * MIB};
+
+struct big_reader {
+	struct env *e;
+	uint64_t off;
+	size_t len;
+	ssize_t rc;
+	unsigned char *buf;
+};
+
+static void *big_reader_main(void *arg)
+{
+	struct big_reader *r = arg;
+
+	r->rc = pf_read(r->e->pf, BIG_ID, r->buf, r->len, r->off);
+	return NULL;
+}
+
+/* Reads [off, off + len) of the big object on a thread, moving the
+ * virtual clock until it is answered; returns its result. */
+static ssize_t big_read(struct env *e, uint64_t off, size_t len,
+			unsigned char *buf)
+{
+	struct big_reader r = {e, off, len, 0, buf};
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, big_reader_main, &r) == 0);
+	for (int i = 0; i < 100; i++) {
+		usleep(2000);
+		CHECK(fake_source_settle(e->fs));
+		fake_source_advance(e->fs, LATENCY_MS);
+		if (pthread_tryjoin_np(t, NULL) == 0)
+			return r.rc;
+	}
+	pthread_join(t, NULL);
+	return r.rc;
+}
+
+static bool big_bytes_ok(const unsigned char *buf, uint64_t off, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != fake_source_byte("obj/00001", off + i))
+			return false;
+	return true;
+}
+
+/* The offsets of the GETs started from @from on, all of object 1. */
+static unsigned big_starts(struct env *e, unsigned from, uint64_t *offs,
+			   unsigned max)
+{
+	unsigned n = 0;
+
+	for (unsigned i = from; i < fake_source_starts(e->fs) && n < max;
+	     i++) {
+		const char *k = fake_source_started(e->fs, i, &offs[n]);
+
+		CHECK(k && !strcmp(k, "obj/00001"));
+		n++;
+	}
+	return n;
+}
+
+/* A read across blocks 0 and 1 fetches those two blocks as ranges of the
+ * object and gets the object's bytes; once committed, reading them again
+ * makes no GET; a read past the end is cut at it. */
+static void test_block_read(void)
+{
+	unsigned char *buf = malloc(64 * KIB);
+	uint64_t offs[16];
+	struct env e;
+	unsigned n, m;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(big_read(&e, BLOCK - 32 * KIB, 64 * KIB, buf) ==
+	      (ssize_t)(64 * KIB));
+	CHECK(big_bytes_ok(buf, BLOCK - 32 * KIB, 64 * KIB));
+	n = big_starts(&e, 0, offs, 16);
+	CHECK(n >= 2 && offs[0] == 0 && offs[1] == BLOCK);
+	committed(&e, n);
+	m = fake_source_starts(e.fs);
+	CHECK(big_read(&e, BLOCK - 32 * KIB, 64 * KIB, buf) ==
+	      (ssize_t)(64 * KIB));
+	CHECK(big_bytes_ok(buf, BLOCK - 32 * KIB, 64 * KIB));
+	/* Going on from there asks blocks ahead, never 0 or 1 again. */
+	n = big_starts(&e, m, offs, 16);
+	for (unsigned i = 0; i < n; i++)
+		CHECK(offs[i] >= 2 * BLOCK);
+	/* The last block: 5 KiB, cut at the end. */
+	CHECK(big_read(&e, BIG_SIZE - 4 * KIB, 64 * KIB, buf) ==
+	      (ssize_t)(4 * KIB));
+	CHECK(big_bytes_ok(buf, BIG_SIZE - 4 * KIB, 4 * KIB));
+	CHECK(big_read(&e, BIG_SIZE, 16, buf) == 0);
+	env_stop(&e);
+	free(buf);
+}
+
+/* A reader that goes on from its last read has the blocks ahead of it
+ * fetched before it asks; one that jumps around has none. */
+static void test_block_read_ahead(void)
+{
+	unsigned char *buf = malloc(MIB);
+	uint64_t offs[16];
+	struct env e;
+	unsigned n;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(big_read(&e, 0, MIB, buf) == (ssize_t)MIB);
+	CHECK(big_read(&e, MIB, MIB, buf) == (ssize_t)MIB);
+	CHECK(big_bytes_ok(buf, MIB, MIB));
+	CHECK(fake_source_settle(e.fs));
+	n = big_starts(&e, 0, offs, 16);
+	/* Block 0 on demand, 1 and 2 ahead (PF_BLOCK_AHEAD). */
+	CHECK(n == 3 && offs[0] == 0 && offs[1] == BLOCK &&
+	      offs[2] == 2 * BLOCK);
+	env_stop(&e);
+	free(buf);
+}
+
+/* Range hints: the blocks they cover are fetched in the hint's order, a
+ * range in the block of the one before it adds no entry, and the reads
+ * that follow are cache hits (no demand fetch). */
+static void test_block_range_hint(void)
+{
+	const struct pf_range r[] = {
+	    {BIG_ID, 4 * BLOCK + 10, 100}, /* block 4 */
+	    {BIG_ID, 10, 100},		   /* block 0 */
+	    {BIG_ID, 200, 50},		   /* block 0 again: merged */
+	    {BIG_ID, 2 * BLOCK - 10, 20},  /* blocks 1 and 2 */
+	    {0, 0, PF_RANGE_WHOLE},	   /* a small object: itself */
+	};
+	unsigned char buf[128];
+	uint64_t offs[16];
+	struct pf_stats st;
+	const char *k;
+	struct env e;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(pf_hint_ranges(e.pf, "rank0", r, 5, 0, PF_QUEUE, 0) == 0);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, LATENCY_MS);
+	CHECK(fake_source_settle(e.fs));
+	CHECK(fake_source_starts(e.fs) == 5);
+	CHECK(big_starts(&e, 0, offs, 4) == 4);
+	CHECK(offs[0] == 4 * BLOCK && offs[1] == 0 && offs[2] == BLOCK &&
+	      offs[3] == 2 * BLOCK);
+	k = fake_source_started(e.fs, 4, NULL);
+	CHECK(k && !strcmp(k, "obj/00000"));
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 5);
+	for (int i = 0; i < 4; i++) {
+		CHECK(big_read(&e, r[i].off, (size_t)r[i].len, buf) ==
+		      (ssize_t)r[i].len);
+		CHECK(big_bytes_ok(buf, r[i].off, (size_t)r[i].len));
+	}
+	CHECK(fake_source_starts(e.fs) == 5);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.demand_fetches == 0);
+	CHECK(st.cache_hits >= 4);
+	env_stop(&e);
+}
+
+/* The object changed since the listing: a block not yet cached reads
+ * ESTALE (its GET carries the listing's ETag as If-Match), a block cached
+ * before still reads the listed version's bytes. */
+static void test_block_stale(void)
+{
+	unsigned char buf[256];
+	struct env e;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(big_read(&e, 100, 256, buf) == 256);
+	committed(&e, 1);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_fail(e.fs, S3_ERR_STALE, ESTALE, false, 8);
+	CHECK(big_read(&e, 3 * BLOCK + 100, 256, buf) == -ESTALE);
+	CHECK(big_read(&e, 100, 256, buf) == 256);
+	CHECK(big_bytes_ok(buf, 100, 256));
+	env_stop(&e);
+}
+
+/* A new engine over the same cache (a remount) reads committed blocks
+ * with no GET. */
+static void test_block_restart(void)
+{
+	struct pf_config cfg = big_cfg;
+	unsigned char buf[256];
+	struct env e;
+	unsigned n;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(big_read(&e, 2 * BLOCK + 7, 256, buf) == 256);
+	committed(&e, 1);
+	pf_stop(e.pf);
+	cfg.s3 = e.s3;
+	cfg.cache = e.cache;
+	cfg.describe = describe;
+	cfg.key_id = key_id;
+	cfg.size = size_of;
+	cfg.arg = &e;
+	cfg.n_ids = e.n;
+	cfg.source = fake_source_base(e.fs);
+	CHECK(pf_start(&cfg, &e.pf) == 0);
+	CHECK(fake_source_settle(e.fs));
+	n = fake_source_starts(e.fs);
+	CHECK(big_read(&e, 2 * BLOCK + 7, 256, buf) == 256);
+	CHECK(big_bytes_ok(buf, 2 * BLOCK + 7, 256));
+	CHECK(fake_source_starts(e.fs) == n);
+	env_stop(&e);
+}
+
 int main(void)
 {
 	test_demand_first();
@@ -740,5 +987,10 @@ int main(void)
 	test_hung_server_grows_nothing();
 	test_slowdown_cuts_grown();
 	test_limit_bounds();
+	test_block_read();
+	test_block_read_ahead();
+	test_block_range_hint();
+	test_block_stale();
+	test_block_restart();
 	return check_done();
 }

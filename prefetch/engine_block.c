@@ -1,0 +1,344 @@
+/*
+ * prefetch/engine_block.c - objects cached by blocks: a shard, a zip or an
+ * LMDB file larger than max_object_mem is not fetched whole (it would not
+ * fit the fetch memory) nor read through uncached (every epoch would pay
+ * the origin again): its bytes are blocks of part_size, and each block is
+ * an object of the engine's own, a *slot*. Slots follow the caller's ids
+ * (pf_config.n_ids .. n_slots - 1), so that everything the engine does to
+ * an object it does to a block: fetched whole as one GET (a Range of the
+ * object with If-Match: a changed object reads ESTALE), committed to the
+ * cache by the writer (kill -9 loses no committed block), evicted by its
+ * own next use in the hints, found again after a remount. This file
+ * gives the slots their numbers, names and keys, turns byte ranges of
+ * hints into slots, and maps a read of the object onto its blocks.
+ *
+ * A block's cache key is the object's key, a 0xff byte, then
+ * "B<block size>:<index>". 0xff is never in a UTF-8 key, so no object of
+ * the bucket can have a block's name, and the block size in the name
+ * keeps a block of one size from being read as another.
+ *
+ * Readers. A read of the object reads its blocks; a reader that reads on
+ * from where the latest read of the object ended asks the next
+ * PF_BLOCK_AHEAD blocks ahead (a sequential reader keeps its speed with
+ * no hint); each block a read enters consumes a hint entry of that block,
+ * as an open consumes one of a file (order.h).
+ *
+ * Invariant: the slots of blocked object i are blocked[i].base ..
+ * blocked[i].base + n - 1, ascending in i, all below n_slots; a slot's
+ * block size is part_size but for each object's last one.
+ */
+#include "prefetch/engine_internal.h"
+#include "prefetch/order.h"
+#include "cache/cache.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longest block suffix: 0xff, 'B', 20 digits, ':', 10 digits. */
+#define BLOCK_SUFFIX_MAX 34
+
+int pf_blocks_init(struct pf *pf)
+{
+	uint64_t bs = pf->cfg.part_size;
+	uint64_t slots = pf->cfg.n_ids;
+	uint32_t cap = 0;
+
+	pf->n_slots = pf->cfg.n_ids;
+	if (!pf->cfg.size)
+		return 0;
+	for (uint32_t id = 0; id < pf->cfg.n_ids; id++) {
+		uint64_t size = pf->cfg.size(pf->cfg.arg, id);
+		uint64_t n = (size + bs - 1) / bs;
+		struct pf_blocked *b;
+
+		if (size <= pf->cfg.max_object_mem)
+			continue;
+		/* Slots are 32-bit ids, and PF_NO_ID is not one. */
+		if (slots + n >= PF_NO_ID) {
+			log_warn("too many blocks of large objects: those "
+				 "from id %" PRIu32 " on are read through",
+				 id);
+			break;
+		}
+		if (pf->n_blocked == cap) {
+			cap = cap ? 2 * cap : 64;
+			b = realloc(pf->blocked, cap * sizeof(*b));
+			if (!b)
+				return -ENOMEM;
+			pf->blocked = b;
+		}
+		b = &pf->blocked[pf->n_blocked++];
+		*b = (struct pf_blocked){.id = id,
+					 .base = (uint32_t)slots,
+					 .n = (uint32_t)n,
+					 .size = size};
+		slots += n;
+	}
+	pf->n_slots = (uint32_t)slots;
+	return 0;
+}
+
+struct pf_blocked *pf_blocked_of(const struct pf *pf, uint32_t id)
+{
+	uint32_t lo = 0, hi = pf->n_blocked;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (pf->blocked[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < pf->n_blocked && pf->blocked[lo].id == id
+		   ? &pf->blocked[lo]
+		   : NULL;
+}
+
+/* The blocked object slot @slot (>= n_ids) is a block of. */
+static const struct pf_blocked *owner_of(const struct pf *pf, uint32_t slot)
+{
+	uint32_t lo = 0, hi = pf->n_blocked;
+
+	/* The last one whose base is at or below @slot. */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (pf->blocked[mid].base <= slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &pf->blocked[lo - 1] : NULL;
+}
+
+int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
+		struct pf_object *o)
+{
+	const struct pf_blocked *b;
+	uint64_t bs = pf->cfg.part_size, idx;
+	int rc, k;
+
+	if (slot < pf->cfg.n_ids) {
+		rc = pf->cfg.describe(pf->cfg.arg, slot, keybuf, cap, o);
+		if (!rc) {
+			o->base = 0;
+			o->name_len = o->key_len;
+		}
+		return rc;
+	}
+	if (slot >= pf->n_slots || !(b = owner_of(pf, slot)))
+		return -ENOENT;
+	if (cap < BLOCK_SUFFIX_MAX + 1)
+		return -ENAMETOOLONG;
+	rc = pf->cfg.describe(pf->cfg.arg, b->id, keybuf,
+			      cap - BLOCK_SUFFIX_MAX, o);
+	if (rc)
+		return rc;
+	idx = slot - b->base;
+	/* The listing is the mount's snapshot: the size it gave at start. */
+	if (idx * bs >= o->size)
+		return -ENOENT;
+	k = snprintf(keybuf + o->key_len, BLOCK_SUFFIX_MAX + 1,
+		     "\xff" "B%" PRIu64 ":%" PRIu64, bs, idx);
+	o->name_len = o->key_len;
+	o->key = keybuf;
+	o->key_len += (size_t)k;
+	o->base = idx * bs;
+	o->size = o->size - o->base < bs ? o->size - o->base : bs;
+	return 0;
+}
+
+uint32_t pf_key_slot(struct pf *pf, const char *key, size_t key_len)
+{
+	const char *ff = memrchr(key, 0xff, key_len);
+	char tail[BLOCK_SUFFIX_MAX + 1];
+	unsigned long long bs, idx;
+	const struct pf_blocked *b;
+	uint32_t id;
+	int used = 0;
+
+	if (!ff)
+		return pf->cfg.key_id(pf->cfg.arg, key, key_len);
+	if ((size_t)(key + key_len - ff) > BLOCK_SUFFIX_MAX)
+		return PF_NO_ID;
+	memcpy(tail, ff + 1, (size_t)(key + key_len - ff - 1));
+	tail[key + key_len - ff - 1] = '\0';
+	/* A block of another size, or a name we did not write: no slot
+	 * (it is evicted first, as an entry no hint names). */
+	if (sscanf(tail, "B%llu:%llu%n", &bs, &idx, &used) != 2 ||
+	    (size_t)used != strlen(tail) || bs != pf->cfg.part_size)
+		return PF_NO_ID;
+	id = pf->cfg.key_id(pf->cfg.arg, key, (size_t)(ff - key));
+	b = id == PF_NO_ID ? NULL : pf_blocked_of(pf, id);
+	return b && idx < b->n ? b->base + (uint32_t)idx : PF_NO_ID;
+}
+
+size_t pf_slots_of_range(const struct pf *pf, uint32_t id, uint64_t off,
+			 uint64_t len, uint32_t *out, size_t max)
+{
+	const struct pf_blocked *b = pf_blocked_of(pf, id);
+	uint64_t bs = pf->cfg.part_size, first, last;
+	size_t n = 0;
+
+	if (id >= pf->cfg.n_ids)
+		return 0;
+	if (!b) {
+		if (max)
+			out[n++] = id;
+		return n;
+	}
+	first = off / bs;
+	last = len == PF_RANGE_WHOLE || off + len < off ? b->n - 1
+							: (off + len - 1) / bs;
+	if (first >= b->n || !len)
+		return 0;
+	if (last >= b->n)
+		last = b->n - 1;
+	for (uint64_t k = first; k <= last && n < max; k++)
+		out[n++] = b->base + (uint32_t)k;
+	return n;
+}
+
+/*
+ * A read of [off, off + len) of @b: consumes a hint entry of each block it
+ * enters (order_streams_note_open()), and for a reader that goes on from
+ * where the latest read ended (PF_SEQ_SLACK), or starts at 0, queues the
+ * blocks ahead of it. mu held.
+ */
+static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
+		      size_t len)
+{
+	uint64_t bs = pf->cfg.part_size;
+	uint32_t first = (uint32_t)(off / bs);
+	uint32_t last = (uint32_t)((off + len - 1) / bs);
+	bool near = b->last_end && off + PF_SEQ_SLACK >= b->last_end &&
+		    off <= b->last_end + PF_SEQ_SLACK;
+	bool moved = false;
+
+	/* Going on: only blocks past the latest read's are entered anew
+	 * (a READ answered late lies behind it); a jump enters each. */
+	if (near && first <= (b->last_end - 1) / bs)
+		first = (uint32_t)((b->last_end - 1) / bs) + 1;
+	for (uint32_t k = first; k <= last; k++) {
+		uint32_t slot = b->base + k;
+		int who = order_streams_note_open(&pf->hints, slot, pf_now(pf));
+
+		if (who >= 0) {
+			pf->opened_by[slot] = (uint8_t)(who + 1);
+			moved = true;
+		}
+	}
+	if (!near || off + len > b->last_end)
+		b->last_end = off + len;
+	if (near || !off) {
+		uint32_t to = last + 1 + PF_BLOCK_AHEAD;
+
+		if (b->next_ra < last + 1)
+			b->next_ra = last + 1;
+		for (; b->next_ra < to && b->next_ra < b->n; b->next_ra++) {
+			if (pf->ra_n == PF_RA_MAX) {
+				pf->ra_head = (pf->ra_head + 1) % PF_RA_MAX;
+				pf->ra_n--;
+			}
+			pf->ra[(pf->ra_head + pf->ra_n++) % PF_RA_MAX] =
+			    b->base + b->next_ra;
+			moved = true;
+		}
+	} else {
+		b->next_ra = last + 1;
+	}
+	if (moved)
+		pf_source_wake(pf->src);
+}
+
+size_t pf_pick_read_ahead(struct pf *pf, uint32_t *ids, size_t room)
+{
+	size_t n = 0;
+
+	while (pf->ra_n && n < room) {
+		uint32_t slot = pf->ra[pf->ra_head];
+
+		pf->ra_head = (pf->ra_head + 1) % PF_RA_MAX;
+		pf->ra_n--;
+		if (!pf->by_id[slot])
+			ids[n++] = slot;
+	}
+	return n;
+}
+
+ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
+		      size_t len, uint64_t off, cache_ref_cb cb, void *arg,
+		      bool ref_only)
+{
+	uint64_t bs = pf->cfg.part_size, size = b->size;
+	uint32_t first, last;
+	char key[4096];
+	struct pf_object o;
+	char *tmp = NULL;
+	size_t done = 0;
+	ssize_t n;
+
+	if (off >= size)
+		return ref_only ? -ENODATA : 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if (!len)
+		return 0;
+	first = (uint32_t)(off / bs);
+	last = (uint32_t)((off + len - 1) / bs);
+	if (ref_only) {
+		/* From the cache alone, in one piece: a read across two
+		 * blocks goes the copying way (pf_read_cb()). */
+		if (first != last ||
+		    pf_describe(pf, b->base + first, key, sizeof(key), &o))
+			return -ENODATA;
+		n = cache_read_ref(pf->cfg.cache, o.key, o.key_len, o.etag,
+				   o.size, len, off - o.base, cb, arg);
+		if (n == -ENODATA)
+			return n;
+		pthread_mutex_lock(&pf->mu);
+		note_read(pf, b, off, len);
+		pthread_mutex_unlock(&pf->mu);
+		rd_add(&pf->rd.reads, 1);
+		rd_add(n >= 0 ? &pf->rd.cache_hits : &pf->rd.failed_reads, 1);
+		if (n >= 0)
+			rd_add(&pf->rd.zero_copy, 1);
+		return n;
+	}
+	pthread_mutex_lock(&pf->mu);
+	note_read(pf, b, off, len);
+	pthread_mutex_unlock(&pf->mu);
+	if (first == last)
+		return pf_read_slot(pf, b->base + first, buf, len,
+				    off - (uint64_t)first * bs, cb, arg);
+	/* Across blocks: each block's bytes into the buffer (a temporary
+	 * one for @cb), then one answer. */
+	if (cb && !(tmp = malloc(len)))
+		return -ENOMEM;
+	for (uint32_t k = first; k <= last; k++) {
+		uint64_t at = off + done, boff = at - (uint64_t)k * bs;
+		size_t want = (size_t)(bs - boff < len - done ? bs - boff
+							     : len - done);
+
+		n = pf_read_slot(pf, b->base + k, (char *)(tmp ? tmp : buf) + done,
+				 want, boff, NULL, NULL);
+		if (n != (ssize_t)want) {
+			free(tmp);
+			return n < 0 ? n : -EIO;
+		}
+		done += want;
+	}
+	if (tmp) {
+		struct cache_ref ref = {.fd = -1, .mem = tmp, .len = len};
+
+		n = cb(arg, &ref);
+		free(tmp);
+		return n;
+	}
+	return (ssize_t)len;
+}
