@@ -19,10 +19,13 @@
  * second GET), or start one whose parts covering their read go first, and wait
  * only for those parts.
  * - a *read-through* (the cache cannot take the object: larger than the
- *   cache or than the fetch memory, an ETag the index cannot hold, a put that
- * failed for good) gets only the parts readers ask for, plus one part of
- *   read-ahead; parts behind the reader are released. It is never cached,
- *   and it leaves the table when the last reader closes the object.
+ *   cache, an ETag the index cannot hold, a put that failed for good)
+ *   gets only the parts readers ask for, plus one part of read-ahead;
+ *   parts behind the reader are released. It is never cached, and it
+ *   leaves the table when the last reader closes the object.
+ * An object larger than the fetch memory allows (max_object_mem) is
+ * neither: its blocks are objects of the engine's own (engine_block.c),
+ * each fetched whole and cached.
  * Between misses the engine walks the current hint from the oldest entry
  * no reader has opened yet, up to a window of entries ahead, and fetches
  * what is not cached; a queued hint follows on directly, so epoch N+1
@@ -454,7 +457,8 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->cfg.fetch_mem = 2 * pf->cfg.part_size;
 	if (!pf->cfg.max_object_mem)
 		pf->cfg.max_object_mem = PF_OBJECT_MEM_DEFAULT;
-	/* Two whole objects fit at once: a larger one is read through. */
+	/* Two whole objects fit at once: a larger one is cached by blocks
+	 * (engine_block.c). */
 	if (pf->cfg.max_object_mem > pf->cfg.fetch_mem / 2)
 		pf->cfg.max_object_mem = pf->cfg.fetch_mem / 2;
 	pthread_mutex_init(&pf->mu, NULL);
