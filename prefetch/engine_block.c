@@ -18,10 +18,13 @@
  * keeps a block of one size from being read as another.
  *
  * Readers. A read of the object reads its blocks; a reader that reads on
- * from where the latest read of the object ended asks the next
+ * from where its latest read of the object ended asks the next
  * PF_BLOCK_AHEAD blocks ahead (a sequential reader keeps its speed with
- * no hint); each block a read enters consumes a hint entry of that block,
- * as an open consumes one of a file (order.h).
+ * no hint), readers told apart by where they read (PF_BLOCK_CURSORS),
+ * so that one jumping around does not stop another's read-ahead; a read
+ * that jumps fetches only the blocks under it. Each block a read enters
+ * consumes a hint entry of that block, as an open consumes one of a file
+ * (order.h).
  *
  * Invariant: the slots of blocked object i are blocked[i].base ..
  * blocked[i].base + n - 1, ascending in i, all below n_slots; a slot's
@@ -204,11 +207,20 @@ size_t pf_slots_of_range(const struct pf *pf, uint32_t id, uint64_t off,
 	return n;
 }
 
+/* Whether a read at @off goes on from one that ended at @end. */
+static bool near(uint64_t end, uint64_t off)
+{
+	return end && off + PF_SEQ_SLACK >= end && off <= end + PF_SEQ_SLACK;
+}
+
 /*
  * A read of [off, off + len) of @b: consumes a hint entry of each block it
  * enters (order_streams_note_open()), and for a reader that goes on from
- * where the latest read ended (PF_SEQ_SLACK), or starts at 0, queues the
- * blocks ahead of it. mu held.
+ * where its latest read ended (PF_SEQ_SLACK), or starts at 0, queues the
+ * blocks ahead of it. Readers are told apart by cursor
+ * (PF_BLOCK_CURSORS): one that jumps takes a cursor of its own, so that a
+ * random reader of the object does not stop a sequential one's
+ * read-ahead. mu held.
  */
 static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 		      size_t len)
@@ -216,14 +228,24 @@ static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 	uint64_t bs = pf->cfg.part_size;
 	uint32_t first = (uint32_t)(off / bs);
 	uint32_t last = (uint32_t)((off + len - 1) / bs);
-	bool near = b->last_end && off + PF_SEQ_SLACK >= b->last_end &&
-		    off <= b->last_end + PF_SEQ_SLACK;
-	bool moved = false;
+	bool moved = false, on = false;
+	unsigned c;
 
-	/* Going on: only blocks past the latest read's are entered anew
-	 * (a READ answered late lies behind it); a jump enters each. */
-	if (near && first <= (b->last_end - 1) / bs)
-		first = (uint32_t)((b->last_end - 1) / bs) + 1;
+	for (c = 0; c < PF_BLOCK_CURSORS && !on; c++)
+		on = near(b->end[c], off);
+	if (on) {
+		c--;
+		/* Only blocks past the cursor's are entered anew (a READ
+		 * answered late lies behind it). */
+		if (first <= (b->end[c] - 1) / bs)
+			first = (uint32_t)((b->end[c] - 1) / bs) + 1;
+		if (off + len > b->end[c])
+			b->end[c] = off + len;
+	} else {
+		c = b->turn++ % PF_BLOCK_CURSORS;
+		b->end[c] = off + len;
+		b->next_ra[c] = last + 1;
+	}
 	for (uint32_t k = first; k <= last; k++) {
 		uint32_t slot = b->base + k;
 		int who = order_streams_note_open(&pf->hints, slot, pf_now(pf));
@@ -233,24 +255,21 @@ static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 			moved = true;
 		}
 	}
-	if (!near || off + len > b->last_end)
-		b->last_end = off + len;
-	if (near || !off) {
+	if (on || !off) {
 		uint32_t to = last + 1 + PF_BLOCK_AHEAD;
 
-		if (b->next_ra < last + 1)
-			b->next_ra = last + 1;
-		for (; b->next_ra < to && b->next_ra < b->n; b->next_ra++) {
+		if (b->next_ra[c] < last + 1)
+			b->next_ra[c] = last + 1;
+		for (; b->next_ra[c] < to && b->next_ra[c] < b->n;
+		     b->next_ra[c]++) {
 			if (pf->ra_n == PF_RA_MAX) {
 				pf->ra_head = (pf->ra_head + 1) % PF_RA_MAX;
 				pf->ra_n--;
 			}
 			pf->ra[(pf->ra_head + pf->ra_n++) % PF_RA_MAX] =
-			    b->base + b->next_ra;
+			    b->base + b->next_ra[c];
 			moved = true;
 		}
-	} else {
-		b->next_ra = last + 1;
 	}
 	if (moved)
 		pf_source_wake(pf->src);

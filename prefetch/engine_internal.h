@@ -196,6 +196,11 @@ struct pf_fetch {
 	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs */
 };
 
+/* Readers of one large object told apart by where they read: a DataLoader
+ * worker per shard, or a few reading one zip, each keeps its read-ahead
+ * while others jump around the same object. */
+#define PF_BLOCK_CURSORS 4
+
 /*
  * An object cached by blocks (engine_block.c): larger than max_object_mem,
  * its bytes are blocks of part_size, each an id of its own, a *slot*,
@@ -206,9 +211,12 @@ struct pf_blocked {
 	uint32_t base;	   /* its first block's slot */
 	uint32_t n;	   /* its blocks */
 	uint64_t size;	   /* its size (the listing's) */
-	uint64_t last_end; /* under mu: where the latest read ended */
-	uint32_t next_ra;  /* under mu: the first block that sequential
-			      read-ahead has not asked for yet */
+	/* Under mu, per reader of it seen lately (a cursor): where its
+	 * latest read ended (0: none), and the first block its read-ahead
+	 * has not asked for yet; a new reader takes the cursors in turn. */
+	uint64_t end[PF_BLOCK_CURSORS];
+	uint32_t next_ra[PF_BLOCK_CURSORS];
+	uint8_t turn;
 };
 
 /* Blocks a sequential reader of a large object has asked ahead of its

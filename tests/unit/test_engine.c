@@ -880,6 +880,33 @@ static void test_block_read_ahead(void)
 	free(buf);
 }
 
+/* A sequential reader keeps its read-ahead while another jumps around
+ * the same object between its reads (each jump fetches only its block). */
+static void test_block_mixed_readers(void)
+{
+	unsigned char *buf = malloc(MIB);
+	uint64_t offs[32];
+	bool ahead = false;
+	struct env e;
+	unsigned n;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	for (uint64_t at = 0; at < BLOCK + MIB; at += MIB) {
+		CHECK(big_read(&e, at, MIB, buf) == (ssize_t)MIB);
+		CHECK(big_bytes_ok(buf, at, MIB));
+		/* Block 4, a page further back each time. */
+		CHECK(big_read(&e, 5 * BLOCK - (at / MIB + 1) * 4096, 100,
+			       buf) == 100);
+	}
+	CHECK(fake_source_settle(e.fs));
+	n = big_starts(&e, 0, offs, 32);
+	for (unsigned i = 0; i < n; i++)
+		ahead |= offs[i] == 3 * BLOCK;
+	CHECK(ahead);
+	env_stop(&e);
+	free(buf);
+}
+
 /* Range hints: the blocks they cover are fetched in the hint's order, a
  * range in the block of the one before it adds no entry, and the reads
  * that follow are cache hits (no demand fetch). */
@@ -989,6 +1016,7 @@ int main(void)
 	test_limit_bounds();
 	test_block_read();
 	test_block_read_ahead();
+	test_block_mixed_readers();
 	test_block_range_hint();
 	test_block_stale();
 	test_block_restart();
