@@ -21,9 +21,10 @@
  * - an object above max_object_mem is cached by blocks (engine_block.c):
  *   a read fetches the blocks under it as ranges of the object, a
  *   sequential reader gets blocks ahead, range hints fetch the blocks
- *   they cover in their order (neighbours merged), a changed object reads
- *   ESTALE in a block not yet cached, and a new engine over the same
- *   cache reads the blocks with no GET.
+ *   they cover in their order (neighbours merged), eviction picks the
+ *   block of furthest next use, a changed object reads ESTALE in a block
+ *   not yet cached, and a new engine over the same cache reads the blocks
+ *   with no GET.
  */
 #include "fake_source.h"
 #include "fake_s3.h"
@@ -80,6 +81,9 @@ static uint64_t size_of(void *arg, uint32_t id)
 							      : e->size;
 }
 
+/* The next engine's cache capacity; 0: 1 GiB. */
+static uint64_t cache_cap;
+
 static uint32_t key_id(void *arg, const char *key, size_t key_len)
 {
 	return PF_NO_ID;
@@ -108,7 +112,8 @@ static void env_start_big(struct env *e, uint32_t n, uint64_t size,
 	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
 	CHECK(mkdtemp(e->dir) != NULL);
 	CHECK(s3_client_create(&sc, &e->s3, err, sizeof(err)) == 0);
-	struct cache_config cc = {.dir = e->dir, .capacity = 1024 * MIB};
+	struct cache_config cc = {.dir = e->dir,
+				  .capacity = cache_cap ? cache_cap : 1024 * MIB};
 	CHECK(cache_open(&cc, &e->cache, err, sizeof(err)) == 0);
 	cfg.s3 = e->s3;
 	cfg.cache = e->cache;
@@ -880,6 +885,53 @@ static void test_block_read_ahead(void)
 	free(buf);
 }
 
+/* Whether block @k of the big object is in the cache. */
+static bool block_cached(struct env *e, unsigned k)
+{
+	char key[64];
+	int n = snprintf(key, sizeof(key), "obj/00001\xff" "B%llu:%u",
+			 (unsigned long long)BLOCK, k);
+	uint64_t size = BIG_SIZE - k * BLOCK < BLOCK ? BIG_SIZE - k * BLOCK
+						      : BLOCK;
+
+	return cache_contains(e->cache, key, (size_t)n,
+			      "\"0123456789abcdef0123456789abcdef\"", size);
+}
+
+/* Eviction by next use across blocks: a cache of three blocks holds 0, 2
+ * and 4 (read in that order); a hint of blocks 1, 2, 0 brings block 1 in,
+ * and the block no hint names (4) goes, not the least recently used (0). */
+static void test_block_eviction_next_use(void)
+{
+	const struct pf_range r[] = {
+	    {BIG_ID, BLOCK + 10, 10},
+	    {BIG_ID, 2 * BLOCK + 10, 10},
+	    {BIG_ID, 10, 10},
+	};
+	unsigned char buf[128];
+	struct env e;
+
+	cache_cap = 3 * BLOCK + 64 * KIB;
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	cache_cap = 0;
+	for (unsigned k = 0; k <= 4; k += 2) {
+		/* Jumps: none reads ahead. */
+		CHECK(big_read(&e, k * BLOCK + 100, 100, buf) == 100);
+		committed(&e, k / 2 + 1);
+	}
+	CHECK(fake_source_starts(e.fs) == 3);
+	CHECK(block_cached(&e, 0) && block_cached(&e, 2) &&
+	      block_cached(&e, 4));
+	CHECK(pf_hint_ranges(e.pf, "rank0", r, 3, 0, PF_QUEUE, 0) == 0);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 4);
+	CHECK(block_cached(&e, 1));
+	CHECK(block_cached(&e, 0) && block_cached(&e, 2));
+	CHECK(!block_cached(&e, 4));
+	env_stop(&e);
+}
+
 /* A sequential reader keeps its read-ahead while another jumps around
  * the same object between its reads (each jump fetches only its block). */
 static void test_block_mixed_readers(void)
@@ -1019,6 +1071,7 @@ int main(void)
 	test_block_mixed_readers();
 	test_block_range_hint();
 	test_block_stale();
+	test_block_eviction_next_use();
 	test_block_restart();
 	return check_done();
 }
