@@ -454,7 +454,6 @@ static int apply_evict(struct fs *fs, const char *text, size_t len, char *msg,
 {
 	struct id_list l = {.fs = fs};
 	struct hint_report rep;
-	char key[FS_KEY_MAX];
 	int rc;
 
 	rc = hint_foreach(text, len, fs->mountpoint, gather_cb, &l, &rep);
@@ -467,16 +466,9 @@ static int apply_evict(struct fs *fs, const char *text, size_t len, char *msg,
 			 rc ? "evict: clearing the cache failed" : "all");
 		log_info("evict: the whole cache%s", rc ? " failed" : "");
 	} else {
-		for (size_t i = 0; i < l.n; i++) {
-			const struct tree_node *n =
-			    tree_node(fs->tree, l.ids[i]);
-			int klen = tree_path(fs->tree, l.ids[i], fs->prefix,
-					     key, sizeof(key));
-
-			if (klen >= 0)
-				cache_invalidate(fs->cache, key, (size_t)klen,
-						 tree_etag(fs->tree, n));
-		}
+		/* The engine knows which objects it caches by blocks. */
+		for (size_t i = 0; i < l.n; i++)
+			pf_evict(atomic_load(&fs->pf), l.ids[i]);
 		say_list("evict", &rep, l.n, msg, msg_len);
 	}
 	free(l.ids);

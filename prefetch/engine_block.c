@@ -361,3 +361,19 @@ ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 	}
 	return (ssize_t)len;
 }
+
+int pf_evict(struct pf *pf, uint32_t id)
+{
+	const struct pf_blocked *b = pf_blocked_of(pf, id);
+	uint32_t from = b ? b->base : id, n = b ? b->n : 1;
+	struct pf_object o;
+	char key[4096];
+
+	if (id >= pf->cfg.n_ids)
+		return -ENOENT;
+	for (uint32_t s = from; s < from + n; s++)
+		if (!pf_describe(pf, s, key, sizeof(key), &o))
+			cache_invalidate(pf->cfg.cache, o.key, o.key_len,
+					 o.etag);
+	return 0;
+}

@@ -277,6 +277,13 @@ enum pf_replace {
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	    int64_t epoch, enum pf_replace replace, pid_t owner);
 
+/**
+ * Drops object @id from the cache (hintfs-ctl evict): its entry, or each
+ * block of a large object (pf_hint_ranges()). Returns 0, or -ENOENT when
+ * @id is not a file. Any thread, without the engine's lock.
+ */
+int pf_evict(struct pf *pf, uint32_t id);
+
 /** pf_range.len: the whole object, whatever its size. */
 #define PF_RANGE_WHOLE UINT64_MAX
 

@@ -2,8 +2,9 @@
 max_object_mem (here 16 MiB: half of `-o fetch_mem=32M`) is fetched and
 cached as blocks of 8 MiB, each a ranged GET of the object with If-Match.
 
-- A whole read gets the object's bytes, one GET per block; a remount over
-  the same cache reads it again with no GET at all.
+- A whole read gets the object's bytes, one GET per block; evicting the
+  file drops every block; a remount over the same cache reads it again
+  with no GET at all.
 - Reads at random offsets, across block borders, get the object's bytes,
   and each block is fetched once.
 - The object changes on the server after the mount: a block not cached
@@ -22,7 +23,7 @@ import time
 import pytest
 
 import workload
-from dataset import upload
+from dataset import drop_pages, upload
 from proxy import Proxy
 from workload import kill9, object_gets
 
@@ -80,7 +81,14 @@ def test_whole_read_cached_by_blocks_and_reused(data, mount, proxy, tmp_path):
         f"bytes={k * BLOCK}-{min(SIZE, (k + 1) * BLOCK) - 1}"
         for k in range(6))
     st = hintfs.stats(m.path)
-    assert st["cache"]["objects"] >= 6
+    assert st["cache"]["objects"] == 6
+    # Evicting the file drops its blocks.
+    hintfs.control(m.path, "evict", BIG.encode() + b"\n")
+    assert hintfs.stats(m.path)["cache"]["objects"] == 0
+    drop_pages(m.path, [BIG])
+    with open(m / BIG, "rb") as f:
+        assert f.read() == want
+    assert len(block_gets(proxy, bucket)) == 12
     m.stop()
 
     # A remount over the same cache: every block from it, no GET.
