@@ -878,9 +878,11 @@ static void test_block_read_ahead(void)
 	CHECK(big_bytes_ok(buf, MIB, MIB));
 	CHECK(fake_source_settle(e.fs));
 	n = big_starts(&e, 0, offs, 16);
-	/* Block 0 on demand, 1 and 2 ahead (PF_BLOCK_AHEAD). */
-	CHECK(n == 3 && offs[0] == 0 && offs[1] == BLOCK &&
-	      offs[2] == 2 * BLOCK);
+	/* Block 0 on demand, 1 and 2 ahead (PF_BLOCK_AHEAD), in whatever
+	 * order the reader's and the network thread's turns gave. */
+	CHECK(n == 3);
+	CHECK(offs[0] + offs[1] + offs[2] == 3 * BLOCK);
+	CHECK(offs[0] != offs[1] && offs[1] != offs[2] && offs[0] != offs[2]);
 	env_stop(&e);
 	free(buf);
 }
