@@ -1,11 +1,12 @@
 /**
- * common/hint_format.h - the hint header, format v1 (doc/design.md 2.2):
- * the numbers its writers and its reader agree on, and the one C function
- * that writes it.
+ * common/hint_format.h - the hint format v1 (doc/design.md 2.2): the
+ * numbers its writers and its reader agree on, and the C functions that
+ * write a header and an entry (a path, or a byte range of a file).
  *
  * The reader is fs/hint.c; the writers are hintfs-ctl (through
- * hint_format_header()) and the Python package (hintfs.hint.format_hint(),
- * which mirrors it). tests/data/hints/ holds the texts both must write and
+ * hint_format_header()), hint_format_entry() for C tools that write
+ * entries, and the Python package (hintfs.hint.format_hint(), which
+ * mirrors both). tests/data/hints/ holds the texts both must write and
  * what the reader takes from each: tests/unit/test_hint.c and
  * tests/integration/test_hint.py compare them byte for byte.
  */
@@ -29,6 +30,9 @@
  */
 #define HINT_HEADER_MAX 95
 
+/** An entry's length when it names a whole file, not a byte range. */
+#define HINT_WHOLE UINT64_MAX
+
 /**
  * Whether @len bytes at @s are a stream name the reader takes: 1 to
  * HINT_STREAM_MAX of [A-Za-z0-9._-]. Pure.
@@ -44,5 +48,17 @@ bool hint_stream_ok(const char *s, size_t len);
  */
 int hint_format_header(char *buf, size_t size, int64_t epoch,
 		       const char *stream, bool replace);
+
+/**
+ * Writes one entry line into @buf (@size bytes, NUL-terminated): "PATH\n"
+ * for the whole file when @len is HINT_WHOLE, else bytes [@off, @off +
+ * @len) of it, "PATH<TAB>OFFSET<TAB>LENGTH\n" in decimal. @path is
+ * @path_len bytes, relative to the mount or absolute under it. Returns the
+ * bytes written without the NUL; -EINVAL for a path that is empty or holds
+ * a newline or a NUL, or a range of length 0 or past 2^64 - 1; -ENOSPC
+ * when @size is too small (@buf is then ""). Pure; any thread.
+ */
+int hint_format_entry(char *buf, size_t size, const char *path, size_t path_len,
+		      uint64_t off, uint64_t len);
 
 #endif /* HINTFS_COMMON_HINT_FORMAT_H */

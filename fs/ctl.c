@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,16 +292,55 @@ void fs_ctl_release_all(struct fs *fs)
 /* ---- hints -----------------------------------------------------------------
  */
 
-static uint32_t resolve_cb(void *arg, const char *path, size_t len)
+static void resolve_cb(void *arg, const char *path, size_t len,
+		       struct hint_target *t)
 {
-	return fs_file_id(arg, path, len);
+	struct fs *fs = arg;
+	uint32_t idx = fs_walk(fs, path, len);
+	const struct tree_node *node;
+
+	if (!idx)
+		return;
+	node = tree_node(fs->tree, idx);
+	if (node->is_dir) {
+		t->is_dir = true;
+		return;
+	}
+	t->id = idx;
+	t->size = node->size;
 }
 
 /* The lines of @rep that were refused. */
 static uint64_t refused(const struct hint_report *rep)
 {
 	return rep->unknown + rep->too_long + rep->bad_utf8 + rep->dotdot +
-	       rep->outside;
+	       rep->outside + rep->bad_range;
+}
+
+/* The parser keeps its own type, free of the engine's headers; the engine
+ * takes the same bytes as struct pf_range. */
+_Static_assert(
+    sizeof(struct hint_entry) == sizeof(struct pf_range) &&
+	offsetof(struct hint_entry, id) == offsetof(struct pf_range, id) &&
+	offsetof(struct hint_entry, off) == offsetof(struct pf_range, off) &&
+	offsetof(struct hint_entry, len) == offsetof(struct pf_range, len),
+    "struct hint_entry and struct pf_range differ");
+_Static_assert(HINT_WHOLE == PF_RANGE_WHOLE && HINT_NO_ID == PF_NO_ID,
+	       "fs/hint.h and prefetch/prefetch.h differ");
+
+/* The @n entries at @e as the engine's ranges, in place. Each is copied
+ * out and back through memcpy(), which gives the heap memory the type
+ * pf_range: the engine then reads pf_range objects, not hint_entry ones
+ * through another type (the optimizer drops the copies). */
+static const struct pf_range *as_ranges(struct hint_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct pf_range r = {
+		    .id = e[i].id, .off = e[i].off, .len = e[i].len};
+
+		memcpy(&e[i], &r, sizeof(r));
+	}
+	return (const struct pf_range *)(void *)e;
 }
 
 int fs_apply_hint(struct fs *fs, const struct fs_hint_req *req, char *msg,
@@ -308,12 +348,12 @@ int fs_apply_hint(struct fs *fs, const struct fs_hint_req *req, char *msg,
 {
 	struct hint_report rep;
 	const char *stream = req->stream;
-	uint32_t *ids;
+	struct hint_entry *entries;
 	size_t n;
 	int rc;
 
 	rc = hint_parse(req->text, req->len, fs->mountpoint, resolve_cb, fs,
-			&ids, &n, &rep);
+			&entries, &n, &rep);
 	if (rc) {
 		snprintf(msg, msg_len, "hint from %s: %s", req->from,
 			 strerror(-rc));
@@ -326,12 +366,13 @@ int fs_apply_hint(struct fs *fs, const struct fs_hint_req *req, char *msg,
 		snprintf(rep.stream, sizeof(rep.stream), "%s", stream);
 	/* if_full: the epochs queued were read from the page cache,
 	 * unseen; this one takes their place (ctl_proto.h). */
-	rc = pf_hint(atomic_load(&fs->pf), stream, ids, n, rep.epoch,
-		     rep.replace	    ? PF_REPLACE
-		     : req->if_full_replace ? PF_REPLACE_IF_FULL
-					    : PF_QUEUE,
-		     req->owner);
-	free(ids);
+	rc = pf_hint_ranges(atomic_load(&fs->pf), stream, as_ranges(entries, n),
+			    n, rep.epoch,
+			    rep.replace		   ? PF_REPLACE
+			    : req->if_full_replace ? PF_REPLACE_IF_FULL
+						   : PF_QUEUE,
+			    req->owner);
+	free(entries);
 	if (rc == -EBUSY)
 		snprintf(msg, msg_len,
 			 "hint from %s: refused, 16 hints are queued already "
@@ -347,10 +388,14 @@ int fs_apply_hint(struct fs *fs, const struct fs_hint_req *req, char *msg,
 	else if (rc)
 		snprintf(msg, msg_len, "hint from %s: %s", req->from,
 			 strerror(-rc));
-	else
-		snprintf(msg, msg_len, "stream=%s entries=%llu refused=%llu",
+	else if (refused(&rep))
+		snprintf(msg, msg_len,
+			 "stream=%s entries=%llu refused=%llu (first: %s)",
 			 stream, (unsigned long long)rep.entries,
-			 (unsigned long long)refused(&rep));
+			 (unsigned long long)refused(&rep), rep.first_bad);
+	else
+		snprintf(msg, msg_len, "stream=%s entries=%llu refused=0",
+			 stream, (unsigned long long)rep.entries);
 
 	pthread_mutex_lock(&fs->hint_mu);
 	fs->last_hint = rep;
@@ -366,14 +411,16 @@ int fs_apply_hint(struct fs *fs, const struct fs_hint_req *req, char *msg,
 		log_warn(
 		    "hint from %s: %llu entries taken, %llu lines refused "
 		    "(%llu not in the listing, %llu too long, %llu not UTF-8, "
-		    "%llu with '..', %llu outside the mount); first: %s",
+		    "%llu with '..', %llu outside the mount, %llu bad "
+		    "ranges); first: %s",
 		    req->from, (unsigned long long)rep.entries,
 		    (unsigned long long)refused(&rep),
 		    (unsigned long long)rep.unknown,
 		    (unsigned long long)rep.too_long,
 		    (unsigned long long)rep.bad_utf8,
 		    (unsigned long long)rep.dotdot,
-		    (unsigned long long)rep.outside, rep.first_bad);
+		    (unsigned long long)rep.outside,
+		    (unsigned long long)rep.bad_range, rep.first_bad);
 	else
 		log_info("hint from %s: %llu entries in stream %s%s", req->from,
 			 (unsigned long long)rep.entries, stream,
@@ -393,26 +440,47 @@ struct id_list {
 	bool all; /* evict: a line "*" */
 };
 
-static int gather_cb(void *arg, const char *path, size_t len)
+/* A range line names its file: warm fetches and evict drops whole
+ * objects. It is refused as a hint's would be (a directory, an offset at
+ * or past the end), so one file of ranges serves both. */
+static int gather_cb(void *arg, const char *path, size_t len, uint64_t off,
+		     uint64_t rlen)
 {
 	struct id_list *l = arg;
 	long got;
 
-	if (len == 1 && path[0] == '*') {
+	if (len == 1 && path[0] == '*' && rlen == HINT_WHOLE) {
 		l->all = true;
-		return 1;
+		return HINT_TAKEN;
+	}
+	if (rlen != HINT_WHOLE) {
+		struct hint_target t = {.id = HINT_NO_ID, .is_dir = len == 0};
+
+		if (len)
+			resolve_cb(l->fs, path, len, &t);
+		if (t.is_dir)
+			return HINT_RANGE_DIR;
+		if (t.id == HINT_NO_ID)
+			return HINT_UNKNOWN;
+		if (off >= t.size)
+			return HINT_RANGE_PAST_END;
 	}
 	got = fs_files_under(l->fs, path, len, &l->ids, &l->n, &l->cap);
-	return got < 0 ? (int)got : got > 0;
+	return got < 0 ? (int)got : got > 0 ? HINT_TAKEN : HINT_UNKNOWN;
 }
 
 /* Says what a warm or evict list @what did into @msg, and logs it. */
 static void say_list(const char *what, const struct hint_report *rep,
 		     size_t n_files, char *msg, size_t msg_len)
 {
-	snprintf(msg, msg_len, "files=%zu entries=%llu refused=%llu", n_files,
-		 (unsigned long long)rep->entries,
-		 (unsigned long long)refused(rep));
+	if (refused(rep))
+		snprintf(msg, msg_len,
+			 "files=%zu entries=%llu refused=%llu (first: %s)",
+			 n_files, (unsigned long long)rep->entries,
+			 (unsigned long long)refused(rep), rep->first_bad);
+	else
+		snprintf(msg, msg_len, "files=%zu entries=%llu refused=0",
+			 n_files, (unsigned long long)rep->entries);
 	if (refused(rep))
 		log_warn("%s: %zu file(s) from %llu entries, %llu lines "
 			 "refused; first: %s",

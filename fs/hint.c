@@ -2,13 +2,14 @@
  * fs/hint.c - the hint file parser (doc/design.md 2.2, format v1).
  *
  * Owns the rules that turn the text a trainer wrote into a list of object
- * ids: which lines are entries, how an entry is normalized, and what is
- * counted instead of taken. Nothing in a hint is fatal: a hint is advice,
- * and a bad line costs only its own prefetch.
+ * ids and byte ranges of them: which lines are entries, how an entry is
+ * normalized, how "PATH<TAB>OFFSET<TAB>LENGTH" is told from a key that
+ * holds tabs, and what is counted instead of taken. Nothing in a hint is
+ * fatal: a hint is advice, and a bad line costs only its own prefetch.
  *
  * Invariant: every id stored was returned by the resolver for a path with
  * no empty, "." or ".." component, so a hint can never name anything
- * outside the mount.
+ * outside the mount; every range stored lies inside its file, non-empty.
  */
 #include "fs/hint.h"
 
@@ -152,6 +153,144 @@ static long normalize(const char *p, size_t len, const char *mnt,
 	return (long)o;
 }
 
+/* The longest decimal number a range field may be: 2^64 - 1 has 20
+ * digits; leading zeros past that are refused rather than skipped. */
+#define RANGE_DIGITS_MAX 20
+
+/* Reads @len bytes at @s as a decimal number in *@v: digits only (no
+ * sign, no space), 1 to RANGE_DIGITS_MAX of them, below 2^64. */
+static bool parse_u64(const char *s, size_t len, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if (!len || len > RANGE_DIGITS_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned d = (unsigned)(s[i] - '0');
+
+		if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+	}
+	*v = x;
+	return true;
+}
+
+/*
+ * Splits a line with a tab as "PATH<TAB>OFFSET<TAB>LENGTH": the path's
+ * length in *@plen, the range in *@off, *@rlen. Returns NULL, or why the
+ * line is no range (for note_bad()).
+ */
+static const char *split_range(const char *line, size_t len, size_t *plen,
+			       uint64_t *off, uint64_t *rlen)
+{
+	size_t t2 = len, t1;
+
+	while (t2 > 0 && line[t2 - 1] != '\t')
+		t2--;
+	if (!t2)
+		return "expected PATH<TAB>OFFSET<TAB>LENGTH";
+	t2--; /* at the last tab */
+	t1 = t2;
+	while (t1 > 0 && line[t1 - 1] != '\t')
+		t1--;
+	if (!t1)
+		return "expected PATH<TAB>OFFSET<TAB>LENGTH";
+	t1--; /* at the tab before it */
+	if (!parse_u64(line + t1 + 1, t2 - t1 - 1, off))
+		return "range offset not a decimal number below 2^64";
+	if (!parse_u64(line + t2 + 1, len - t2 - 1, rlen))
+		return "range length not a decimal number below 2^64";
+	if (*rlen == 0)
+		return "range length 0";
+	if (*off > UINT64_MAX - *rlen)
+		return "range end past 2^64";
+	*plen = t1;
+	return NULL;
+}
+
+/* Counts the result @rc of the callback on entry @line (@llen bytes) in
+ * @rep. */
+static void count_taken(struct hint_report *rep, int rc, const char *line,
+			size_t llen)
+{
+	if (rc == HINT_TAKEN) {
+		rep->entries++;
+	} else if (rc == HINT_UNKNOWN) {
+		rep->unknown++;
+		note_bad(rep, "not in the listing", line, llen);
+	} else if (rc == HINT_RANGE_DIR) {
+		rep->bad_range++;
+		note_bad(rep, "a range of a directory", line, llen);
+	} else if (rc == HINT_RANGE_PAST_END) {
+		rep->bad_range++;
+		note_bad(rep, "range offset at or past the end of the file",
+			 line, llen);
+	}
+}
+
+/* Counts normalize()'s refusal @nlen (-1 or -2) of @line in @rep. */
+static void count_refused(struct hint_report *rep, long nlen, const char *line,
+			  size_t llen)
+{
+	if (nlen == -1) {
+		rep->dotdot++;
+		note_bad(rep, "'..' in path", line, llen);
+	} else {
+		rep->outside++;
+		note_bad(rep, "outside the mount", line, llen);
+	}
+}
+
+/*
+ * One line with a tab. A key may hold tabs, so the whole line is first
+ * offered as a path (@whole: its normalized length, or normalize()'s
+ * refusal); only when that names nothing is it read as a range, whose
+ * fields must then be numbers. Returns the callback's -errno, or 0.
+ */
+static int tab_line(const char *line, size_t llen, long whole, const char *mnt,
+		    size_t mnt_len, char *norm, hint_path_cb cb, void *arg,
+		    struct hint_report *rep)
+{
+	uint64_t off, rlen;
+	const char *why;
+	size_t plen;
+	long nlen;
+	int rc;
+
+	if (whole > 0) {
+		rc = cb(arg, norm, (size_t)whole, 0, HINT_WHOLE);
+		if (rc < 0)
+			return rc;
+		if (rc != HINT_UNKNOWN) {
+			count_taken(rep, rc, line, llen);
+			return 0;
+		}
+	}
+	why = split_range(line, llen, &plen, &off, &rlen);
+	if (why) {
+		/* Not a range either: a path refused for its own reason
+		 * says that reason. */
+		if (whole >= 0) {
+			rep->bad_range++;
+			note_bad(rep, why, line, llen);
+		} else {
+			count_refused(rep, whole, line, llen);
+		}
+		return 0;
+	}
+	nlen = normalize(line, plen, mnt, mnt_len, norm);
+	if (nlen < 0) {
+		count_refused(rep, nlen, line, llen);
+		return 0;
+	}
+	rc = cb(arg, norm, (size_t)nlen, off, rlen);
+	if (rc < 0)
+		return rc;
+	count_taken(rep, rc, line, llen);
+	return 0;
+}
+
 int hint_foreach(const char *text, size_t len, const char *mountpoint,
 		 hint_path_cb cb, void *arg, struct hint_report *rep)
 {
@@ -199,69 +338,75 @@ int hint_foreach(const char *text, size_t len, const char *mountpoint,
 			continue;
 		}
 		nlen = normalize(line, llen, mountpoint, mnt_len, norm);
-		if (nlen == -1) {
-			rep->dotdot++;
-			note_bad(rep, "'..' in path", line, llen);
+		if (memchr(line, '\t', llen)) {
+			rc = tab_line(line, llen, nlen, mountpoint, mnt_len,
+				      norm, cb, arg, rep);
 			continue;
 		}
-		if (nlen == -2) {
-			rep->outside++;
-			note_bad(rep, "outside the mount", line, llen);
+		if (nlen < 0) {
+			count_refused(rep, nlen, line, llen);
 			continue;
 		}
-		rc = cb(arg, norm, (size_t)nlen);
-		if (rc == 0) {
-			rep->unknown++;
-			note_bad(rep, "not in the listing", line, llen);
-		} else if (rc > 0) {
-			rep->entries++;
-		}
+		rc = cb(arg, norm, (size_t)nlen, 0, HINT_WHOLE);
+		if (rc >= 0)
+			count_taken(rep, rc, line, llen);
 	}
 	return rc < 0 ? rc : 0;
 }
 
-/* What hint_parse() gathers: ids, through the caller's resolver. */
+/* What hint_parse() gathers: entries, through the caller's resolver. */
 struct parse_ctx {
 	hint_resolve_cb resolve;
 	void *arg;
-	uint32_t *ids;
+	struct hint_entry *e;
 	size_t n;
 	size_t cap;
 };
 
-static int parse_one(void *arg, const char *path, size_t len)
+static int parse_one(void *arg, const char *path, size_t len, uint64_t off,
+		     uint64_t rlen)
 {
 	struct parse_ctx *pc = arg;
-	uint32_t id = len ? pc->resolve(pc->arg, path, len) : HINT_NO_ID;
+	struct hint_target t = {.id = HINT_NO_ID, .is_dir = len == 0};
 
-	if (id == HINT_NO_ID)
-		return 0;
+	if (len)
+		pc->resolve(pc->arg, path, len, &t);
+	if (t.id == HINT_NO_ID)
+		return rlen != HINT_WHOLE && t.is_dir ? HINT_RANGE_DIR
+						      : HINT_UNKNOWN;
+	if (rlen != HINT_WHOLE) {
+		if (off >= t.size)
+			return HINT_RANGE_PAST_END;
+		if (rlen > t.size - off)
+			rlen = t.size - off; /* cut at the end, silently */
+	}
 	if (pc->n == pc->cap) {
 		size_t ncap = pc->cap ? pc->cap * 2 : 1024;
-		uint32_t *nids = realloc(pc->ids, ncap * sizeof(*nids));
+		struct hint_entry *ne = realloc(pc->e, ncap * sizeof(*ne));
 
-		if (!nids)
+		if (!ne)
 			return -ENOMEM;
-		pc->ids = nids;
+		pc->e = ne;
 		pc->cap = ncap;
 	}
-	pc->ids[pc->n++] = id;
-	return 1;
+	pc->e[pc->n++] =
+	    (struct hint_entry){.id = t.id, .off = off, .len = rlen};
+	return HINT_TAKEN;
 }
 
 int hint_parse(const char *text, size_t len, const char *mountpoint,
-	       hint_resolve_cb resolve, void *arg, uint32_t **ids, size_t *n,
-	       struct hint_report *rep)
+	       hint_resolve_cb resolve, void *arg, struct hint_entry **entries,
+	       size_t *n, struct hint_report *rep)
 {
 	struct parse_ctx pc = {.resolve = resolve, .arg = arg};
 	int rc = hint_foreach(text, len, mountpoint, parse_one, &pc, rep);
 
 	if (rc) {
-		free(pc.ids);
-		pc.ids = NULL;
+		free(pc.e);
+		pc.e = NULL;
 		pc.n = 0;
 	}
-	*ids = pc.ids;
+	*entries = pc.e;
 	*n = pc.n;
 	return rc;
 }

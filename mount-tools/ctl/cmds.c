@@ -339,6 +339,7 @@ int cmd_hint(int argc, char **argv)
 		    {"hint.last.bad_utf8", "not UTF-8"},
 		    {"hint.last.dotdot", "with a '..'"},
 		    {"hint.last.outside", "outside the mount"},
+		    {"hint.last.bad_range", "bad ranges"},
 		};
 		uint64_t entries =
 		    (uint64_t)json_num(after, "hint.last.entries", 0);
@@ -375,7 +376,15 @@ int cmd_hint(int argc, char **argv)
 			       stream);
 		else
 			printf("; in force now\n");
-		if (refused)
+		/* "... refused=N (first: WHY: 'LINE')": the daemon's words. */
+		const char *first = strstr(reply, " (first: ");
+
+		if (refused && first)
+			ctl_warn("hint: %s lines refused (%s); first: %.*s",
+				 fmt_count(refused, x[3], sizeof(x[3])),
+				 reasons, (int)strlen(first + 9) - 1,
+				 first + 9);
+		else if (refused)
 			ctl_warn(
 			    "hint: %s lines refused (%s); the daemon's log "
 			    "names the first",

@@ -216,7 +216,8 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 				   u64(st, K(hint_last_too_long)) +
 				   u64(st, "hint.last.bad_utf8") +
 				   u64(st, K(hint_last_dotdot)) +
-				   u64(st, K(hint_last_outside));
+				   u64(st, K(hint_last_outside)) +
+				   u64(st, K(hint_last_bad_range));
 
 		printf("  %-9s ", "hint");
 		if (len > 0) {
@@ -285,13 +286,14 @@ static void show_table(const struct ctl_mount *m, const struct json *st)
 			    "  %-9s last: %s entries, %s lines refused (%s not "
 			    "in the listing, %s too long, %s not UTF-8, %s "
 			    "with "
-			    "'..', %s outside the mount)\n",
+			    "'..', %s outside the mount, %s bad ranges)\n",
 			    "", N(0, u64(st, K(hint_last_entries))),
 			    N(1, refused), N(2, u64(st, K(hint_last_unknown))),
 			    N(3, u64(st, K(hint_last_too_long))),
 			    N(4, u64(st, "hint.last.bad_utf8")),
 			    N(5, u64(st, K(hint_last_dotdot))),
-			    N(6, u64(st, K(hint_last_outside))));
+			    N(6, u64(st, K(hint_last_outside))),
+			    N(7, u64(st, K(hint_last_bad_range))));
 	}
 	if (json_get(st, "warm"))
 		printf("  %-9s %s objects asked for, %s cached, %s failed\n",

@@ -251,6 +251,48 @@ static void test_hint(void)
 	fs_destroy(fs);
 }
 
+/* Range lines (doc/design.md 2.2): the good ones are taken and their
+ * objects prefetched, the bad ones counted with the first named in the
+ * answer; a warm list takes a range line as its file. */
+static void test_hint_ranges(void)
+{
+	static const char hint[] = "#hintfs v1 epoch=1\n"
+				   "h/1\t100\t200\n"
+				   "h/2\t4999\t10\n" /* cut at 5000 */
+				   "h/0\t5000\t1\n"  /* at the end */
+				   "h\t0\t1\n"	     /* a directory */
+				   "h/3\t0\t0\n"     /* length 0 */
+				   "h/3\t1\n";	     /* one number */
+	char reply[512];
+	struct fs *fs;
+	int waited = 0;
+
+	fs = mount_h();
+	if (!fs)
+		return;
+	CHECK(ctl_request(fs_ctl_socket(fs), "hint", hint, strlen(hint), reply,
+			  sizeof(reply)) == 0);
+	CHECKF(strstr(reply, " entries=2 refused=4 (first: range offset at or "
+			     "past the end of the file: 'h/0?5000?1')"),
+	       "answer '%s'", reply);
+	CHECK(fs_stat_of(fs, "hint", "bad_range") == 4);
+	CHECK(fs_stat_of(fs, "hint", "length") == 2);
+	while (fs_stat_of(fs, "cache", "objects") < 2 && waited++ < 1000)
+		usleep(10000);
+	CHECK(fs_stat_of(fs, "cache", "objects") == 2);
+	uint64_t gets = fake_s3_gets();
+	CHECK(same(fs, "h/1", "ds/h/1", 5000) &&
+	      same(fs, "h/2", "ds/h/2", 5000));
+	CHECK(fake_s3_gets() == gets);
+
+	CHECK(ctl_request(fs_ctl_socket(fs), "warm", "h/3\t10\t20\nh\t0\t1\n",
+			  16, reply, sizeof(reply)) == 0);
+	CHECKF(!strcmp(reply, "files=1 entries=1 refused=1 (first: a range of "
+			      "a directory: 'h?0?1')"),
+	       "answer '%s'", reply);
+	fs_destroy(fs);
+}
+
 /* Queued hints and pending warm entries have caps: past them the writer
  * gets EBUSY (and the stats count it), a replace is always taken. */
 static void test_queue_caps(void)
@@ -505,7 +547,7 @@ static int memfds_named(const char *name)
 static void test_ctl_socket(void)
 {
 	static const char one[] = "h/3\n";
-	char want[64], reply[512];
+	char want[128], reply[512];
 	const char *sock;
 	size_t big_len = 200000;
 	char *big = malloc(big_len);
@@ -527,7 +569,9 @@ static void test_ctl_socket(void)
 	CHECK(!strcmp(reply, want));
 	CHECK(ctl_request(sock, "hint own=3", "h/1\nnot/there\n", 14, reply,
 			  sizeof(reply)) == 0);
-	snprintf(want, sizeof(want), "stream=pid%ld.3 entries=1 refused=1",
+	snprintf(want, sizeof(want),
+		 "stream=pid%ld.3 entries=1 refused=1 (first: not in the "
+		 "listing: 'not/there')",
 		 (long)getpid());
 	CHECK(!strcmp(reply, want));
 	/* The header's name wins over the sender's. */
@@ -573,7 +617,8 @@ static void test_ctl_socket(void)
 	CHECK(fs_stat_of(fs, "hint", "received") == got);
 	CHECK(ctl_request(sock, "warm", "h/0\nno/such\n", 12, reply,
 			  sizeof(reply)) == 0);
-	CHECK(!strcmp(reply, "files=1 entries=1 refused=1"));
+	CHECK(!strcmp(reply, "files=1 entries=1 refused=1 (first: not in "
+			     "the listing: 'no/such')"));
 	/* An empty message with a descriptor: not kept open. */
 	{
 		static const char probe[] = "hintfs-leak-probe";
@@ -914,6 +959,7 @@ int main(void)
 	    test_namespace_and_reads,
 	    test_errors,
 	    test_hint,
+	    test_hint_ranges,
 	    test_queue_caps,
 	    test_stop_commits_what_was_fetched,
 	    test_write_failure_reads_through,
