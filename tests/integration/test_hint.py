@@ -60,6 +60,14 @@ WRITTEN = {
     # bytes: both written as the name's own bytes.
     "surrogate": (["ok/1.jpg", os.fsdecode(b"latin1/caf\xe9.jpg"),
                    b"ok/2.jpg"], {"epoch": 1}),
+    # Byte ranges of archives, as (path, offset, length), among a path.
+    "ranges": ([("train/imagenet.zip", 1048576, 112640),
+                ("train/imagenet.zip", 30, 1000),
+                (Path("train/shard-0001.tar"), 512, 1024),
+                "cat/1.jpg",
+                (b"train/imagenet.zip", 0, 1),
+                ("café/é.tar", 1536, 99)],
+               {"epoch": 4, "stream": "rank0"}),
 }
 
 
@@ -79,6 +87,13 @@ def test_python_writer_refuses_what_the_daemon_would_misread():
             format_hint(["a"], stream=bad)
     # A negative epoch is no epoch, as hintfs-ctl writes it.
     assert format_hint([], epoch=-1) == b"#hintfs v1\n"
+    # A range the daemon would refuse (hint_format_entry() refuses the same).
+    for bad in (("a", 0, 0), ("a", -1, 5), ("a", 2**64 - 1, 1), ("", 0, 1),
+                ("a\nb", 0, 1), ("a", 0), ("a", 1.5, 2)):
+        with pytest.raises((ValueError, TypeError)):
+            format_hint([bad])
+    assert format_hint([("a", 2**64 - 2, 1)]) == \
+        b"#hintfs v1\na\t18446744073709551614\t1\n"
 
 
 def test_gets_follow_the_hint_order(s3, bucket, mount, proxy):
