@@ -2,6 +2,9 @@
 
 - `hintfs.torch.HintedSampler`: wraps a sampler and writes each epoch's
   order as a hint file into the mount before yielding it.
+- `hintfs.packed`: packed datasets (a zip or tar of samples): where each
+  member's bytes lie, a dataset that reads them by byte range, and the
+  ranges to hint.
 - `hintfs.stats(mount)`: the daemon's counters as a dict.
 - `hintfs.warm(mount, paths)`: fetches files or whole directories into the
   local cache before a job reads them.

@@ -23,6 +23,16 @@ it sees, so that containers on one node do not share a stream). A sampler that i
 collected gives its number to the next one, whose first hint replaces
 what the stream still had queued.
 
+A packed dataset (a zip or tar of samples, read by byte range) hints the
+byte ranges of its members instead of files: `ranges=` gives each index's
+`(path, offset, length)` (hintfs.packed.member_ranges() makes it):
+
+    members = hintfs.packed.zip_members("/mnt/data/train.zip")
+    ds = hintfs.packed.PackedImages("/mnt/data/train.zip", members, tf)
+    sampler = hintfs.torch.HintedSampler(
+        RandomSampler(ds), ds, "/mnt/data",
+        ranges=hintfs.packed.member_ranges("/mnt/data/train.zip", members))
+
 `hintfs-run` (hintfs.run) writes the same hints for a script that does not
 use this module at all.
 """
@@ -140,9 +150,13 @@ def stream_name(k):
 
 def write_hint(mount, paths, epoch=None, replace=False, stream=None, own=None,
                if_full_replace=False):
-    """Sends a hint (an iterable of paths, absolute under `mount` or
-    relative to it) to the hintfs mounted at `mount`. It is in force when
-    this returns, which it does with the name of the stream it went to.
+    """Sends a hint to the hintfs mounted at `mount`: an iterable of entries,
+    each a path (absolute under `mount` or relative to it) or a tuple
+    `(path, offset, length)` naming bytes [offset, offset + length) of the
+    file (a member of a zip or tar; hintfs.hint.format_entry()). It is in
+    force when this returns, which it does with the name of the stream it
+    went to. The answer's refusals (lines not in the listing, bad ranges)
+    are counted in the mount's stats (`hint.last`), never raised.
     `replace` drops the hints queued in hintfs instead of queueing behind
     them; `if_full_replace` only when 16 are queued already (else the daemon
     refuses: OSError EBUSY). `stream` names the hint stream (1-32 of
@@ -154,6 +168,8 @@ def write_hint(mount, paths, epoch=None, replace=False, stream=None, own=None,
     real_prefix = os.path.realpath(mount).rstrip("/") + "/"
 
     def relative(p):
+        if isinstance(p, tuple) and len(p) == 3:
+            return (relative(p[0]),) + p[1:]
         p = os.fsdecode(p)
         if p.startswith(prefix):
             return p[len(prefix):]
@@ -185,12 +201,26 @@ def write_epoch_hint(mount, paths, epoch=None, replace=False, stream=None,
                       stream=stream, own=own, if_full_replace=True)
 
 
+def _entries(items):
+    """The hint entries of each sample's item in turn: a path, a range
+    tuple, or a list of them (a sample read in pieces); None is skipped."""
+    for item in items:
+        if isinstance(item, list):
+            yield from (e for e in item if e is not None)
+        elif item is not None:
+            yield item
+
+
 class HintedSampler(Sampler):
     """Wraps `sampler`; before each epoch writes its order as a hint.
 
     `dataset` gives each index's file path (ImageFolder's `.samples`, also
     through Subset and ConcatDataset), or pass `path_of=callable(index) ->
-    path`. `mount` is the hintfs mount point the dataset reads from.
+    path`. A packed dataset passes `ranges=callable(index) -> (path,
+    offset, length)`, or a list of such tuples for a sample read in
+    several pieces (None: nothing to hint), used instead of paths
+    (hintfs.packed.member_ranges()). `mount` is the hintfs mount point the
+    dataset reads from.
     `stream` names the hint stream; by default one of this sampler's own
     (stream_name(): the process's first is `rank<N>` when torch.distributed
     is initialised when an epoch starts, else the daemon's `pid:<pid>`).
@@ -199,10 +229,16 @@ class HintedSampler(Sampler):
     makes the next hint replace the queue rather than wait behind it.
     """
 
-    def __init__(self, sampler, dataset, mount, path_of=None, stream=None):
+    def __init__(self, sampler, dataset, mount, path_of=None, stream=None,
+                 ranges=None):
         self.sampler = sampler
         self.mount = os.fspath(mount)
-        if path_of is None:
+        if ranges is not None:
+            if path_of is not None:
+                raise TypeError("HintedSampler: pass path_of= or ranges=, "
+                                "not both")
+            path_of = ranges
+        elif path_of is None:
             path_of = path_resolver(dataset)
             if path_of is None:
                 raise TypeError(
@@ -234,7 +270,7 @@ class HintedSampler(Sampler):
                 replace |= self._own[1]
             own = self._own[0]
             stream = stream_name(own)
-        paths = (p for p in map(self.path_of, order) if p is not None)
+        paths = _entries(map(self.path_of, order))
         write_epoch_hint(self.mount, paths, epoch=epoch, replace=replace,
                          stream=stream, own=own)
         self.epoch += 1
