@@ -308,3 +308,21 @@ def test_bad_range_lines_are_refused_good_ones_followed(s3, bucket, mount,
     # The writer refuses what the daemon would.
     with pytest.raises(ValueError):
         hintfs.torch.write_hint(m.path, [("d/1.bin", 0, 0)])
+
+
+def test_hint_file_option_takes_ranges(s3, bucket, mount, proxy, tmp_path):
+    """-o hint=FILE reads range lines as the control socket does."""
+    data = member_bytes(10, seed=5)
+    upload(s3, bucket, {"a.zip": make_zip(data), "b.bin": b"b" * 500,
+                        "c.bin": b"c" * 500})
+    hint = tmp_path / "epoch.txt"
+    hint.write_bytes(b"#hintfs v1 epoch=1\na.zip\t100\t50\nb.bin\t600\t1\n"
+                     b"c.bin\t0\t10\n")
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=(f"hint={hint}", "window=100"))
+    wait_gets(proxy, bucket, 2)
+    time.sleep(0.3)
+    assert sorted(r.key for r in object_gets(proxy, bucket)) == \
+        ["a.zip", "c.bin"]
+    last = hintfs.stats(m.path)["hint"]["last"]
+    assert last["entries"] == 2 and last["bad_range"] == 1
