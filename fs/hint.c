@@ -204,7 +204,7 @@ static const char *split_range(const char *line, size_t len, size_t *plen,
 	if (*rlen == 0)
 		return "range length 0";
 	if (*off > UINT64_MAX - *rlen)
-		return "range end past 2^64";
+		return "range end past 2^64 - 1";
 	*plen = t1;
 	return NULL;
 }

@@ -58,9 +58,9 @@ struct hint_report {
 	uint64_t bad_utf8;  /**< lines that are not UTF-8 */
 	uint64_t dotdot;    /**< paths with a ".." component */
 	uint64_t outside;   /**< absolute paths not under the mount point */
-	uint64_t bad_range; /**< range lines refused: not PATH<TAB>OFFSET<TAB>
-				LENGTH, length 0, past 2^64, offset at or past
-				the file's end, a range of a directory */
+	uint64_t bad_range; /**< range lines refused: malformed, length 0,
+				 end past 2^64 - 1, offset at or past the
+				 file's end, a range of a directory */
 	int64_t epoch;	    /**< from "#hintfs v1 epoch=N", else -1 */
 	bool replace;	    /**< the header says "replace": drop the
 				 queued hints instead of queueing behind */
@@ -83,7 +83,7 @@ enum hint_take {
 /**
  * Called by hint_foreach() with each entry's normalized path (@len 0 for
  * the mount root itself) and range: bytes [@off, @off + @rlen) of it, @rlen
- * > 0 and the sum within 2^64, or @off 0 and @rlen HINT_WHOLE for a line
+ * > 0 and the end at most 2^64 - 1, or @off 0 and @rlen HINT_WHOLE for a line
  * that names the path alone (a range of 2^64 - 1 bytes from 0 is the
  * same: all of the file). Returns an enum hint_take, or a -errno that
  * stops. A line with a tab is first offered whole, as a path (a key may

@@ -281,7 +281,8 @@ static void test_ranges(void)
 	    {"data/a.zip\t1\t1x\n",
 	     "range length not a decimal number below 2^64"},
 	    {"data/a.zip\t1\n", "expected PATH<TAB>OFFSET<TAB>LENGTH"},
-	    {"data/a.zip\t18446744073709551615\t1\n", "range end past 2^64"},
+	    {"data/a.zip\t18446744073709551615\t1\n",
+	     "range end past 2^64 - 1"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK(hint_parse(bad[i].line, strlen(bad[i].line), NULL,
