@@ -7,6 +7,7 @@ HintedSampler(ranges=...) hints those ranges. Through a mount: a shuffled
 hint of member ranges prefetches the archives, the members then read by
 os.pread() are right and cost no demand GET, and a hint's bad range lines
 are refused with one clear reason while its good lines are still followed.
+Ranges of an object cached by blocks fetch only the blocks they cover.
 """
 
 import io
@@ -326,3 +327,40 @@ def test_hint_file_option_takes_ranges(s3, bucket, mount, proxy, tmp_path):
         ["a.zip", "c.bin"]
     last = hintfs.stats(m.path)["hint"]["last"]
     assert last["entries"] == 2 and last["bad_range"] == 1
+
+
+MIB = 1 << 20
+BLOCK = 8 * MIB
+
+
+def test_ranges_of_a_large_object_fetch_the_blocks_they_cover(s3, bucket,
+                                                              mount, proxy):
+    """An object above max_object_mem (16 MiB here: half of fetch_mem=32M)
+    is cached by 8 MiB blocks: a hint of ranges fetches only the blocks
+    they cover, in hint order, and reads of those ranges then cost no GET.
+    A range past the end is cut at it."""
+    size = 3 * BLOCK + 1000  # 4 blocks, the last one short
+    big = random.Random(9).randbytes(size)
+    upload(s3, bucket, {"big.tar": big})
+    m = mount(bucket, endpoint=proxy.endpoint,
+              options=("fetch_mem=32M", "cache_size=1G", "max_inflight=1"))
+    ranges = [(2 * BLOCK + 100, 5000),    # block 2
+              (10, 100),                  # block 0
+              (3 * BLOCK + 10, 10**9)]    # block 3, cut at the end
+    hintfs.torch.write_hint(m.path, [("big.tar", off, n) for off, n in ranges])
+    assert hintfs.stats(m.path)["hint"]["last"]["entries"] == 3
+    wait_gets(proxy, bucket, 3)
+    gets = gets_settled(proxy, bucket)
+    got = [r.range for r in sorted(gets, key=lambda r: r.start_ms)]
+    assert got == [f"bytes={k * BLOCK}-{min(size, (k + 1) * BLOCK) - 1}"
+                   for k in (2, 0, 3)], got
+    deadline = time.monotonic() + 30
+    while hintfs.stats(m.path)["cache"]["objects"] < 3 and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(m / "big.tar", "rb", buffering=0) as f:
+        for off, n in ranges:
+            n = min(n, size - off)
+            assert os.pread(f.fileno(), n, off) == big[off:off + n]
+    assert len(object_gets(proxy, bucket)) == 3  # block 1: never asked for
+    assert hintfs.stats(m.path)["reads"]["demand_fetches"] == 0
