@@ -574,6 +574,8 @@ void pf_cancel(struct pf *pf)
 	for (uint32_t i = 0; i < pf->n_slots; i++)
 		if (pf->by_id[i])
 			pf_fetch_wake(pf->by_id[i]);
+	for (struct pf_fetch *f = pf->ranges; f; f = f->rt_next)
+		pf_fetch_wake(f);
 	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
 	pf_source_wake(pf->src);
@@ -600,6 +602,12 @@ void pf_stop(struct pf *pf)
 
 		if (f)
 			pf_fetch_free(f);
+	}
+	while (pf->ranges) {
+		struct pf_fetch *f = pf->ranges;
+
+		pf->ranges = f->rt_next;
+		pf_fetch_free(f);
 	}
 	order_streams_fini(&pf->hints);
 	free(pf->done);

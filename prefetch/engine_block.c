@@ -215,20 +215,21 @@ static bool near(uint64_t end, uint64_t off)
 
 /*
  * A read of [off, off + len) of @b: consumes a hint entry of each block it
- * enters (order_streams_note_open()), and for a reader that goes on from
- * where its latest read ended (PF_SEQ_SLACK), or starts at 0, queues the
- * blocks ahead of it. Readers are told apart by cursor
- * (PF_BLOCK_CURSORS): one that jumps takes a cursor of its own, so that a
- * random reader of the object does not stop a sequential one's
- * read-ahead. mu held.
+ * enters (order_streams_note_open()), and for a sequential reader (one
+ * that went on exactly from where its cursor ended PF_SEQ_RUN times, its
+ * other reads near it: PF_SEQ_SLACK), or one that starts at 0, queues the
+ * blocks ahead of it. Readers are told apart by cursor (PF_BLOCK_CURSORS): one that jumps
+ * takes a cursor of its own, so that a random reader of the object does
+ * not stop a sequential one's read-ahead. Returns whether the read is a
+ * jump (not sequential, not at 0). mu held.
  */
-static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
+static bool note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 		      size_t len)
 {
 	uint64_t bs = pf->cfg.part_size;
 	uint32_t first = (uint32_t)(off / bs);
 	uint32_t last = (uint32_t)((off + len - 1) / bs);
-	bool moved = false, on = false;
+	bool moved = false, on = false, seq;
 	unsigned c;
 
 	for (c = 0; c < PF_BLOCK_CURSORS && !on; c++)
@@ -239,12 +240,18 @@ static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 		 * answered late lies behind it). */
 		if (first <= (b->end[c] - 1) / bs)
 			first = (uint32_t)((b->end[c] - 1) / bs) + 1;
+		/* The run counts reads that start where the cursor ended:
+		 * most of a sequential reader's, almost none of a random
+		 * one's (4 pages in 256 Ki of a 1 GiB object). */
+		if (off == b->end[c] && b->run[c] < PF_SEQ_RUN)
+			b->run[c]++;
 		if (off + len > b->end[c])
 			b->end[c] = off + len;
 	} else {
 		c = b->turn++ % PF_BLOCK_CURSORS;
 		b->end[c] = off + len;
 		b->next_ra[c] = last + 1;
+		b->run[c] = 0;
 	}
 	for (uint32_t k = first; k <= last; k++) {
 		uint32_t slot = b->base + k;
@@ -255,7 +262,8 @@ static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 			moved = true;
 		}
 	}
-	if (on || !off) {
+	seq = (on && b->run[c] >= PF_SEQ_RUN) || !off;
+	if (seq) {
 		uint32_t to = last + 1 + PF_BLOCK_AHEAD;
 
 		if (b->next_ra[c] < last + 1)
@@ -273,6 +281,7 @@ static void note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 	}
 	if (moved)
 		pf_source_wake(pf->src);
+	return !seq;
 }
 
 size_t pf_pick_read_ahead(struct pf *pf, uint32_t *ids, size_t room)
@@ -300,6 +309,7 @@ ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 	struct pf_object o;
 	char *tmp = NULL;
 	size_t done = 0;
+	bool jump;
 	ssize_t n;
 
 	if (off >= size)
@@ -330,11 +340,20 @@ ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 		return n;
 	}
 	pthread_mutex_lock(&pf->mu);
-	note_read(pf, b, off, len);
+	jump = note_read(pf, b, off, len);
 	pthread_mutex_unlock(&pf->mu);
-	if (first == last)
-		return pf_read_slot(pf, b->base + first, buf, len,
-				    off - (uint64_t)first * bs, cb, arg);
+	if (first == last) {
+		uint64_t boff = off - (uint64_t)first * bs;
+
+		/* A jump fetches the pages it reads, unless its block is
+		 * cached, coming, or hinted (pf_read_range()). */
+		n = jump ? pf_read_range(pf, b->base + first, buf, len, boff,
+					 cb, arg)
+			 : -EAGAIN;
+		return n != -EAGAIN ? n
+				    : pf_read_slot(pf, b->base + first, buf,
+						   len, boff, cb, arg);
+	}
 	/* Across blocks: each block's bytes into the buffer (a temporary
 	 * one for @cb), then one answer. */
 	if (cb && !(tmp = malloc(len)))

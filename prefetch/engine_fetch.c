@@ -185,11 +185,69 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 }
 
 /*
+ * The fetch of [off, off + len) of block @slot (@o) for one reader that
+ * jumped there: a read-through of one part, never in the table (another
+ * reader of the block finds no fetch of it), in pf->ranges so that
+ * pf_cancel() wakes its reader and pf_stop() frees it; its reference is
+ * the reader's. mu held.
+ */
+struct pf_fetch *pf_range_create(struct pf *pf, uint32_t slot,
+				 const struct pf_object *o, uint64_t off,
+				 size_t len)
+{
+	struct pf_fetch *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->parts = calloc(1, sizeof(*f->parts));
+	f->key = malloc(o->key_len + 1);
+	f->etag = strdup(o->etag);
+	if (!f->parts || !f->key || !f->etag) {
+		pf_fetch_free(f);
+		return NULL;
+	}
+	memcpy(f->key, o->key, o->key_len);
+	f->key[o->key_len] = '\0';
+	f->key_len = o->key_len;
+	f->name_len = o->name_len;
+	f->base = o->base + off;
+	f->id = slot;
+	f->size = len;
+	f->n_parts = 1;
+	f->parts[0] = (struct pf_part){.f = f, .len = len};
+	f->read_through = f->range = f->demand = true;
+	f->refs = 1;
+	f->rt_next = pf->ranges;
+	if (f->rt_next)
+		f->rt_next->rt_prev = f;
+	pf->ranges = f;
+	return f;
+}
+
+/* Frees range fetch @f once neither its reader nor a transfer holds it.
+ * mu held. */
+static void range_maybe_free(struct pf *pf, struct pf_fetch *f)
+{
+	if (f->refs || f->running)
+		return;
+	pf_queue_remove(&f->parts[0]);
+	*(f->rt_prev ? &f->rt_prev->rt_next : &pf->ranges) = f->rt_next;
+	if (f->rt_next)
+		f->rt_next->rt_prev = f->rt_prev;
+	pf_mem_sub(pf, f, f->mem);
+	pf_fetch_free(f);
+}
+
+/*
  * Drops a read-through nobody uses any more (no reader, no transfer), or one
  * that failed, once idle. mu held.
  */
 void pf_read_through_maybe_drop(struct pf *pf, struct pf_fetch *f)
 {
+	if (f->range) {
+		range_maybe_free(pf, f);
+		return;
+	}
 	if (!f->read_through || !f->in_table || f->refs > 1 || f->running)
 		return;
 	if (pf->open_count[f->id] && !f->err)

@@ -178,6 +178,9 @@ struct pf_fetch {
 	int err;	       /* first fatal error, 0 if none */
 	enum s3_err_kind kind; /* ... and its kind */
 	bool read_through;     /* not cached: parts as asked (see the top) */
+	bool range;	       /* a read-through of the pages under one
+				  read of a block, outside the table, in
+				  pf->ranges (engine_block.c) */
 	bool demand;	       /* a reader waits: parts go first */
 	uint64_t wait_ns;      /* when a reader first waited on it (a tier
 				  hedge's clock), 0: none yet */
@@ -193,7 +196,8 @@ struct pf_fetch {
 	pthread_cond_t cv;     /* its parts' waiters: a part's end wakes only
 				  the readers of its fetch (CLOCK_MONOTONIC) */
 	uint32_t pos;	       /* read-through: first part of latest read */
-	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs */
+	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs, or
+					       pf->ranges */
 };
 
 /* Readers of one large object told apart by where they read: a DataLoader
@@ -216,6 +220,7 @@ struct pf_blocked {
 	 * has not asked for yet; a new reader takes the cursors in turn. */
 	uint64_t end[PF_BLOCK_CURSORS];
 	uint32_t next_ra[PF_BLOCK_CURSORS];
+	uint8_t run[PF_BLOCK_CURSORS]; /* reads in a row on from it */
 	uint8_t turn;
 };
 
@@ -225,11 +230,18 @@ struct pf_blocked {
  * behind). */
 #define PF_BLOCK_AHEAD 2
 
-/* A read that starts within 4 MiB of where the latest read of its
+/* A read that starts within 1 MiB of where the latest read of its
  * object ended goes on from it: the kernel's readahead sends a reader's
- * READs (up to 1 MiB each) a few at a time, and threads answer them out
- * of order. */
-#define PF_SEQ_SLACK (4ull << 20)
+ * READs (128 KiB to 1 MiB each) a few at a time, and threads answer them
+ * out of order. A reader is sequential once PF_SEQ_RUN of its reads began
+ * exactly where it had read to: random readers land near each other now
+ * and then, exactly at a cursor's end almost never. */
+#define PF_SEQ_SLACK (1ull << 20)
+#define PF_SEQ_RUN   2
+
+/* A jump's range fetch reads whole pages: what the kernel's page cache
+ * asks for anyway, and a 4 KiB read costs 4 KiB. */
+#define PF_RANGE_ALIGN 4096ull
 
 /* Read-ahead slots queued for the scheduler at most (engine_block.c): a
  * few per sequential reader; the oldest go when it is full. */
@@ -293,6 +305,8 @@ struct pf {
 					   ends (pf_stop()) */
 	struct pf_fetch **by_id;	/* n_slots entries: the fetch in flight */
 	struct pf_fetch *read_throughs; /* the read-throughs in by_id */
+	struct pf_fetch *ranges;	/* range fetches (readers' jumps into
+					   blocks; engine_block.c) */
 	struct pf_queue demand;		/* parts of fetches readers wait on */
 	struct pf_queue ahead;		/* parts of prefetches, read-ahead */
 	struct pf_queue delayed;	/* retries waiting for their due time */
@@ -399,6 +413,9 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 				 const struct pf_object *o, bool demand,
 				 bool read_through);
 void pf_read_through_maybe_drop(struct pf *pf, struct pf_fetch *f);
+struct pf_fetch *pf_range_create(struct pf *pf, uint32_t slot,
+				 const struct pf_object *o, uint64_t off,
+				 size_t len);
 void pf_read_through_release(struct pf *pf, struct pf_part *p);
 void pf_read_through_reclaim(struct pf *pf, uint64_t need);
 void pf_count_error(struct pf *pf, enum s3_err_kind kind);
@@ -432,6 +449,8 @@ void *pf_net_main(void *arg);
 void pf_fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b);
 ssize_t pf_read_slot(struct pf *pf, uint32_t slot, void *buf, size_t len,
 		     uint64_t off, cache_ref_cb cb, void *arg);
+ssize_t pf_read_range(struct pf *pf, uint32_t slot, void *buf, size_t len,
+		      uint64_t off, cache_ref_cb cb, void *arg);
 
 /* engine_block.c: objects cached by blocks */
 int pf_blocks_init(struct pf *pf);

@@ -156,6 +156,12 @@ static bool wait_parts(struct pf *pf, struct pf_fetch *f, uint64_t deadline_ns)
 /* A reader is done with @f. mu held. */
 static void reader_put(struct pf *pf, struct pf_fetch *f)
 {
+	if (f->range) {
+		/* Its transfer, if one runs, frees it at its end. */
+		f->refs--;
+		pf_read_through_maybe_drop(pf, f);
+		return;
+	}
 	if (--f->refs == 0) {
 		pf_fetch_free(f);
 		return;
@@ -188,7 +194,8 @@ static ssize_t read_timed_out(struct pf *pf, const struct pf_object *o,
 	pthread_mutex_unlock(&pf->mu);
 	rd_add(&pf->rd.failed_reads, 1);
 	log_error("read of '%.*s' at offset %llu: no data after %llu s",
-		  (int)o->key_len, o->key, (unsigned long long)off,
+		  (int)(o->name_len ? o->name_len : o->key_len), o->key,
+		  (unsigned long long)(o->base + off),
 		  (unsigned long long)((mono_ns() - t0) / 1000000000u));
 	return -ETIMEDOUT;
 }
@@ -199,6 +206,21 @@ static ssize_t read_failed(struct pf *pf, ssize_t err)
 	pthread_mutex_unlock(&pf->mu);
 	rd_add(&pf->rd.failed_reads, 1);
 	return err;
+}
+
+/* Counts a reader's wait on the network, to its stream too. */
+static void count_stall(struct pf *pf, uint32_t slot, uint64_t t0)
+{
+	uint64_t ns = mono_ns() - t0;
+
+	rd_add(&pf->rd.stalls, 1);
+	rd_add(&pf->rd.stall_ns, ns);
+	if (pf->opened_by[slot]) {
+		struct order_stream *st = &pf->hints.s[pf->opened_by[slot] - 1];
+
+		st->stalls++;
+		st->stall_ns += ns;
+	}
 }
 
 /* Copies [off, off + len) of @f's done, pinned parts into @buf. */
@@ -371,19 +393,8 @@ again:
 			if (!wait_parts(pf, f, deadline))
 				break;
 	}
-	if (waited) {
-		uint64_t ns = mono_ns() - t0;
-
-		rd_add(&pf->rd.stalls, 1);
-		rd_add(&pf->rd.stall_ns, ns);
-		if (pf->opened_by[id]) {
-			struct order_stream *st =
-			    &pf->hints.s[pf->opened_by[id] - 1];
-
-			st->stalls++;
-			st->stall_ns += ns;
-		}
-	}
+	if (waited)
+		count_stall(pf, id, t0);
 	if (!parts_ready(f, a, b, &err)) {
 		fetch_unpin(f, a, b);
 		reader_put(pf, f);
@@ -404,6 +415,92 @@ again:
 
 	pthread_mutex_lock(&pf->mu);
 	fetch_unpin(f, a, b);
+	reader_put(pf, f);
+	pthread_mutex_unlock(&pf->mu);
+	return n;
+}
+
+/*
+ * A read of [off, off + len) of block @slot by a reader that jumped there
+ * (engine_block.c), the block neither cached, nor in flight, nor named by
+ * a hint: one GET of the pages under the read (PF_RANGE_ALIGN), handed to
+ * this reader alone and not cached, so that a random reader of a large
+ * object fetches what it reads rather than a block per read. Returns
+ * -EAGAIN when the block is to be read as a block after all (cached, in
+ * flight or hinted), else as pf_read_slot().
+ */
+ssize_t pf_read_range(struct pf *pf, uint32_t slot, void *buf, size_t len,
+		      uint64_t off, cache_ref_cb cb, void *arg)
+{
+	uint64_t t0 = mono_ns(), deadline, a, e;
+	struct cache_obj co;
+	struct pf_object o;
+	struct pf_fetch *f;
+	char key[4096];
+	const char *src;
+	int err = 0;
+	ssize_t n;
+
+	if (pf_describe(pf, slot, key, sizeof(key), &o))
+		return -ENOENT;
+	if (off >= o.size)
+		return 0;
+	if (len > o.size - off)
+		len = (size_t)(o.size - off);
+	if (!cache_lookup(pf->cfg.cache, o.key, o.key_len, o.etag, o.size, &co))
+		return -EAGAIN;
+	a = off & ~(PF_RANGE_ALIGN - 1);
+	e = (off + len + PF_RANGE_ALIGN - 1) & ~(PF_RANGE_ALIGN - 1);
+	if (e > o.size)
+		e = o.size;
+	deadline =
+	    t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
+			       PF_WAIT_SLACK_MS);
+	pthread_mutex_lock(&pf->mu);
+	if (pf->stop)
+		return read_failed(pf, -ECANCELED);
+	if (pf->by_id[slot] ||
+	    order_streams_next_use(&pf->hints, slot) != UINT64_MAX) {
+		pthread_mutex_unlock(&pf->mu);
+		return -EAGAIN;
+	}
+	for (int i = 0; i < PF_FAILS; i++)
+		if (pf->fails[i].id == slot &&
+		    pf->fails[i].until_ns > pf_now(pf))
+			return read_failed(pf, pf->fails[i].err);
+	f = pf_range_create(pf, slot, &o, a, (size_t)(e - a));
+	if (!f)
+		return read_failed(pf, -ENOMEM);
+	rd_add(&pf->rd.reads, 1);
+	rd_add(&pf->rd.read_through, 1);
+	pf_fetch_ask(pf, f, 0, 0);
+	pf_source_wake(pf->src);
+	while (!parts_ready(f, 0, 0, &err) && !err && !pf->stop)
+		if (!wait_parts(pf, f, deadline))
+			break;
+	count_stall(pf, slot, t0);
+	if (!parts_ready(f, 0, 0, &err)) {
+		fetch_unpin(f, 0, 0);
+		reader_put(pf, f);
+		if (err || pf->stop)
+			return read_failed(pf, err ? err : -ECANCELED);
+		return read_timed_out(pf, &o, off, t0);
+	}
+	pthread_mutex_unlock(&pf->mu);
+
+	/* Done, pinned, never written again. */
+	src = f->parts[0].buf + (off - a);
+	if (cb) {
+		struct cache_ref ref = {.fd = -1, .mem = src, .len = len};
+
+		rd_add(&pf->rd.zero_copy, 1);
+		n = cb(arg, &ref);
+	} else {
+		memcpy(buf, src, len);
+		n = (ssize_t)len;
+	}
+	pthread_mutex_lock(&pf->mu);
+	fetch_unpin(f, 0, 0);
 	reader_put(pf, f);
 	pthread_mutex_unlock(&pf->mu);
 	return n;

@@ -901,8 +901,9 @@ static bool block_cached(struct env *e, unsigned k)
 }
 
 /* Eviction by next use across blocks: a cache of three blocks holds 0, 2
- * and 4 (read in that order); a hint of blocks 1, 2, 0 brings block 1 in,
- * and the block no hint names (4) goes, not the least recently used (0). */
+ * and 4 (hinted in that order); the next hint, of blocks 1, 2, 0, brings
+ * block 1 in, and the block it does not name (4) goes, not the least
+ * recently used (0). */
 static void test_block_eviction_next_use(void)
 {
 	const struct pf_range r[] = {
@@ -910,27 +911,68 @@ static void test_block_eviction_next_use(void)
 	    {BIG_ID, 2 * BLOCK + 10, 10},
 	    {BIG_ID, 10, 10},
 	};
-	unsigned char buf[128];
+	const struct pf_range first[] = {
+	    {BIG_ID, 10, 10},
+	    {BIG_ID, 2 * BLOCK + 10, 10},
+	    {BIG_ID, 4 * BLOCK + 10, 10},
+	};
 	struct env e;
 
 	cache_cap = 3 * BLOCK + 64 * KIB;
 	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
 	cache_cap = 0;
-	for (unsigned k = 0; k <= 4; k += 2) {
-		/* Jumps: none reads ahead. */
-		CHECK(big_read(&e, k * BLOCK + 100, 100, buf) == 100);
-		committed(&e, k / 2 + 1);
-	}
+	CHECK(pf_hint_ranges(e.pf, "rank0", first, 3, 0, PF_QUEUE, 0) == 0);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 3);
 	CHECK(fake_source_starts(e.fs) == 3);
 	CHECK(block_cached(&e, 0) && block_cached(&e, 2) &&
 	      block_cached(&e, 4));
-	CHECK(pf_hint_ranges(e.pf, "rank0", r, 3, 0, PF_QUEUE, 0) == 0);
+	/* The next epoch's order replaces this one's. */
+	CHECK(pf_hint_ranges(e.pf, "rank0", r, 3, 1, PF_REPLACE, 0) == 0);
 	CHECK(fake_source_settle(e.fs));
 	fake_source_advance(e.fs, 2 * LATENCY_MS);
 	committed(&e, 4);
 	CHECK(block_cached(&e, 1));
 	CHECK(block_cached(&e, 0) && block_cached(&e, 2));
 	CHECK(!block_cached(&e, 4));
+	env_stop(&e);
+}
+
+/* Readers that jump around a large object with no hint fetch the pages
+ * they read (one GET each, not cached), not a block per read; a block a
+ * hint names, or one cached, is read as a block. */
+static void test_block_jumps_read_pages(void)
+{
+	const struct pf_range r = {BIG_ID, 3 * BLOCK + 10, 10};
+	unsigned char buf[8192];
+	uint64_t offs[16];
+	struct pf_stats st;
+	struct env e;
+	unsigned n;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(big_read(&e, 2 * BLOCK + 5000, 4096, buf) == 4096);
+	CHECK(big_bytes_ok(buf, 2 * BLOCK + 5000, 4096));
+	/* 5000..9096 lies in pages 1 and 2: 8 KiB from 4096. */
+	n = big_starts(&e, 0, offs, 16);
+	CHECK(n == 1 && offs[0] == 2 * BLOCK + 4096);
+	CHECK(big_read(&e, 4 * BLOCK + 8192, 100, buf) == 100);
+	CHECK(big_bytes_ok(buf, 4 * BLOCK + 8192, 100));
+	n = big_starts(&e, 0, offs, 16);
+	CHECK(n == 2 && offs[1] == 4 * BLOCK + 8192);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.commit_objects == 0);
+	/* Hinted: the block itself comes, and the jump reads it. */
+	CHECK(pf_hint_ranges(e.pf, "rank0", &r, 1, 0, PF_QUEUE, 0) == 0);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 1);
+	n = big_starts(&e, 0, offs, 16);
+	CHECK(n == 3 && offs[2] == 3 * BLOCK);
+	CHECK(big_read(&e, 3 * BLOCK + 9000, 100, buf) == 100);
+	CHECK(big_bytes_ok(buf, 3 * BLOCK + 9000, 100));
+	CHECK(fake_source_starts(e.fs) == 3);
 	env_stop(&e);
 }
 
@@ -1013,11 +1055,14 @@ static void test_block_stale(void)
 	struct env e;
 
 	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
-	CHECK(big_read(&e, 100, 256, buf) == 256);
-	committed(&e, 1);
-	CHECK(fake_source_settle(e.fs));
+	/* From 0: block 0, and 1 and 2 ahead. */
+	CHECK(big_read(&e, 0, 256, buf) == 256);
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 3);
 	fake_source_fail(e.fs, S3_ERR_STALE, ESTALE, false, 8);
-	CHECK(big_read(&e, 3 * BLOCK + 100, 256, buf) == -ESTALE);
+	/* A jump (one GET of its page) and a block's GET alike. */
+	CHECK(big_read(&e, 4 * BLOCK + 100, 256, buf) == -ESTALE);
+	CHECK(big_read(&e, 3 * BLOCK - 100, 256, buf) == -ESTALE);
 	CHECK(big_read(&e, 100, 256, buf) == 256);
 	CHECK(big_bytes_ok(buf, 100, 256));
 	env_stop(&e);
@@ -1027,13 +1072,16 @@ static void test_block_stale(void)
  * with no GET. */
 static void test_block_restart(void)
 {
+	const struct pf_range r = {BIG_ID, 2 * BLOCK + 7, 256};
 	struct pf_config cfg = big_cfg;
 	unsigned char buf[256];
 	struct env e;
 	unsigned n;
 
 	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
-	CHECK(big_read(&e, 2 * BLOCK + 7, 256, buf) == 256);
+	CHECK(pf_hint_ranges(e.pf, "rank0", &r, 1, 0, PF_QUEUE, 0) == 0);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
 	committed(&e, 1);
 	pf_stop(e.pf);
 	cfg.s3 = e.s3;
@@ -1070,6 +1118,7 @@ int main(void)
 	test_limit_bounds();
 	test_block_read();
 	test_block_read_ahead();
+	test_block_jumps_read_pages();
 	test_block_mixed_readers();
 	test_block_range_hint();
 	test_block_stale();
