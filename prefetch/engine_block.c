@@ -22,7 +22,8 @@
  * PF_BLOCK_AHEAD blocks ahead (a sequential reader keeps its speed with
  * no hint), readers told apart by where they read (PF_BLOCK_CURSORS),
  * so that one jumping around does not stop another's read-ahead; a read
- * that jumps fetches only the blocks under it. Each block a read enters
+ * that jumps into a block not cached, not coming and named by no hint
+ * fetches the pages under it alone (pf_read_range()). Each block a read enters
  * consumes a hint entry of that block, as an open consumes one of a file
  * (order.h).
  *
