@@ -237,8 +237,8 @@ static uint32_t *ranges_to_slots(struct pf *pf, const struct pf_range *r,
 			}
 			s = ns;
 		}
-		got = pf_slots_of_range(pf, r[i].id, r[i].off, r[i].len,
-					s + k, want);
+		got = pf_slots_of_range(pf, r[i].id, r[i].off, r[i].len, s + k,
+					want);
 		/* In place: k never passes the slot being read. */
 		for (size_t j = 0, at = k; j < got; j++) {
 			uint32_t v = s[at + j];
@@ -276,9 +276,9 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	return rc;
 }
 
-int pf_hint_ranges(struct pf *pf, const char *stream,
-		   const struct pf_range *r, size_t n, int64_t epoch,
-		   enum pf_replace replace, pid_t owner)
+int pf_hint_ranges(struct pf *pf, const char *stream, const struct pf_range *r,
+		   size_t n, int64_t epoch, enum pf_replace replace,
+		   pid_t owner)
 {
 	uint32_t *slots;
 	size_t k;

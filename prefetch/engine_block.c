@@ -98,9 +98,8 @@ struct pf_blocked *pf_blocked_of(const struct pf *pf, uint32_t id)
 		else
 			hi = mid;
 	}
-	return lo < pf->n_blocked && pf->blocked[lo].id == id
-		   ? &pf->blocked[lo]
-		   : NULL;
+	return lo < pf->n_blocked && pf->blocked[lo].id == id ? &pf->blocked[lo]
+							      : NULL;
 }
 
 /* The blocked object slot @slot (>= n_ids) is a block of. */
@@ -148,7 +147,9 @@ int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
 	if (idx * bs >= o->size)
 		return -ENOENT;
 	k = snprintf(keybuf + o->key_len, BLOCK_SUFFIX_MAX + 1,
-		     "\xff" "B%" PRIu64 ":%" PRIu64, bs, idx);
+		     "\xff"
+		     "B%" PRIu64 ":%" PRIu64,
+		     bs, idx);
 	o->name_len = o->key_len;
 	o->key = keybuf;
 	o->key_len += (size_t)k;
@@ -219,9 +220,9 @@ static bool near(uint64_t end, uint64_t off)
  * enters (order_streams_note_open()), and for a sequential reader (one
  * that went on exactly from where its cursor ended PF_SEQ_RUN times, its
  * other reads near it: PF_SEQ_SLACK), or one that starts at 0, queues the
- * blocks ahead of it. Readers are told apart by cursor (PF_BLOCK_CURSORS): one that jumps
- * takes a cursor of its own, so that a random reader of the object does
- * not stop a sequential one's read-ahead. Returns whether the read is a
+ * blocks ahead of it. Readers are told apart by cursor (PF_BLOCK_CURSORS): one
+ * that jumps takes a cursor of its own, so that a random reader of the object
+ * does not stop a sequential one's read-ahead. Returns whether the read is a
  * jump (not sequential, not at 0). mu held.
  */
 static bool note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
@@ -361,11 +362,12 @@ ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 		return -ENOMEM;
 	for (uint32_t k = first; k <= last; k++) {
 		uint64_t at = off + done, boff = at - (uint64_t)k * bs;
-		size_t want = (size_t)(bs - boff < len - done ? bs - boff
-							     : len - done);
+		size_t want =
+		    (size_t)(bs - boff < len - done ? bs - boff : len - done);
 
-		n = pf_read_slot(pf, b->base + k, (char *)(tmp ? tmp : buf) + done,
-				 want, boff, NULL, NULL);
+		n = pf_read_slot(pf, b->base + k,
+				 (char *)(tmp ? tmp : buf) + done, want, boff,
+				 NULL, NULL);
 		if (n != (ssize_t)want) {
 			free(tmp);
 			return n < 0 ? n : -EIO;

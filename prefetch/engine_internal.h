@@ -211,10 +211,10 @@ struct pf_fetch {
  * after the caller's ids: base .. base + n - 1.
  */
 struct pf_blocked {
-	uint32_t id;	   /* the caller's id of the object */
-	uint32_t base;	   /* its first block's slot */
-	uint32_t n;	   /* its blocks */
-	uint64_t size;	   /* its size (the listing's) */
+	uint32_t id;   /* the caller's id of the object */
+	uint32_t base; /* its first block's slot */
+	uint32_t n;    /* its blocks */
+	uint64_t size; /* its size (the listing's) */
 	/* Under mu, per reader of it seen lately (a cursor): where its
 	 * latest read ended (0: none), and the first block its read-ahead
 	 * has not asked for yet; a new reader takes the cursors in turn. */
@@ -281,7 +281,7 @@ struct pf {
 	uint32_t n_slots;	    /* every array by id has this many */
 	struct pf_blocked *blocked; /* by id and by base, ascending */
 	uint32_t n_blocked;
-	uint32_t ra[PF_RA_MAX];	    /* read-ahead slots to fetch, a ring */
+	uint32_t ra[PF_RA_MAX]; /* read-ahead slots to fetch, a ring */
 	uint32_t ra_head, ra_n;
 	pthread_t thread; /* the network thread (pf_net_main) */
 	pthread_t writer; /* the cache writer (writer_main) */
@@ -300,10 +300,10 @@ struct pf {
 	pthread_cond_t wcv; /* a fetch completed, or the engine stops:
 			       the writer looks */
 	bool stop;
-	bool writer_stop;		/* the network thread has ended: the
-					   writer commits what is done, then
-					   ends (pf_stop()) */
-	struct pf_fetch **by_id;	/* n_slots entries: the fetch in flight */
+	bool writer_stop;	 /* the network thread has ended: the
+				    writer commits what is done, then
+				    ends (pf_stop()) */
+	struct pf_fetch **by_id; /* n_slots entries: the fetch in flight */
 	struct pf_fetch *read_throughs; /* the read-throughs in by_id */
 	struct pf_fetch *ranges;	/* range fetches (readers' jumps into
 					   blocks; engine_block.c) */

@@ -238,7 +238,6 @@ static void parts_copy(struct pf *pf, struct pf_fetch *f, char *buf, size_t len,
 	}
 }
 
-
 /*
  * Hands [off, off + len) of @f's done, pinned parts to @cb: by reference
  * when one part holds it (the common case: an object under part_size is

@@ -302,9 +302,9 @@ struct pf_range {
  * blocks, above max_object_mem) is the blocks it covers, in order. A
  * range past the object's end is cut at it. Returns as pf_hint().
  */
-int pf_hint_ranges(struct pf *pf, const char *stream,
-		   const struct pf_range *r, size_t n, int64_t epoch,
-		   enum pf_replace replace, pid_t owner);
+int pf_hint_ranges(struct pf *pf, const char *stream, const struct pf_range *r,
+		   size_t n, int64_t epoch, enum pf_replace replace,
+		   pid_t owner);
 
 /**
  * Queues @n objects (ids, copied) to be fetched into the cache whatever the

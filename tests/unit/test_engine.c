@@ -77,8 +77,9 @@ static uint64_t size_of(void *arg, uint32_t id)
 {
 	struct env *e = arg;
 
-	return id >= e->n ? 0 : e->big_size && id == e->big_id ? e->big_size
-							      : e->size;
+	return id >= e->n			? 0
+	       : e->big_size && id == e->big_id ? e->big_size
+						: e->size;
 }
 
 /* The next engine's cache capacity; 0: 1 GiB. */
@@ -112,8 +113,8 @@ static void env_start_big(struct env *e, uint32_t n, uint64_t size,
 	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
 	CHECK(mkdtemp(e->dir) != NULL);
 	CHECK(s3_client_create(&sc, &e->s3, err, sizeof(err)) == 0);
-	struct cache_config cc = {.dir = e->dir,
-				  .capacity = cache_cap ? cache_cap : 1024 * MIB};
+	struct cache_config cc = {
+	    .dir = e->dir, .capacity = cache_cap ? cache_cap : 1024 * MIB};
 	CHECK(cache_open(&cc, &e->cache, err, sizeof(err)) == 0);
 	cfg.s3 = e->s3;
 	cfg.cache = e->cache;
@@ -756,7 +757,6 @@ static void test_limit_bounds(void)
 	env_stop(&e);
 }
 
-
 /* ---- objects cached by blocks ------------------------------------------ */
 
 /* Object 1: 20 MiB + 5 KiB, blocks of 4 MiB (max_object_mem is 8 MiB:
@@ -765,9 +765,8 @@ static void test_limit_bounds(void)
 #define BIG_SIZE (20 * MIB + 5 * KIB)
 #define BLOCK	 (4 * MIB)
 
-static const struct pf_config big_cfg = {.pace_ms = PF_PACE_OFF,
-					 .part_size = BLOCK,
-					 .fetch_mem = 16 * MIB};
+static const struct pf_config big_cfg = {
+    .pace_ms = PF_PACE_OFF, .part_size = BLOCK, .fetch_mem = 16 * MIB};
 
 struct big_reader {
 	struct env *e;
@@ -819,8 +818,7 @@ static unsigned big_starts(struct env *e, unsigned from, uint64_t *offs,
 {
 	unsigned n = 0;
 
-	for (unsigned i = from; i < fake_source_starts(e->fs) && n < max;
-	     i++) {
+	for (unsigned i = from; i < fake_source_starts(e->fs) && n < max; i++) {
 		const char *k = fake_source_started(e->fs, i, &offs[n]);
 
 		CHECK(k && !strcmp(k, "obj/00001"));
@@ -891,10 +889,12 @@ static void test_block_read_ahead(void)
 static bool block_cached(struct env *e, unsigned k)
 {
 	char key[64];
-	int n = snprintf(key, sizeof(key), "obj/00001\xff" "B%llu:%u",
+	int n = snprintf(key, sizeof(key),
+			 "obj/00001\xff"
+			 "B%llu:%u",
 			 (unsigned long long)BLOCK, k);
-	uint64_t size = BIG_SIZE - k * BLOCK < BLOCK ? BIG_SIZE - k * BLOCK
-						      : BLOCK;
+	uint64_t size =
+	    BIG_SIZE - k * BLOCK < BLOCK ? BIG_SIZE - k * BLOCK : BLOCK;
 
 	return cache_contains(e->cache, key, (size_t)n,
 			      "\"0123456789abcdef0123456789abcdef\"", size);
