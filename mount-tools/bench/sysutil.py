@@ -359,10 +359,12 @@ class LogTail:
 
 
 def curl_batch(endpoint, env, bucket, keys, parallel, upload_from=None,
-               timeout=None):
+               timeout=None, ranges=None):
     """GETs (or PUTs, with @upload_from: key -> local file) of @keys with
     curl's own parallel transfers (one C process, a multi handle, up to
     @parallel connections; SigV4 by curl), the cheapest client there is.
+    @ranges, a list as long as @keys of (offset, length): each GET asks
+    for that byte range of its key (one ranged GET per entry).
     Returns {'ok', 'failed', 'seconds', 'cpu_s', 'bytes'}."""
     quote = urllib.parse.quote
     base = endpoint.rstrip("/") + "/" + quote(bucket)
@@ -379,9 +381,12 @@ def curl_batch(endpoint, env, bucket, keys, parallel, upload_from=None,
                     f"parallel\nparallel-max = {min(parallel, 300)}\n"
                     "silent\nshow-error\nmax-time = 120\n"
                     'write-out = "%{http_code} %{size_download}\\n"\n')
-            for k in keys:
+            for i, k in enumerate(keys):
                 f.write(f'url = "{base}/{quote(k, safe="/-_.~")}"\n'
                         'output = "/dev/null"\n')
+                if ranges is not None:
+                    off, n = ranges[i]
+                    f.write(f'range = "{off}-{off + n - 1}"\n')
                 if upload_from is not None:
                     f.write(f'upload-file = "{upload_from[k]}"\n')
         # curl is the only child reaped in between: the growth of
