@@ -18,6 +18,13 @@ Modes:
   raw    the bytes of every file, in the epoch's order, by T threads;
          with --hint the order is written as the hint first; each file's
          size and CRC32 are checked against the dataset's
+  packed the members of one archive under the root (a stored zip, a tar:
+         `bench.sh packed`), a map-style dataset reading member i by
+         os.pread at its offset (--index: the members' offsets, lengths
+         and CRC32s), decoded and transformed as in train, W workers,
+         batch B, a shuffled order (fixed seed); with --hint each epoch's
+         order is written first as a hint of byte ranges; every member's
+         CRC32 is checked
 
 CPU: utime+stime+cutime+cstime of this process from /proc/self/stat,
 before and after the epoch. DataLoader workers are not persistent, so they
@@ -108,6 +115,97 @@ class Train:
                 "partial": partial, "first_batch_s": first}
 
 
+class PackedMembers:
+    """A map-style dataset of the members of one archive: member i is
+    os.pread() at its offset, checked against its CRC32, decoded with PIL
+    and transformed. Item: (tensor, whether the bytes were right). Each
+    DataLoader worker opens the archive once, after the fork."""
+
+    def __init__(self, path, members, transform):
+        self.path = path
+        self.members = members      # [(offset, length, crc32)]
+        self.transform = transform
+        self.fd = None
+
+    def __len__(self):
+        return len(self.members)
+
+    def __getitem__(self, i):
+        import io
+        from PIL import Image
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        off, n, crc = self.members[i]
+        data = os.pread(self.fd, n, off)
+        ok = len(data) == n and zlib.crc32(data) == crc
+        img = Image.open(io.BytesIO(data)).convert("RGB")
+        return self.transform(img), ok
+
+
+class Packed:
+    def __init__(self, a):
+        import torch
+        from torchvision import transforms
+        self.torch = torch
+        torch.manual_seed(a.seed)
+        index = json.loads(Path(a.index).read_text())
+        self.rel = a.archive
+        self.root = a.root
+        self.entries = [(m["offset"], m["length"], m["crc32"])
+                        for m in index["members"]]
+        tf = transforms.Compose([transforms.RandomResizedCrop(224),
+                                 transforms.ToTensor()])
+        self.ds = PackedMembers(str(Path(a.root) / a.archive), self.entries,
+                                tf)
+        self.gen = torch.Generator()
+        self.gen.manual_seed(a.seed)
+        self.hint = a.hint
+        self.batch = a.batch
+        self.workers = a.workers
+        self.max_s = a.max_epoch_s
+        self.n = len(self.ds)
+        self.classes = 0
+
+    def epoch(self, n):
+        from torch.utils.data import DataLoader
+        from bench.common import send_range_hint
+        order = self.torch.randperm(self.n, generator=self.gen).tolist()
+        seen = bad = 0
+        partial = False
+        first = None
+        answer = None
+        t0 = time.monotonic()
+        if self.hint:
+            # As a trainer's sampler would: the epoch's order, as byte
+            # ranges of the archive, before its first read.
+            answer = send_range_hint(
+                self.root, [(self.rel, self.entries[i][0],
+                             self.entries[i][1]) for i in order], epoch=n)
+        loader = DataLoader(self.ds, batch_size=self.batch, sampler=order,
+                            num_workers=self.workers)
+        it = iter(loader)
+        try:
+            for x, ok in it:
+                if first is None:
+                    first = time.monotonic() - t0
+                    emit({"first_batch_s": first})
+                seen += len(ok)
+                bad += int((~ok).sum())
+                if time.monotonic() - t0 > self.max_s and seen < self.n:
+                    partial = True
+                    break
+        finally:
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if shutdown:
+                shutdown()
+            del it
+        return {"images": seen, "seconds": time.monotonic() - t0,
+                "partial": partial, "first_batch_s": first,
+                "bad_bytes": bad, "hint_answer": answer,
+                "first_error": f"{bad} members with wrong bytes"
+                if bad else None}
+
+
 class Raw:
     def __init__(self, a):
         from bench.common import dataset_files
@@ -182,7 +280,8 @@ class Raw:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=("train", "raw"), required=True)
+    ap.add_argument("--mode", choices=("train", "raw", "packed"),
+                    required=True)
     ap.add_argument("--root", required=True)
     ap.add_argument("--hint", action="store_true",
                     help="root is a hintfs mount: write each epoch's hint")
@@ -196,11 +295,15 @@ def main():
     ap.add_argument("--sleep-ms", type=float, default=0)
     ap.add_argument("--max-epoch-s", type=float, default=1e9)
     ap.add_argument("--verify", help="JSON of path -> [size, crc32]")
+    ap.add_argument("--archive", help="packed: the archive, relative to "
+                    "--root")
+    ap.add_argument("--index", help="packed: JSON {members: [{offset, "
+                    "length, crc32}]} of the archive's members to read")
     a = ap.parse_args()
 
     t0 = time.monotonic()
     try:
-        runner = (Train if a.mode == "train" else Raw)(a)
+        runner = {"train": Train, "raw": Raw, "packed": Packed}[a.mode](a)
     except Exception as e:  # reported to the parent, which records it
         emit({"ready": False, "error": f"{type(e).__name__}: {e}"})
         return 1
