@@ -13,6 +13,8 @@
 #   mount-tools/bench.sh scale [--objects 10000,100000] [...]
 #   mount-tools/bench.sh streams [--ranks 2] [--rate 500] [...]   (hint streams)
 #   mount-tools/bench.sh shards [--objects 4] [--mib 200] [...]   (large objects)
+#   mount-tools/bench.sh packed [--quick] [--big-mib 1100] [--no-big] [...]
+#                        (packed datasets: a zip/tar of JPEGs read by ranges, shards)
 #   mount-tools/bench.sh ddp [--rounds 1] [...]   (two ranks under hintfs-run)
 #   mount-tools/bench.sh fastorigin [--objects 10000] [--rtt 0,20,50,100] [...]
 #                        (hintfs vs the bare curl client on the fast origin)

@@ -66,6 +66,7 @@ def parse_args(argv):
         prog="bench.sh",
         description="hintfs vs local disk, s3fs and rclone; see the README. "
         "`bench.sh scale --help`: the namespace-scale benchmark; "
+        "`bench.sh packed --help`: packed datasets (zip, tar shards); "
         "`bench.sh report [DIR]`: print and plot DIR/results.json again.")
     ap.add_argument("--images", type=int, help="dataset size (default "
                     "10000, 2000 with --quick)")
@@ -717,6 +718,9 @@ def main(argv=None):
     if argv[:1] == ["fastorigin"]:
         from bench import fastorigin
         return fastorigin.main(argv[1:])
+    if argv[:1] == ["packed"]:
+        from bench import packed
+        return packed.main(argv[1:])
     if argv[:1] == ["ddp"]:
         from bench import ddp
         return ddp.main(argv[1:])
