@@ -122,18 +122,20 @@ void pf_fetch_leave(struct pf *pf, struct pf_fetch *f)
  * it. A whole fetch reserves the object's memory and queues every part; a
  * read-through queues nothing (readers ask for parts). mu held.
  */
-struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
-				 const struct pf_object *o, bool demand,
-				 bool read_through)
+/*
+ * A fetch of @size bytes of @o from @off on (slot @id), in @part bytes a
+ * part, with its key and ETag copied; in no table yet.
+ */
+static struct pf_fetch *fetch_alloc(uint32_t id, const struct pf_object *o,
+				    uint64_t off, uint64_t size, uint64_t part)
 {
-	uint64_t part = pf->cfg.part_size;
 	struct pf_fetch *f = calloc(1, sizeof(*f));
 
 	if (!f)
 		return NULL;
 	f->id = id;
-	f->size = o->size;
-	f->n_parts = (uint32_t)((o->size + part - 1) / part);
+	f->size = size;
+	f->n_parts = (uint32_t)((size + part - 1) / part);
 	f->key = malloc(o->key_len + 1);
 	f->etag = strdup(o->etag);
 	f->parts = calloc(f->n_parts ? f->n_parts : 1, sizeof(*f->parts));
@@ -145,15 +147,25 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 	f->key[o->key_len] = '\0';
 	f->key_len = o->key_len;
 	f->name_len = o->name_len ? o->name_len : o->key_len;
-	f->base = o->base;
+	f->base = o->base + off;
 	for (uint32_t i = 0; i < f->n_parts; i++) {
 		struct pf_part *p = &f->parts[i];
 
 		p->f = f;
 		p->off = (uint64_t)i * part;
-		p->len =
-		    (size_t)(o->size - p->off < part ? o->size - p->off : part);
+		p->len = (size_t)(size - p->off < part ? size - p->off : part);
 	}
+	return f;
+}
+
+struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
+				 const struct pf_object *o, bool demand,
+				 bool read_through)
+{
+	struct pf_fetch *f = fetch_alloc(id, o, 0, o->size, pf->cfg.part_size);
+
+	if (!f)
+		return NULL;
 	f->read_through = read_through;
 	f->demand = demand;
 	f->refs = 1;
@@ -168,8 +180,8 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 	}
 	pf_mem_add(pf, f, o->size);
 	/* Whether it reads the tier is asked again when its GET starts
-	 * (pf_part_take(): the breaker may open or close meanwhile). */
-	/* A block is not an object of the tier's (it names whole ones). */
+	 * (pf_part_take(): the breaker may open or close meanwhile). A
+	 * block is not an object of the tier's (it names whole ones). */
 	f->tier = pf->tier && f->n_parts == 1 && f->name_len == f->key_len &&
 		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
 	if (demand)
@@ -195,26 +207,10 @@ struct pf_fetch *pf_range_create(struct pf *pf, uint32_t slot,
 				 const struct pf_object *o, uint64_t off,
 				 size_t len)
 {
-	struct pf_fetch *f = calloc(1, sizeof(*f));
+	struct pf_fetch *f = fetch_alloc(slot, o, off, len, len);
 
 	if (!f)
 		return NULL;
-	f->parts = calloc(1, sizeof(*f->parts));
-	f->key = malloc(o->key_len + 1);
-	f->etag = strdup(o->etag);
-	if (!f->parts || !f->key || !f->etag) {
-		pf_fetch_free(f);
-		return NULL;
-	}
-	memcpy(f->key, o->key, o->key_len);
-	f->key[o->key_len] = '\0';
-	f->key_len = o->key_len;
-	f->name_len = o->name_len;
-	f->base = o->base + off;
-	f->id = slot;
-	f->size = len;
-	f->n_parts = 1;
-	f->parts[0] = (struct pf_part){.f = f, .len = len};
 	f->read_through = f->range = f->demand = true;
 	f->refs = 1;
 	f->rt_next = pf->ranges;
