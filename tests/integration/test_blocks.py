@@ -10,6 +10,8 @@ cached as blocks of 8 MiB, each a ranged GET of the object with If-Match.
   get the object's bytes.
 - The object changes on the server after the mount: a block not cached
   reads ESTALE, a block cached before still reads the listed bytes.
+- Under 503s, resets and truncated bodies every byte read is right, and
+  so is every block cached.
 - kill -9 while its blocks are being fetched: the remount serves only
   right bytes, and fetches only the blocks the index did not hold.
 """
@@ -152,6 +154,36 @@ def test_changed_object_reads_estale_in_a_block_not_cached(
         # What was cached is the listed version, served as listed.
         assert os.pread(f.fileno(), 4096, 100) == objects[BIG][100:4196]
     m.allowed_errors.append(re.compile(r"412|ESTALE|[Ss]tale|changed"))
+
+
+def test_bytes_right_under_faults(data, mount, tmp_path):
+    """503s, resets and truncated bodies on a quarter of the GETs: blocks,
+    read-ahead and a jump's pages all come right (a cut block resumes
+    from its last good byte), and the blocks cached are the object's."""
+    bucket, objects = data
+    want = objects[BIG]
+    opts = OPTS + ["stall_timeout=2", f"cache_dir={tmp_path / 'cache'}"]
+    with Proxy() as px:
+        px.start(mount.rgw, seed=32, slowdown=8, reset=8, truncate=8)
+        m = mount(bucket, endpoint=px.endpoint, options=opts)
+        rng = random.Random(9)
+        offs = [(rng.randrange(SIZE // 4096) * 4096, 4096)
+                for _ in range(30)]
+        for off, n, got in pread_all(m / BIG, offs):
+            assert got == want[off:off + n], (off, n)
+        with open(m / BIG, "rb") as f:
+            assert f.read() == want
+        faults = [r for r in object_gets(px, bucket, BIG)
+                  if r.status not in (200, 206)]
+        assert faults, "the proxy injected no fault"
+        m.stop()
+        # The cache holds the object's bytes: a remount reads them with
+        # no GET.
+        m = mount(bucket, endpoint=px.endpoint, options=opts)
+        n = len(object_gets(px, bucket, BIG))
+        with open(m / BIG, "rb") as f:
+            assert f.read() == want
+        assert len(object_gets(px, bucket, BIG)) == n
 
 
 @pytest.mark.slow
