@@ -168,7 +168,8 @@ class Packed:
 
     def epoch(self, n):
         from torch.utils.data import DataLoader
-        from bench.common import send_range_hint
+        from bench.common import hint_answer
+        from hintfs.torch import write_hint
         order = self.torch.randperm(self.n, generator=self.gen).tolist()
         seen = bad = 0
         partial = False
@@ -176,11 +177,14 @@ class Packed:
         answer = None
         t0 = time.monotonic()
         if self.hint:
-            # As a trainer's sampler would: the epoch's order, as byte
-            # ranges of the archive, before its first read.
-            answer = send_range_hint(
+            # As a trainer's sampler would (HintedSampler(ranges=...)):
+            # the epoch's order, as byte ranges of the archive, before its
+            # first read; an epoch's hint replaces a full queue.
+            stream = write_hint(
                 self.root, [(self.rel, self.entries[i][0],
-                             self.entries[i][1]) for i in order], epoch=n)
+                             self.entries[i][1]) for i in order], epoch=n,
+                if_full_replace=True)
+            answer = hint_answer(self.root, stream)
         loader = DataLoader(self.ds, batch_size=self.batch, sampler=order,
                             num_workers=self.workers)
         it = iter(loader)

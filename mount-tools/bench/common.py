@@ -34,31 +34,23 @@ def send_hint(root, paths, epoch=None, stream=None):
                    format_hint(paths, epoch=epoch, stream=stream))
 
 
-def send_range_hint(root, entries, epoch=None):
-    """Sends a hint of byte ranges, @entries = (path relative to @root,
-    offset, length), to the hintfs mounted at @root, as an epoch's hint
-    (if_full=replace, as hintfs.torch.write_epoch_hint). Returns the
-    daemon's answer ("stream=... entries=N refused=M"), or "refused: WHY"
-    where it refused the whole hint: a daemon without range hints takes
-    none of these lines and says so in its counts.
-
-    The payload is written here, the hint format v1 (doc/design.md 2.2)
-    with range lines PATH<TAB>OFFSET<TAB>LENGTH (decimal), until
-    hintfs.torch.write_hint() takes (path, offset, length) tuples on main;
-    then call that instead."""
+def hint_answer(root, stream):
+    """What the daemon of the hintfs mounted at @root took from the last
+    hint, which went to @stream (hintfs.torch.write_hint's return): its
+    control socket's answer rebuilt from .hintfs/stats' hint.last,
+    "stream=S entries=N refused=M" (write_hint returns only the stream and
+    leaves refusals to the stats). A daemon without range hints refuses
+    range lines as unknown paths: entries=0 refused=N."""
     import sys
     py = str(Path(__file__).resolve().parents[1] / "python")
     if py not in sys.path:
         sys.path.append(py)
     import hintfs
-    from hintfs.hint import format_header
-    lines = [format_header(epoch=epoch)]
-    lines += [f"{p}\t{int(off)}\t{int(n)}" for p, off, n in entries]
-    payload = ("\n".join(lines) + "\n").encode()
-    try:
-        return hintfs.control(root, "hint", payload, ["if_full=replace"])
-    except OSError as e:
-        return f"refused: {e}"
+    last = hintfs.stats(root).get("hint", {}).get("last", {})
+    refused = sum(last.get(k, 0) for k in ("unknown", "too_long", "bad_utf8",
+                                           "dotdot", "outside", "bad_range"))
+    return (f"stream={stream} entries={last.get('entries', 0)} "
+            f"refused={refused}")
 
 
 def log(msg):
