@@ -72,6 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import common, run, scale, shards, sysutil, systems
+from hintfs.packed import tar_members, zip_members
 
 MIB = 1 << 20
 PAGE = 4096
@@ -165,37 +166,11 @@ def _atomic(path, write):
     tmp.rename(path)
 
 
-def zip_index(path):
-    """[(name, data offset, length)] of the members of the stored zip at
-    @path: a member's data follows its local header (30 bytes, the name,
-    the extra field: the local header's own lengths, which may differ from
-    the central directory's)."""
-    out = []
-    with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
-        for zi in zf.infolist():
-            if zi.compress_type != zipfile.ZIP_STORED:
-                raise ValueError(f"{path}: {zi.filename} is compressed")
-            f.seek(zi.header_offset)
-            h = f.read(30)
-            n_name = int.from_bytes(h[26:28], "little")
-            n_extra = int.from_bytes(h[28:30], "little")
-            out.append((zi.filename, zi.header_offset + 30 + n_name + n_extra,
-                        zi.file_size))
-    return out
-
-
-def tar_index(path):
-    """[(name, data offset, length)] of the regular members of the tar at
-    @path."""
-    with tarfile.open(path) as tf:
-        return [(m.name, m.offset_data, m.size) for m in tf.getmembers()
-                if m.isreg()]
-
-
 def write_index(archive, members, sums):
-    """Writes ARCHIVE.index.json: the members of @members that are in
-    @sums (the JPEGs) with their offset, length and CRC32, each checked
-    against the archive's own bytes at that offset."""
+    """Writes ARCHIVE.index.json: the members of @members (hintfs.packed's
+    Member(name, offset, size)) that are in @sums (the JPEGs) with their
+    offset, length and CRC32, each checked against the archive's own bytes
+    at that offset."""
     out = []
     with open(archive, "rb") as f:
         for name, off, n in members:
@@ -465,8 +440,11 @@ class PackedBench:
                 log(f"made {key} ({path.stat().st_size / 1e6:.0f} MB) in "
                     f"{time.monotonic() - t0:.0f} s")
             if not idx.exists():
-                members = (zip_index(path) if key.endswith(".zip")
-                           else tar_index(path))
+                # From the local copy, as a trainer lists an archive once
+                # (hintfs.packed: the data offsets of a zip's stored
+                # members, of a tar's regular files).
+                members = (zip_members(path) if key.endswith(".zip")
+                           else tar_members(path))
                 write_index(path, members, b.sums)
             self.index[key] = idx
         n_shards = sum(1 for k in objs if k.startswith("shards-"))
