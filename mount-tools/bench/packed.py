@@ -553,7 +553,8 @@ class PackedBench:
         lines = path.read_text(errors="replace").splitlines()
         bad = [ln for ln in lines if ln.startswith(("hintfs: error:",
                                                     "hintfs: warning:"))]
-        # Today's daemon refuses range lines as unknown paths: expected.
+        # A daemon without range hints refuses their lines as unknown
+        # paths: expected.
         refused = [ln for ln in bad if "lines refused" in ln]
         other = [ln for ln in bad if ln not in refused]
         if other:
@@ -902,6 +903,8 @@ class PackedBench:
         return self.finish()
 
     def finish(self):
+        # Kept, so that a table rendered again from packed.json says it.
+        self.meta.setdefault("load_end", sysutil.loadavg())
         text = render(self.rows, dict(self.meta, notes=self.notes))
         print("\n" + text, flush=True)
         (self.out / "packed.md").write_text(text + "\n")
@@ -954,6 +957,25 @@ def _check(r):
     return f"{r['checked'] - (r.get('bad') or 0)}/{r['checked']} ok"
 
 
+def _machine(r, meta):
+    """The machine as the row ended: its CPUs and the 1-minute load, loaded
+    when the load is at or past the CPUs (this machine is shared)."""
+    ncpu, load = meta.get("ncpu"), r.get("load")
+    if load is None or not ncpu:
+        return f"{ncpu} cores"
+    busy = "loaded" if load >= ncpu else "not loaded"
+    return f"{ncpu} cores, {busy} ({load:.1f})"
+
+
+# The columns every table starts with, and a row's cells in them.
+LEAD = "| row | server | machine | "
+
+
+def _lead(r, meta):
+    return (f"| {r['row']} | {r['server']} | {_machine(r, meta)} "
+            f"| {_cell(r)} ")
+
+
 def _cpu(r):
     c = r.get("cpu") or {}
     return (f"{_f(c.get('fs'), 2)} / {_f(c.get('server'), 2)} / "
@@ -965,7 +987,8 @@ def render(rows, meta):
     args = meta.get("args", {})
     out = [f"`bench.sh packed` {meta.get('started', '')}, "
            f"{meta.get('ncpu')} CPUs, load at the end "
-           f"{sysutil.loadavg()}, hintfs {meta.get('hintfs')}; rates are "
+           f"{meta.get('load_end', sysutil.loadavg())}, "
+           f"hintfs {meta.get('hintfs')}; rates are "
            "compared as ratios (this machine is shared): never pass/fail. "
            "CPU s: the filesystem daemon / the RGW / the proxy over the "
            "row."]
@@ -989,14 +1012,14 @@ def render(rows, meta):
                 "archive: map-style dataset, os.pread per member, "
                 f"DataLoader x{args.get('workers')}, shuffled",
                 "",
-                "| row | server | samples/s | vs local disk (the better "
+                LEAD + "samples/s | vs local disk (the better "
                 "epoch) | vs ImageFolder cold | first batch s | GETs | hint answer "
                 "| CPU s fs/RGW/proxy | bytes checked |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rs:
             loc = local.get(r.get("fmt"))
             out.append(
-                f"| {r['row']} | {r['server']} | {_cell(r)} "
+                _lead(r, meta) +
                 f"| {_x(r.get('rate'), loc and loc.get('rate'))} "
                 f"| {_x(r.get('rate'), ref and ref.get('rate'))} "
                 f"| {_f(r.get('first_batch_s'), 2)} "
@@ -1010,14 +1033,14 @@ def render(rows, meta):
                 f"{args.get('images')} JPEGs among filler members: the "
                 "same reader",
                 "",
-                "| row | server | samples/s | vs local disk | first batch s "
+                LEAD + "samples/s | vs local disk | first batch s "
                 "| GETs | MB from the origin | hint answer "
                 "| CPU s fs/RGW/proxy | bytes checked |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rs:
             h = r.get("hintfs") or {}
             out.append(
-                f"| {r['row']} | {r['server']} | {_cell(r)} "
+                _lead(r, meta) +
                 f"| {_x(r.get('rate'), loc and loc.get('rate'))} "
                 f"| {_f(r.get('first_batch_s'), 2)} "
                 f"| {_f(r.get('gets'))} "
@@ -1028,14 +1051,14 @@ def render(rows, meta):
         loc = next((r for r in rs if r["server"] == "local disk"), None)
         out += ["", f"### 3. Shards read whole in order ({rs[0]['what']}, "
                 "1 MiB reads)", "",
-                "| row | server | MB/s | vs local disk | GETs (hintfs / "
+                LEAD + "MB/s | vs local disk | GETs (hintfs / "
                 "proxy) | CPU s fs/RGW/proxy | MiB checked |",
-                "|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|"]
         for r in rs:
             h = r.get("hintfs")
             gets = (f"{h['requests.get']} / {r['proxy_gets']}" if h
                     else "-")
-            out.append(f"| {r['row']} | {r['server']} | {_cell(r)} "
+            out.append(_lead(r, meta) +
                        f"| {_x(r.get('rate'), loc and loc.get('rate'))} "
                        f"| {gets} | {_cpu(r)} | {_check(r)} |")
     if "random" in by:
@@ -1044,10 +1067,10 @@ def render(rows, meta):
         cur = next((r for r in rs if "curl" in r["row"]), None)
         out += ["", f"### 4. Random 4 KiB reads in a {args.get('shard_mib')}"
                 f" MiB object, cold ({rs[0]['what']})", "",
-                "| row | server | reads/s | vs local disk | vs a GET per "
+                LEAD + "reads/s | vs local disk | vs a GET per "
                 "read | GETs | origin bytes / bytes read (hintfs / proxy) "
                 "| hint answer | CPU s fs/RGW/proxy | reads checked |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rs:
             rd = r.get("bytes_read") or 0
             if r["server"] == "local disk":
@@ -1055,7 +1078,7 @@ def render(rows, meta):
             else:
                 ratio = (f"{_x(r.get('origin_bytes'), rd)} / "
                          f"{_x(r.get('proxy_bytes'), rd)}")
-            out.append(f"| {r['row']} | {r['server']} | {_cell(r)} "
+            out.append(_lead(r, meta) +
                        f"| {_x(r.get('rate'), loc and loc.get('rate'))} "
                        f"| {_x(r.get('rate'), cur and cur.get('rate'))} "
                        f"| {_f(r.get('gets'))} | {ratio} | {_hint(r)} | {_cpu(r)} "
@@ -1066,11 +1089,11 @@ def render(rows, meta):
         loc = next((r for r in rs if r["server"] == "local disk"), None)
         out += ["", f"### 5. One sequential reader of a "
                 f"{args.get('shard_mib')} MiB object, cold, 1 MiB reads", "",
-                "| row | server | MB/s | vs one GET | vs local disk | GETs "
+                LEAD + "MB/s | vs one GET | vs local disk | GETs "
                 "| CPU s fs/RGW/proxy | MiB checked |",
-                "|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|"]
         for r in rs:
-            out.append(f"| {r['row']} | {r['server']} | {_cell(r)} "
+            out.append(_lead(r, meta) +
                        f"| {_x(r.get('rate'), cur and cur.get('rate'))} "
                        f"| {_x(r.get('rate'), loc and loc.get('rate'))} "
                        f"| {_f(r.get('gets'))} | {_cpu(r)} "
