@@ -209,48 +209,6 @@ static int hint_slots(struct pf *pf, const char *stream, const uint32_t *ids,
 	return 0;
 }
 
-/*
- * The slots of @n ranges, in order: an object's id, or the blocks a range
- * of a large object covers; a slot that repeats the one before it is one
- * entry (the members of a zip that lie in one block, ranges of one object
- * fetched whole). A malloc'd array, *@out_n long; NULL: no memory.
- */
-static uint32_t *ranges_to_slots(struct pf *pf, const struct pf_range *r,
-				 size_t n, bool merge, size_t *out_n)
-{
-	size_t cap = n ? n : 1, k = 0;
-	uint32_t *s = malloc(cap * sizeof(*s));
-
-	for (size_t i = 0; s && i < n; i++) {
-		const struct pf_blocked *b = pf_blocked_of(pf, r[i].id);
-		size_t want = b ? b->n : 1, got;
-
-		if (k + want > cap) {
-			uint32_t *ns;
-
-			while (k + want > cap)
-				cap *= 2;
-			ns = realloc(s, cap * sizeof(*s));
-			if (!ns) {
-				free(s);
-				return NULL;
-			}
-			s = ns;
-		}
-		got = pf_slots_of_range(pf, r[i].id, r[i].off, r[i].len, s + k,
-					want);
-		/* In place: k never passes the slot being read. */
-		for (size_t j = 0, at = k; j < got; j++) {
-			uint32_t v = s[at + j];
-
-			if (!merge || !k || s[k - 1] != v)
-				s[k++] = v;
-		}
-	}
-	*out_n = k;
-	return s;
-}
-
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	    int64_t epoch, enum pf_replace replace, pid_t owner)
 {
@@ -267,7 +225,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		r[i] = (struct pf_range){ids[i], 0, PF_RANGE_WHOLE};
-	slots = ranges_to_slots(pf, r, n, false, &k);
+	slots = pf_ranges_to_slots(pf, r, n, false, &k);
 	free(r);
 	if (!slots)
 		return -ENOMEM;
@@ -284,7 +242,7 @@ int pf_hint_ranges(struct pf *pf, const char *stream, const struct pf_range *r,
 	size_t k;
 	int rc;
 
-	slots = ranges_to_slots(pf, r, n, true, &k);
+	slots = pf_ranges_to_slots(pf, r, n, true, &k);
 	if (!slots)
 		return -ENOMEM;
 	rc = hint_slots(pf, stream, slots, k, epoch, replace, owner);

@@ -119,6 +119,18 @@ static const struct pf_blocked *owner_of(const struct pf *pf, uint32_t slot)
 	return lo ? &pf->blocked[lo - 1] : NULL;
 }
 
+/* The bytes of block slot @slot: part_size, or less for an object's last. */
+static uint64_t block_size(const struct pf *pf, uint32_t slot)
+{
+	const struct pf_blocked *b = owner_of(pf, slot);
+	uint64_t bs = pf->cfg.part_size, at;
+
+	if (!b)
+		return bs;
+	at = (uint64_t)(slot - b->base) * bs;
+	return b->size - at < bs ? b->size - at : bs;
+}
+
 int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
 		struct pf_object *o)
 {
@@ -209,6 +221,134 @@ size_t pf_slots_of_range(const struct pf *pf, uint32_t id, uint64_t off,
 	return n;
 }
 
+/* A block's hinted bytes, summed over a hint's ranges. */
+struct cover {
+	uint32_t slot;
+	uint64_t bytes;
+};
+
+static int cover_cmp(const void *a, const void *b)
+{
+	const struct cover *x = a, *y = b;
+
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+/* Appends what [off, off + len) of @b covers of each of its blocks. */
+static struct cover *cover_add(const struct pf *pf, const struct pf_blocked *b,
+			       uint64_t off, uint64_t len, struct cover *cv,
+			       size_t *n, size_t *cap)
+{
+	uint64_t bs = pf->cfg.part_size;
+	uint64_t end =
+	    len == PF_RANGE_WHOLE || off + len < off || off + len > b->size
+		? b->size
+		: off + len;
+
+	for (uint64_t at = off; at < end;) {
+		uint64_t k = at / bs,
+			 stop = (k + 1) * bs < end ? (k + 1) * bs : end;
+
+		if (*n == *cap) {
+			struct cover *nc;
+
+			*cap = *cap ? 2 * *cap : 256;
+			nc = realloc(cv, *cap * sizeof(*nc));
+			if (!nc) {
+				free(cv);
+				return NULL;
+			}
+			cv = nc;
+		}
+		cv[(*n)++] = (struct cover){b->base + (uint32_t)k, stop - at};
+		at = stop;
+	}
+	return cv;
+}
+
+/* The bytes of slot @slot in the sorted, summed @cv (@n of them). */
+static uint64_t cover_of(const struct cover *cv, size_t n, uint32_t slot)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cv[mid].slot < slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && cv[lo].slot == slot ? cv[lo].bytes : 0;
+}
+
+/*
+ * The slots of @n hint entries, in order (a malloc'd array, *@out_n long;
+ * NULL: no memory): an object's id, or the blocks an entry of a large
+ * object covers. With @ranges (pf_hint_ranges()), a slot that repeats the
+ * one before it is one entry (members of a zip in one block, ranges of an
+ * object fetched whole), and a block the hint's ranges cover less than
+ * 1/PF_BLOCK_SPARSE of is left out (sparse: its reads fetch their pages).
+ */
+uint32_t *pf_ranges_to_slots(struct pf *pf, const struct pf_range *r, size_t n,
+			     bool ranges, size_t *out_n)
+{
+	size_t cap = n ? n : 1, k = 0, ncv = 0, cvcap = 0, m = 0, w = 0;
+	uint32_t *s = malloc(cap * sizeof(*s));
+	struct cover *cv = NULL;
+
+	for (size_t i = 0; s && i < n; i++) {
+		const struct pf_blocked *b = pf_blocked_of(pf, r[i].id);
+		size_t want = b ? b->n : 1;
+
+		if (k + want > cap) {
+			uint32_t *ns;
+
+			while (k + want > cap)
+				cap *= 2;
+			ns = realloc(s, cap * sizeof(*s));
+			if (!ns)
+				goto oom;
+			s = ns;
+		}
+		k += pf_slots_of_range(pf, r[i].id, r[i].off, r[i].len, s + k,
+				       want);
+		if (ranges && b &&
+		    !(cv = cover_add(pf, b, r[i].off, r[i].len, cv, &ncv,
+				     &cvcap)))
+			goto oom;
+	}
+	if (!s)
+		return NULL;
+	if (ncv) {
+		/* Sum each block's cover: sorted, then runs added up. */
+		qsort(cv, ncv, sizeof(*cv), cover_cmp);
+		for (size_t i = 0; i < ncv; i++) {
+			if (m && cv[m - 1].slot == cv[i].slot)
+				cv[m - 1].bytes += cv[i].bytes;
+			else
+				cv[m++] = cv[i];
+		}
+	}
+	/* In place: the write index never passes the read one. */
+	for (size_t i = 0; i < k; i++) {
+		uint32_t v = s[i];
+
+		if (ranges && v >= pf->cfg.n_ids &&
+		    cover_of(cv, m, v) * PF_BLOCK_SPARSE < block_size(pf, v))
+			continue;
+		if (!ranges || !w || s[w - 1] != v)
+			s[w++] = v;
+	}
+	*out_n = w;
+	free(cv);
+	return s;
+oom:
+	free(cv);
+	free(s);
+	return NULL;
+}
+
 /* Whether a read at @off goes on from one that ended at @end. */
 static bool near(uint64_t end, uint64_t off)
 {
@@ -220,7 +360,8 @@ static bool near(uint64_t end, uint64_t off)
  * enters (order_streams_note_open()), and for a sequential reader (one
  * that went on exactly from where its cursor ended PF_SEQ_RUN times, its
  * other reads near it: PF_SEQ_SLACK), or one that starts at 0, queues the
- * blocks ahead of it. Readers are told apart by cursor (PF_BLOCK_CURSORS): one
+ * blocks ahead of it, unless a hint led it there (the hint fetches what
+ * it will read). Readers are told apart by cursor (PF_BLOCK_CURSORS): one
  * that jumps takes a cursor of its own, so that a random reader of the object
  * does not stop a sequential one's read-ahead. Returns whether the read is a
  * jump (not sequential, not at 0). mu held.
@@ -265,7 +406,10 @@ static bool note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 		}
 	}
 	seq = (on && b->run[c] >= PF_SEQ_RUN) || !off;
-	if (seq) {
+	/* A reader the hint leads (its block came from a hint entry) has
+	 * the hint's blocks fetched for it, and no others: the blocks it
+	 * leaves out are not to be read (a zip's members elsewhere). */
+	if (seq && !pf->opened_by[b->base + last]) {
 		uint32_t to = last + 1 + PF_BLOCK_AHEAD;
 
 		if (b->next_ra[c] < last + 1)

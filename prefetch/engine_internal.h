@@ -243,6 +243,13 @@ struct pf_blocked {
  * asks for anyway, and a 4 KiB read costs 4 KiB. */
 #define PF_RANGE_ALIGN 4096ull
 
+/* A block whose hinted ranges cover less than an eighth of it is left
+ * out of the hint: fetching 8 MiB for a few pages of it would move more
+ * than 8 times the bytes read (random 4 KiB records of a 1 GiB file
+ * hinted block by block moved 131 times what was read); its reads fetch
+ * their own pages (pf_read_range()). */
+#define PF_BLOCK_SPARSE 8
+
 /* Read-ahead slots queued for the scheduler at most (engine_block.c): a
  * few per sequential reader; the oldest go when it is full. */
 #define PF_RA_MAX 64
@@ -460,6 +467,8 @@ int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
 uint32_t pf_key_slot(struct pf *pf, const char *key, size_t key_len);
 size_t pf_slots_of_range(const struct pf *pf, uint32_t id, uint64_t off,
 			 uint64_t len, uint32_t *out, size_t max);
+uint32_t *pf_ranges_to_slots(struct pf *pf, const struct pf_range *r, size_t n,
+			     bool ranges, size_t *out_n);
 ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 		      size_t len, uint64_t off, cache_ref_cb cb, void *arg,
 		      bool ref_only);

@@ -766,6 +766,8 @@ static void test_limit_bounds(void)
 #define BIG_ID	 1u
 #define BIG_SIZE (20 * MIB + 5 * KIB)
 #define BLOCK	 (4 * MIB)
+/* A range of half a block: a hint of it names the block (not sparse). */
+#define HALF (BLOCK / 2)
 
 static const struct pf_config big_cfg = {
     .pace_ms = PF_PACE_OFF, .part_size = BLOCK, .fetch_mem = 16 * MIB};
@@ -909,14 +911,14 @@ static bool block_cached(struct env *e, unsigned k)
 static void test_block_eviction_next_use(void)
 {
 	const struct pf_range r[] = {
-	    {BIG_ID, BLOCK + 10, 10},
-	    {BIG_ID, 2 * BLOCK + 10, 10},
-	    {BIG_ID, 10, 10},
+	    {BIG_ID, BLOCK + 10, HALF},
+	    {BIG_ID, 2 * BLOCK + 10, HALF},
+	    {BIG_ID, 10, HALF},
 	};
 	const struct pf_range first[] = {
-	    {BIG_ID, 10, 10},
-	    {BIG_ID, 2 * BLOCK + 10, 10},
-	    {BIG_ID, 4 * BLOCK + 10, 10},
+	    {BIG_ID, 10, HALF},
+	    {BIG_ID, 2 * BLOCK + 10, HALF},
+	    {BIG_ID, 4 * BLOCK + 10, HALF},
 	};
 	struct env e;
 
@@ -946,7 +948,7 @@ static void test_block_eviction_next_use(void)
  * hint names, or one cached, is read as a block. */
 static void test_block_jumps_read_pages(void)
 {
-	const struct pf_range r = {BIG_ID, 3 * BLOCK + 10, 10};
+	const struct pf_range r = {BIG_ID, 3 * BLOCK + 10, HALF};
 	unsigned char buf[8192];
 	uint64_t offs[16];
 	struct pf_stats st;
@@ -1011,13 +1013,13 @@ static void test_block_mixed_readers(void)
 static void test_block_range_hint(void)
 {
 	const struct pf_range r[] = {
-	    {BIG_ID, 4 * BLOCK + 10, 100}, /* block 4 */
-	    {BIG_ID, 10, 100},		   /* block 0 */
-	    {BIG_ID, 200, 50},		   /* block 0 again: merged */
-	    {BIG_ID, 2 * BLOCK - 10, 20},  /* blocks 1 and 2 */
-	    {0, 0, PF_RANGE_WHOLE},	   /* a small object: itself */
+	    {BIG_ID, 4 * BLOCK + 10, HALF},	   /* block 4 */
+	    {BIG_ID, 10, BLOCK / 16},		   /* block 0 */
+	    {BIG_ID, HALF, BLOCK / 16},		   /* block 0 again: merged */
+	    {BIG_ID, 2 * BLOCK - BLOCK / 4, HALF}, /* blocks 1 and 2 */
+	    {0, 0, PF_RANGE_WHOLE},		   /* a small object: itself */
 	};
-	unsigned char buf[128];
+	unsigned char *buf = malloc(HALF);
 	uint64_t offs[16];
 	struct pf_stats st;
 	const char *k;
@@ -1045,6 +1047,38 @@ static void test_block_range_hint(void)
 	pf_get_stats(e.pf, &st);
 	CHECK(st.demand_fetches == 0);
 	CHECK(st.cache_hits >= 4);
+	env_stop(&e);
+	free(buf);
+}
+
+/* Sparse ranges (pages of blocks 1 and 3, far under an eighth of each):
+ * no block is fetched ahead for them, and their reads fetch their pages,
+ * not 4 MiB each. */
+static void test_block_sparse_ranges(void)
+{
+	const struct pf_range r[] = {
+	    {BIG_ID, BLOCK + 8192, 4096},
+	    {BIG_ID, 3 * BLOCK + 40960, 4096},
+	    {BIG_ID, BLOCK + 81920, 4096},
+	};
+	unsigned char buf[4096];
+	uint64_t offs[16];
+	struct env e;
+	unsigned n;
+
+	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
+	CHECK(pf_hint_ranges(e.pf, "rank0", r, 3, 0, PF_QUEUE, 0) == 0);
+	CHECK(fake_source_settle(e.fs));
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	CHECK(fake_source_starts(e.fs) == 0);
+	for (int i = 0; i < 3; i++) {
+		CHECK(big_read(&e, r[i].off, 4096, buf) == 4096);
+		CHECK(big_bytes_ok(buf, r[i].off, 4096));
+	}
+	n = big_starts(&e, 0, offs, 16);
+	CHECK(n == 3);
+	for (unsigned i = 0; i < n; i++)
+		CHECK(offs[i] == r[i].off);
 	env_stop(&e);
 }
 
@@ -1074,7 +1108,7 @@ static void test_block_stale(void)
  * with no GET. */
 static void test_block_restart(void)
 {
-	const struct pf_range r = {BIG_ID, 2 * BLOCK + 7, 256};
+	const struct pf_range r = {BIG_ID, 2 * BLOCK + 7, HALF};
 	struct pf_config cfg = big_cfg;
 	unsigned char buf[256];
 	struct env e;
@@ -1123,6 +1157,7 @@ int main(void)
 	test_block_jumps_read_pages();
 	test_block_mixed_readers();
 	test_block_range_hint();
+	test_block_sparse_ranges();
 	test_block_stale();
 	test_block_eviction_next_use();
 	test_block_restart();
