@@ -64,6 +64,33 @@ def emit(obj):
     sys.stdout.flush()
 
 
+def drain(loader, n, max_s, t0, count):
+    """Iterates @loader once from time @t0: emits the first batch's time
+    (the parent takes a CPU snapshot at that line), adds count(batch)
+    samples a batch, and stops once past @max_s seconds with fewer than
+    @n. Returns (samples, partial, first batch s)."""
+    seen = 0
+    partial = False
+    first = None
+    it = iter(loader)
+    try:
+        for batch in it:
+            if first is None:
+                first = time.monotonic() - t0
+                emit({"first_batch_s": first})
+            seen += count(batch)
+            if time.monotonic() - t0 > max_s and seen < n:
+                partial = True
+                break
+    finally:
+        # Joins and reaps the workers (also after a break).
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown:
+            shutdown()
+        del it
+    return seen, partial, first
+
+
 class Train:
     def __init__(self, a):
         import torch
@@ -88,29 +115,14 @@ class Train:
         self.classes = len(self.ds.classes)
 
     def epoch(self, n):
-        seen = 0
-        partial = False
+        def count(batch):
+            if self.sleep_s:
+                time.sleep(self.sleep_s)
+            return len(batch[1])
+
         t0 = time.monotonic()
-        first = None
-        it = iter(self.loader)
-        try:
-            for x, y in it:
-                if first is None:
-                    first = time.monotonic() - t0
-                    # The parent takes a CPU snapshot at this line.
-                    emit({"first_batch_s": first})
-                seen += len(y)
-                if self.sleep_s:
-                    time.sleep(self.sleep_s)
-                if time.monotonic() - t0 > self.max_s and seen < self.n:
-                    partial = True
-                    break
-        finally:
-            # Joins and reaps the workers (also after a break).
-            shutdown = getattr(it, "_shutdown_workers", None)
-            if shutdown:
-                shutdown()
-            del it
+        seen, partial, first = drain(self.loader, self.n, self.max_s, t0,
+                                     count)
         return {"images": seen, "seconds": time.monotonic() - t0,
                 "partial": partial, "first_batch_s": first}
 
@@ -171,9 +183,7 @@ class Packed:
         from bench.common import hint_answer
         from hintfs.torch import write_hint
         order = self.torch.randperm(self.n, generator=self.gen).tolist()
-        seen = bad = 0
-        partial = False
-        first = None
+        bad = 0
         answer = None
         t0 = time.monotonic()
         if self.hint:
@@ -187,22 +197,14 @@ class Packed:
             answer = hint_answer(self.root, stream)
         loader = DataLoader(self.ds, batch_size=self.batch, sampler=order,
                             num_workers=self.workers)
-        it = iter(loader)
-        try:
-            for x, ok in it:
-                if first is None:
-                    first = time.monotonic() - t0
-                    emit({"first_batch_s": first})
-                seen += len(ok)
-                bad += int((~ok).sum())
-                if time.monotonic() - t0 > self.max_s and seen < self.n:
-                    partial = True
-                    break
-        finally:
-            shutdown = getattr(it, "_shutdown_workers", None)
-            if shutdown:
-                shutdown()
-            del it
+
+        def count(batch):
+            nonlocal bad
+            ok = batch[1]
+            bad += int((~ok).sum())
+            return len(ok)
+
+        seen, partial, first = drain(loader, self.n, self.max_s, t0, count)
         return {"images": seen, "seconds": time.monotonic() - t0,
                 "partial": partial, "first_batch_s": first,
                 "bad_bytes": bad, "hint_answer": answer,

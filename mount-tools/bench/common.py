@@ -201,3 +201,23 @@ def drop_page_cache():
         return True
     except OSError:
         return False
+
+
+def run_bench(bench):
+    """Runs @bench (a Bench or a subcommand's: run() and, once rows exist,
+    finish()) as a command: its exit status, 1 after an error it raised as
+    RuntimeError, 130 after ^C; the rows measured so far are written
+    either way. The ExitStacks and finally blocks have unmounted and
+    stopped everything by the time this reports."""
+    try:
+        return bench.run()
+    except RuntimeError as e:
+        log(f"error: {e}")
+        if bench.rows:
+            bench.finish()
+        return 1
+    except KeyboardInterrupt:
+        log("interrupted; everything started was stopped")
+        if bench.rows:
+            bench.finish()
+        return 130

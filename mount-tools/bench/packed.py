@@ -1106,16 +1106,4 @@ def render(rows, meta):
 
 def main(argv):
     a = parse_args(argv)
-    b = PackedBench(a)
-    try:
-        return b.run()
-    except RuntimeError as e:
-        log(f"error: {e}")
-        if b.rows:
-            b.finish()
-        return 1
-    except KeyboardInterrupt:
-        log("interrupted; everything started was stopped")
-        if b.rows:
-            b.finish()
-        return 130
+    return common.run_bench(PackedBench(a))

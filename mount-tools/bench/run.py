@@ -726,21 +726,7 @@ def main(argv=None):
         return ddp.main(argv[1:])
     if argv[:1] == ["report"]:
         return rerender(argv[1:])
-    bench = Bench(parse_args(argv))
-    try:
-        return bench.run()
-    except RuntimeError as e:
-        log(f"error: {e}")
-        if bench.rows:
-            bench.finish()
-        return 1
-    except KeyboardInterrupt:
-        # The ExitStack and the finally blocks have unmounted and stopped
-        # everything by now.
-        log("interrupted; everything started was stopped")
-        if bench.rows:
-            bench.finish()
-        return 130
+    return common.run_bench(Bench(parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import time
 
 import pytest
 
-import workload
 from dataset import drop_pages, upload
 from proxy import Proxy
 from workload import kill9, object_gets
