@@ -18,6 +18,8 @@
 #   mount-tools/bench.sh ddp [--rounds 1] [...]   (two ranks under hintfs-run)
 #   mount-tools/bench.sh fastorigin [--objects 10000] [--rtt 0,20,50,100] [...]
 #                        (hintfs vs the bare curl client on the fast origin)
+#   mount-tools/bench.sh evict [--objects 4000] [--epochs 3] [--rtt 20] [...]
+#                        (a dataset twice the cache: origin GETs per epoch vs Belady and LRU)
 #   mount-tools/bench.sh report [DIR]    tables and plot again from DIR/results.json
 #
 # Runs as root (it drops the page cache and mounts). Builds hintfs in build/

@@ -718,6 +718,9 @@ def main(argv=None):
     if argv[:1] == ["fastorigin"]:
         from bench import fastorigin
         return fastorigin.main(argv[1:])
+    if argv[:1] == ["evict"]:
+        from bench import evict
+        return evict.main(argv[1:])
     if argv[:1] == ["packed"]:
         from bench import packed
         return packed.main(argv[1:])
