@@ -343,6 +343,32 @@ def drop_file_pages(mnt, keys):
     return failed
 
 
+class ProxyGets:
+    """The object GETs the proxy logged since the last take(), by key."""
+
+    def __init__(self, log_path):
+        self.path = log_path
+        self.off = 0
+
+    def take(self):
+        """{'gets', 'keys' (distinct), 'refetched' (GETs of a key beyond
+        its first in the span)} of the complete lines since the last
+        call."""
+        from s3proxy import parse_log
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.off)
+                data = f.read()
+        except OSError:
+            data = b""
+        end = data.rfind(b"\n") + 1
+        self.off += end
+        keys = [r.key for r in parse_log(data[:end].decode(errors="replace"))
+                if r.method == "GET" and not r.is_listing]
+        return {"gets": len(keys), "keys": len(set(keys)),
+                "refetched": len(keys) - len(set(keys))}
+
+
 def stat_get(s, path, default=0):
     for part in path.split("."):
         if not isinstance(s, dict) or part not in s:
@@ -486,7 +512,9 @@ def run_mount(a, endpoint, run_dir, keys, sums, orders, tail, cache_bytes):
             for c in COUNTERS:
                 d = stat_get(after, c) - stat_get(before, c)
                 row[c] = round(d, 3) if isinstance(d, float) else d
-            row["proxy_gets"] = tail.take()["get"] if tail else None
+            px = tail.take() if tail else {}
+            row["proxy_gets"] = px.get("gets")
+            row["proxy_refetched"] = px.get("refetched")
             epochs.append(row)
             log(f"epoch {n}: {secs:.1f} s, {row['requests.get']} GETs "
                 f"({row['requests.prefetched_objects']} prefetched, "
@@ -546,7 +574,9 @@ def render(res):
                      f"| {ratio(g, b)} | {lr:,} | {ratio(lr, b)} | {bh:,} "
                      f"| {ratio(g, bh)} | | | | | | |")
     lines += ["", "Proxy GETs per epoch: " + ", ".join(
-        str(r["proxy_gets"]) for r in res["epochs"]) +
+        str(r["proxy_gets"]) for r in res["epochs"]) + " (of a key already "
+        "fetched in the same epoch: " + ", ".join(
+            str(r.get("proxy_refetched")) for r in res["epochs"]) + ")" +
         "; Belady with the nominal K = "
         f"{res['k_nominal']:,}: " + ", ".join(map(str, res["belady_nominal"]))
         + f"; bytes checked: {sum(r['bad'] for r in res['epochs'])} bad"]
@@ -587,7 +617,7 @@ def main(argv):
             px = stack.enter_context(Proxy())
             px.start(org.endpoint, rtt_ms=a.rtt)
             endpoint = px.endpoint
-            tail = sysutil.LogTail(px.log_path)
+            tail = ProxyGets(px.log_path)
             log(f"proxy with {a.rtt} ms round trip at {endpoint}")
         epochs, problems = run_mount(a, endpoint, workdir / "runs" / "evict",
                                      keys, sums, orders, tail, cache_bytes)
