@@ -65,7 +65,7 @@ INF = float("inf")
 # done (it fetches nothing past the hints; at 20 ms a GET, a few rounds).
 SETTLE_TIMEOUT_S = 30
 # Stats looked at while an epoch runs, for the peak of cache.objects.
-SAMPLE_EVERY_S = 0.25
+SAMPLE_EVERY_S = 0.1
 
 
 def parse_args(argv):
@@ -122,6 +122,11 @@ def belady(seq, k, epoch_len):
     """Misses per epoch of the optimal cache of @k objects over @seq
     (Belady's MIN: on a miss, of the cached objects and the one just
     fetched, the one whose next use is furthest is not kept)."""
+    return _per_epoch(belady_misses(seq, k), len(seq), epoch_len)
+
+
+def belady_misses(seq, k):
+    """The indices in @seq of belady()'s misses."""
     nu = next_uses(seq)
     cached = {}        # key -> its next use
     heap = []          # (-next use, key); stale entries skipped
@@ -143,7 +148,7 @@ def belady(seq, k, epoch_len):
             cached[key] = nu[i]
             heapq.heappush(heap, (-nu[i], key))
         # else: the fetched object is the furthest: not kept.
-    return _per_epoch(miss_at, len(seq), epoch_len)
+    return miss_at
 
 
 def lru(seq, k, epoch_len):
@@ -177,6 +182,11 @@ def horizon_fn(epoch_len, epochs, ahead=None):
 
 
 def belady_hinted(seq, k, epoch_len, known):
+    return _per_epoch(belady_hinted_misses(seq, k, known), len(seq),
+                      epoch_len)
+
+
+def belady_hinted_misses(seq, k, known):
     """Misses per epoch of a cache of @k objects that evicts as hintfs does
     with the hints it has (doc/design.md 2.5): objects whose next use no
     hint tells go first, least recently used first; else the one whose
@@ -218,7 +228,7 @@ def belady_hinted(seq, k, epoch_len, known):
                         heapq.heappop(heap)
                     del told[heapq.heappop(heap)[1]]
         place(key, nu[i])
-    return _per_epoch(miss_at, len(seq), epoch_len)
+    return miss_at
 
 
 def belady_brute(seq, k, epoch_len):
@@ -389,16 +399,22 @@ class Sampler:
     """Reads the mount's stats every SAMPLE_EVERY_S while an epoch runs:
     the peak of cache.objects."""
 
-    def __init__(self, fs):
+    def __init__(self, fs, progress, get0):
         self.fs = fs
         self.peak = 0
+        self.progress = progress  # read_epoch()'s state: "done"
+        self.get0 = get0
+        self.series = []  # (files read, GETs since the epoch began)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.wait(SAMPLE_EVERY_S):
+            done = self.progress["done"]
             s = self.fs.stats() or {}
             self.peak = max(self.peak, stat_get(s, "cache.objects"))
+            self.series.append((done, stat_get(s, "requests.get") -
+                                self.get0))
 
     def __enter__(self):
         self._t.start()
@@ -429,12 +445,14 @@ def settle(fs):
 
 
 def read_epoch(mnt, order, threads, sums, check_every, at_fraction=None,
-               then=None):
+               then=None, state=None):
     """Each file of @order once, by @threads threads taking them in order;
     @then() is called (once) when a fraction @at_fraction of them were
-    read. Returns (seconds, problems)."""
+    read; @state["done"] counts the files read. Returns (seconds,
+    problems)."""
     lock = threading.Lock()
-    state = {"done": 0, "bad": [], "fired": then is None}
+    state = state if state is not None else {}
+    state.update({"done": 0, "bad": [], "fired": then is None})
     mark = len(order) * at_fraction if at_fraction is not None else None
 
     def read(i_rel):
@@ -496,10 +514,12 @@ def run_mount(a, endpoint, run_dir, keys, sums, orders, tail, cache_bytes):
             then = None
             if a.hint_ahead is not None and n < len(orders):
                 then = lambda n=n: send(n + 1)  # noqa: E731
-            with Sampler(fs) as smp:
+            progress = {"done": 0}
+            with Sampler(fs, progress,
+                         stat_get(before, "requests.get")) as smp:
                 secs, bad = read_epoch(fs.mnt, orders[n - 1], a.threads,
                                        sums, a.check_every, a.hint_ahead,
-                                       then)
+                                       then, progress)
                 after = settle(fs)
             row = {"epoch": n, "seconds": round(secs, 2),
                    "bad": len(bad), "first_bad": bad[:1],
@@ -508,7 +528,8 @@ def run_mount(a, endpoint, run_dir, keys, sums, orders, tail, cache_bytes):
                    "cache_capacity": stat_get(after, "cache.capacity"),
                    "cache_objects_peak": max(smp.peak, stat_get(
                        after, "cache.objects")),
-                   "hint_epoch": stat_get(after, "hint.epoch")}
+                   "hint_epoch": stat_get(after, "hint.epoch"),
+                   "series": smp.series}
             for c in COUNTERS:
                 d = stat_get(after, c) - stat_get(before, c)
                 row[c] = round(d, 3) if isinstance(d, float) else d
@@ -528,6 +549,27 @@ def run_mount(a, endpoint, run_dir, keys, sums, orders, tail, cache_bytes):
 
 
 # ------------------------------------------------------------ the report
+
+
+PROGRESS_AT = (0.1, 0.25, 0.5)
+
+
+def progress_table(epochs, miss_at, n):
+    """Per epoch, at each fraction f of PROGRESS_AT of its files read: the
+    GETs hintfs had made by then (the first stats sample past f; they
+    include the fetches ahead of the readers) and the misses of Belady as
+    hinted among the epoch's first f * n reads (Belady's own come late in
+    the epoch: it ends an epoch holding the next one's first objects)."""
+    out = []
+    for e, row in enumerate(epochs):
+        marks = []
+        for f in PROGRESS_AT:
+            got = next((g for done, g in row["series"] if done >= f * n),
+                       None)
+            opt = sum(1 for i in miss_at if e * n <= i < e * n + f * n)
+            marks.append({"at": f, "hintfs": got, "belady": opt})
+        out.append(marks)
+    return out
 
 
 def ratio(x, y):
@@ -580,6 +622,13 @@ def render(res):
         "; Belady with the nominal K = "
         f"{res['k_nominal']:,}: " + ", ".join(map(str, res["belady_nominal"]))
         + f"; bytes checked: {sum(r['bad'] for r in res['epochs'])} bad"]
+    lines += ["", "GETs made by the time a fraction of each epoch's files "
+              "were read (hintfs, fetches ahead included / misses of Belady "
+              "as hinted among those reads): " + "; ".join(
+                  f"epoch {e + 1}: " + ", ".join(
+                      f"{m['at']:g} {m['hintfs']}/{m['belady']}"
+                      for m in marks)
+                  for e, marks in enumerate(res["progress"]))]
     return "\n".join(lines) + "\n"
 
 
@@ -633,6 +682,8 @@ def main(argv):
            "k_nominal": int(a.objects * a.cache_frac),
            "epochs": epochs,
            "belady": belady(seq, k, a.objects),
+           "progress": progress_table(
+               epochs, belady_hinted_misses(seq, k, known), a.objects),
            "belady_nominal": belady(seq, int(a.objects * a.cache_frac),
                                     a.objects),
            "belady_hinted": belady_hinted(seq, k, a.objects, known),
