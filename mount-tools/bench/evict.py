@@ -392,16 +392,19 @@ COUNTERS = ["requests.get", "requests.prefetched_objects",
             "requests.not_cached", "reads.demand_fetches",
             "reads.prefetch_joins", "reads.cache_hits", "cache.evictions",
             "cache.hits", "cache.misses", "stalls.count", "stalls.seconds",
-            "fuse.read"]
+            "fuse.read", "engine.commit_objects", "engine.commit_seconds"]
 
 
 class Sampler:
     """Reads the mount's stats every SAMPLE_EVERY_S while an epoch runs:
-    the peak of cache.objects."""
+    the peaks of cache.objects and of requests.fetch_mem (objects fetched
+    and not yet in the cache serve reads from memory: a cache on top of
+    the cache while the cache writer lags)."""
 
     def __init__(self, fs, progress, get0):
         self.fs = fs
         self.peak = 0
+        self.fetch_mem_peak = 0
         self.progress = progress  # read_epoch()'s state: "done"
         self.get0 = get0
         self.series = []  # (files read, GETs since the epoch began)
@@ -413,6 +416,8 @@ class Sampler:
             done = self.progress["done"]
             s = self.fs.stats() or {}
             self.peak = max(self.peak, stat_get(s, "cache.objects"))
+            self.fetch_mem_peak = max(self.fetch_mem_peak,
+                                      stat_get(s, "requests.fetch_mem"))
             self.series.append((done, stat_get(s, "requests.get") -
                                 self.get0))
 
@@ -427,16 +432,19 @@ class Sampler:
 
 
 def settle(fs):
-    """Waits until the engine has no GET in flight (and none started) for
-    half a second. Returns the stats then."""
+    """Waits until the engine has no GET in flight, none started and no
+    fetched object waiting for the cache writer (requests.fetch_mem 0), for
+    half a second: every object fetched is in the cache or refused by
+    then. Returns the stats then."""
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     last, since = None, time.monotonic()
     while True:
         s = fs.stats() or {}
-        now = (stat_get(s, "requests.in_flight"), stat_get(s, "requests.get"))
+        now = (stat_get(s, "requests.in_flight"), stat_get(s, "requests.get"),
+               stat_get(s, "requests.fetch_mem"))
         if now != last:
             last, since = now, time.monotonic()
-        elif now[0] == 0 and time.monotonic() - since >= 0.5:
+        elif now[0] == now[2] == 0 and time.monotonic() - since >= 0.5:
             return s
         if time.monotonic() > deadline:
             log(f"engine not idle after {SETTLE_TIMEOUT_S} s: {now}")
@@ -529,6 +537,7 @@ def run_mount(a, endpoint, run_dir, keys, sums, orders, tail, cache_bytes):
                    "cache_objects_peak": max(smp.peak, stat_get(
                        after, "cache.objects")),
                    "hint_epoch": stat_get(after, "hint.epoch"),
+                   "fetch_mem_peak": smp.fetch_mem_peak,
                    "series": smp.series}
             for c in COUNTERS:
                 d = stat_get(after, c) - stat_get(before, c)
@@ -595,8 +604,9 @@ def render(res):
         f"build {res['commit']}", "",
         "| epoch | hintfs GETs | Belady | hintfs/Belady | LRU | LRU/Belady "
         "| Belady as hinted | hintfs/as hinted | prefetched | demand "
-        "| evictions | not cached | cache objects at end | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "| evictions | not cached | cache objects at end "
+        "| fetched, not yet cached, peak | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, b, lr, bh in zip(res["epochs"], res["belady"], res["lru"],
                             res["belady_hinted"]):
         g = r["requests.get"]
@@ -606,6 +616,7 @@ def render(res):
             f"| {r['requests.prefetched_objects']:,} "
             f"| {r['reads.demand_fetches']:,} | {r['cache.evictions']:,} "
             f"| {r['requests.not_cached']:,} | {r['cache_objects']:,} "
+            f"| {r['fetch_mem_peak'] // (a['kb'] * 1000):,} "
             f"| {r['seconds']} |")
     if len(res["epochs"]) > 1:
         g = sum(r["requests.get"] for r in res["epochs"][1:])
@@ -614,7 +625,7 @@ def render(res):
         bh = sum(res["belady_hinted"][1:])
         lines.append(f"| 2-{len(res['epochs'])} | {g:,} | {b:,} "
                      f"| {ratio(g, b)} | {lr:,} | {ratio(lr, b)} | {bh:,} "
-                     f"| {ratio(g, bh)} | | | | | | |")
+                     f"| {ratio(g, bh)} | | | | | | | |")
     lines += ["", "Proxy GETs per epoch: " + ", ".join(
         str(r["proxy_gets"]) for r in res["epochs"]) + " (of a key already "
         "fetched in the same epoch: " + ", ".join(
