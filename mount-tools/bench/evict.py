@@ -95,7 +95,17 @@ def parse_args(argv):
                     default=Path("/tmp/hintfs-bench-work"))
     ap.add_argument("--self-test", action="store_true",
                     help="check the offline simulations and exit")
+    ap.add_argument("--model", type=scale_list, default=None,
+                    metavar="LEAD,...",
+                    help="print GETs per epoch of model_hintfs() for these "
+                    "leads (exact and with 32 samples) over this run's "
+                    "orders, K = the nominal capacity, and exit (no mount; "
+                    "slow: ~10 s per exact lead at 4,000 objects)")
     return ap.parse_args(argv)
+
+
+def scale_list(s):
+    return [int(x) for x in s.split(",") if x.strip()]
 
 
 # ------------------------------------------------------------ simulations
@@ -231,6 +241,75 @@ def belady_hinted_misses(seq, k, known):
     return miss_at
 
 
+def model_hintfs(seq, k, epoch_len, known, lead=0, sample=None, seed=1):
+    """GETs per epoch of a model of hintfs's policy: after each read, the
+    next @lead entries the hints tell are fetched at once (the prefetch's
+    lead, crudely: no time passes); an object comes into the cache by
+    evicting one whose next use is no sooner than its own (objects no hint
+    names first, least recently read first), or is refused (its GET lost:
+    its read fetches it again); the victim is chosen among all entries, or
+    among @sample random ones (cache/evict.c: 32), up to 4 samples before
+    a refusal. A GET counts in the epoch of the read after which it is
+    made. Slow (a scan per victim): for --model, not every run."""
+    pos = {}
+    for i, key in enumerate(seq):
+        pos.setdefault(key, []).append(i)
+    rnd = random.Random(seed)
+    tick = {}           # cached key -> its last read
+    keys, at = [], {}   # cached keys, for sampling: list and index
+    gets = [0] * ((len(seq) + epoch_len - 1) // epoch_len)
+
+    def next_use(key, now, end):
+        for p in pos[key]:
+            if p >= now:
+                return p if p < end else INF
+        return INF
+
+    def drop(key):
+        j = at.pop(key)
+        last = keys.pop()
+        if last != key:
+            keys[j] = last
+            at[last] = j
+        del tick[key]
+
+    def admit(key, use, now, end, t):
+        if len(keys) >= k:
+            for _ in range(4 if sample and len(keys) > sample else 1):
+                cand = (rnd.sample(keys, sample)
+                        if sample and len(keys) > sample else keys)
+                best = None
+                for c in cand:
+                    u = next_use(c, now, end)
+                    if u >= use and (best is None or (u, -tick[c]) > best[0]):
+                        best = ((u, -tick[c]), c)
+                if best:
+                    break
+            if not best:
+                return False
+            drop(best[1])
+        at[key] = len(keys)
+        keys.append(key)
+        tick[key] = t
+        return True
+
+    fetched_to = 0
+    for i, key in enumerate(seq):
+        end = known(i)
+        e = i // epoch_len
+        if key in tick:
+            tick[key] = i
+        else:
+            gets[e] += 1
+            admit(key, i, i, end, i)
+        for j in range(max(fetched_to, i + 1), min(i + 1 + lead, end)):
+            if seq[j] not in tick:
+                gets[e] += 1
+                admit(seq[j], j, i + 1, end, -1)
+        fetched_to = max(fetched_to, min(i + 1 + lead, end))
+    return gets
+
+
 def belady_brute(seq, k, epoch_len):
     """belady() by scanning the cache at each miss (the self-test's
     reference)."""
@@ -263,6 +342,21 @@ def self_test():
     # finds 2 and 5.
     checks.append(("hinted at start",
                    belady_hinted(seq, 3, 4, horizon_fn(4, 3)), [4, 2, 2]))
+    # The model with a lead of 1 on the same string: there is always a read
+    # object (no next use in the hint) to evict for the one fetched ahead,
+    # so it costs nothing: [4, 2, 2] as above.
+    checks.append(("model lead 1",
+                   model_hintfs(seq, 3, 4, horizon_fn(4, 3), lead=1),
+                   [4, 2, 2]))
+    # A lead that costs a GET: cache 2, epoch 1 ends holding 3 4; epoch 2
+    # (3 1 2 4) reads 3, then fetches 1 (evicting 3, read) and 2, for which
+    # it evicts 4 (furthest), fetched again for the last read: 3 GETs; with
+    # no lead 1 evicts 3 and 2 evicts 1, and 4 is a hit: 2.
+    seq4 = [1, 2, 3, 4, 3, 1, 2, 4]
+    checks += [("model lead 2", model_hintfs(seq4, 2, 4, horizon_fn(4, 2),
+                                             lead=2), [4, 3]),
+               ("model lead 0", model_hintfs(seq4, 2, 4, horizon_fn(4, 2)),
+                [4, 2])]
     # With every hint known from the start it is Belady without bypass:
     # 1 2 3 4 (evict 3) | 5 (evict 4) | 3 4.
     checks.append(("hinted, all known",
@@ -298,6 +392,10 @@ def self_test():
                 sum(b) <= sum(lr)):
             bad.append(f"random {trial}: belady {b} above hinted {h}, "
                        f"{ha} or lru {lr}")
+        if k < n and model_hintfs(seq, k, n, horizon_fn(n, epochs)) != h:
+            bad.append(f"random {trial}: model_hintfs(lead=0) "
+                       f"{model_hintfs(seq, k, n, horizon_fn(n, epochs))} "
+                       f"!= belady_hinted {h}")
         if b[0] != n or lr[0] != n or h[0] != n:
             bad.append(f"random {trial}: epoch 1 is {n} compulsory misses")
         if k == n and (sum(b) != n or sum(lr) != n or sum(h) != n):
@@ -647,6 +745,8 @@ def main(argv):
     a = parse_args(argv)
     if a.self_test:
         return self_test()
+    if a.model:
+        return print_model(a)
     from origin import Origin
     from s3proxy import Proxy
 
@@ -656,13 +756,7 @@ def main(argv):
     a.bucket = f"evict-{a.objects}x{a.kb}"
     nbytes = a.objects * a.kb * 1000
     cache_bytes = int(nbytes * a.cache_frac)
-    keys = sorted(f"c{i % a.classes:03d}/obj{i:06d}.bin"
-                  for i in range(a.objects))
-    orders = []
-    for n in range(1, a.epochs + 1):
-        order = list(keys)
-        random.Random(a.seed * 1000 + n).shuffle(order)
-        orders.append(order)
+    keys, orders = epoch_orders(a)
     with contextlib.ExitStack() as stack:
         stack.enter_context(sysutil.workdir_lock(workdir))
         data = workdir / "evict"
@@ -707,6 +801,38 @@ def main(argv):
     (out / "evict.json").write_text(json.dumps(res, indent=1))
     print(text)
     return 0 if not problems and all(r["bad"] == 0 for r in epochs) else 1
+
+
+def epoch_orders(a):
+    """The sorted keys and each epoch's shuffled order."""
+    keys = sorted(f"c{i % a.classes:03d}/obj{i:06d}.bin"
+                  for i in range(a.objects))
+    orders = []
+    for n in range(1, a.epochs + 1):
+        order = list(keys)
+        random.Random(a.seed * 1000 + n).shuffle(order)
+        orders.append(order)
+    return keys, orders
+
+
+def print_model(a):
+    """--model: model_hintfs() over this run's orders."""
+    _, orders = epoch_orders(a)
+    seq = [x for order in orders for x in order]
+    k = int(a.objects * a.cache_frac)
+    known = horizon_fn(a.objects, a.epochs, a.hint_ahead)
+    print(f"model of hintfs, {a.objects:,} objects, K = {k:,}; hints "
+          + (f"ahead at {a.hint_ahead:g}" if a.hint_ahead is not None
+             else "at each epoch's start"))
+    print("Belady: " + ", ".join(map(str, belady(seq, k, a.objects))))
+    for lead in a.model:
+        for smp in (None, 32):
+            got = (belady_hinted(seq, k, a.objects, known)
+                   if lead == 0 and smp is None else
+                   model_hintfs(seq, k, a.objects, known, lead, smp))
+            print(f"lead {lead}, {'exact' if smp is None else 'sample 32'}: "
+                  + ", ".join(map(str, got)), flush=True)
+    return 0
 
 
 def _commit():
