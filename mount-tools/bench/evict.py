@@ -55,11 +55,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import common, sysutil
+# The fast origin accepts any signature; hintfs signs with these.
+from bench.fastorigin import ENV
 
 log = common.log
-# The fast origin accepts any signature (as bench/fastorigin.py).
-ENV = {"AWS_ACCESS_KEY_ID": "evict", "AWS_SECRET_ACCESS_KEY": "evictsecret",
-       "AWS_REGION": "us-east-1"}
 INF = float("inf")
 # How long the engine may take to end its GETs once an epoch's reads are
 # done (it fetches nothing past the hints; at 20 ms a GET, a few rounds).
