@@ -270,6 +270,24 @@ def thread_cpu_s(pid):
     return out
 
 
+def proc_io(pid):
+    """{'majflt': major page faults, 'read_mb': MB read from the block
+    layer (/proc/PID/io read_bytes)} of @pid ({} if gone). A mapped LMDB
+    whose pages are not in the page cache shows here, not in CPU time."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            out["majflt"] = int(f.read().rsplit(")", 1)[1].split()[9])
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k == "read_bytes":
+                    out["read_mb"] = int(v) / 1e6
+    except OSError:
+        pass
+    return out
+
+
 def timed_ls(path):
     """`ls -l` of @path: its names and a stat of each. Returns (entries,
     seconds)."""
@@ -333,6 +351,7 @@ def one_pass(ctx, endpoint, tail, run_dir, phase, a, expect, sample=None,
                                for name, pid in servers if cpu0[name]
                                is not None}
         res["mount_s"] = fs.mount_s
+        res["mount_io"] = proc_io(fs.pid)
         mem = sysutil.proc_mem_kb(fs.pid)
         res["rss_after_mount_kb"] = mem.get("VmRSS")
         res["hwm_after_mount_kb"] = mem.get("VmHWM")
@@ -379,7 +398,10 @@ def log_pass(n, rtt, phase, r):
            f"{r.get('from_cache')}, {r.get('lists')} LISTs over "
            f"{r.get('list_span_s') or 0:.2f} s; daemon CPU "
            f"{r.get('mount_cpu_s') or 0:.2f} s"
-           + (f", {srv}" if srv else "") + "), RSS "
+           + (f", {srv}" if srv else "") + "; "
+           f"{(r.get('mount_io') or {}).get('majflt')} major faults, "
+           f"{(r.get('mount_io') or {}).get('read_mb') or 0:.0f} MB read from "
+           "disk), RSS "
            f"{_mb(r['rss_after_mount_kb'])} MB, peak "
            f"{_mb(r['hwm_after_mount_kb'])} MB; ls: {ls}")
     if r.get("files") is not None:
@@ -564,15 +586,17 @@ def table_fast(rows, a, load):
            f"{load[1]:.1f} after" if load else "", "",
            "| objects | folders | RTT ms | pass | mount s | listing ms "
            "| LISTs | LIST span s | daemon CPU s (ended threads) "
-           "| origin CPU s | proxy CPU s | RSS MB | peak MB | anon MB "
-           "| file MB | ls / ms | ls class ms | load |",
+           "| origin CPU s | proxy CPU s | major faults | disk MB "
+           "| RSS MB | peak MB | anon MB | file MB | ls / ms | ls class ms "
+           "| load |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-           "---|---|---|"]
+           "---|---|---|---|---|"]
     for row in rows:
         for i, phase in enumerate(a.passes):
             r = row[phase]
             ls = r.get("ls") or []
             srv = r.get("server_cpu_s") or {}
+            io = r.get("mount_io") or {}
             out.append(
                 f"| {row['objects']:,} | {row['classes']:,} | {row['rtt_ms']} "
                 f"| {phase} | {r['mount_s']:.2f} | {r.get('listing_ms')} "
@@ -580,6 +604,8 @@ def table_fast(rows, a, load):
                 f"| {_s(r.get('mount_cpu_s'))} "
                 f"({_s(r.get('mount_cpu_ended_threads_s'))}) "
                 f"| {_s(srv.get('origin'))} | {_s(srv.get('proxy'))} "
+                f"| {io.get('majflt', '-')} "
+                f"| {_s(io.get('read_mb'), '{:.0f}')} "
                 f"| {_mb(r['rss_after_mount_kb'])} "
                 f"| {_mb(r['hwm_after_mount_kb'])} "
                 f"| {_mb(r['anon_after_mount_kb'])} "
