@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -705,6 +706,25 @@ int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
 	return idx_errno(mdb_txn_commit(txn));
 }
 
+/*
+ * NOTE(lmdb): the map is opened MDB_NORDAHEAD (the kernel is told its
+ * reads are random: they are, for inline objects), so a blob read whole,
+ * start to end, faulted its pages in one at a time: a warm mount of
+ * 1,281,167 keys after a page-cache drop took 28,736 major faults, one per
+ * page of its 118 MB listing, 5.7 s (1.8 s with the file read first). Its
+ * pages are asked for at once before the copy.
+ */
+static void will_read(const void *p, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t a, at = (uintptr_t)p;
+
+	if (page <= 0 || !len)
+		return;
+	a = at & ~((uintptr_t)page - 1);
+	(void)madvise((void *)a, len + (at - a), MADV_WILLNEED);
+}
+
 int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
 {
 	size_t n_len = strlen(name), skip = 0;
@@ -728,6 +748,7 @@ int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
 	if (rc) {
 		ret = idx_errno(rc);
 	} else {
+		will_read(v.mv_data, v.mv_size);
 		/* +1: a zero-length blob still gets a buffer to free. */
 		*out = malloc(v.mv_size - skip + 1);
 		if (*out) {
