@@ -427,8 +427,10 @@ static void golden_read(const char *name, const char *text, size_t len,
 		size_t k = strcspn(ln, "\n");
 		char *end;
 
-		if (!strncmp(ln, "entry ", 6) || !strncmp(ln, "range ", 6))
-			fprintf(w, "%.*s\n", (int)k, ln);
+		if (!strncmp(ln, "entry ", 6) || !strncmp(ln, "range ", 6)) {
+			fwrite(ln, 1, k, w);
+			fputc('\n', w);
+		}
 		if (!strncmp(ln, "file ", 5)) {
 			uint64_t size = strtoull(ln + 5, &end, 10);
 
