@@ -29,23 +29,9 @@ from pathlib import Path
 sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 
 from bench import common, run, sysutil, systems  # noqa: E402
+from bench.sysutil import thread_cpu  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu(pid):
-    """{tid: (name, cpu seconds)} of every thread of @pid."""
-    out = {}
-    for t in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{t}/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        name = s[s.index("(") + 1:s.rindex(")")]
-        fields = s.rsplit(")", 1)[1].split()
-        out[int(t)] = (name, (int(fields[11]) + int(fields[12])) / CLK_TCK)
-    return out
 
 
 def cpu_by_role(c0, c1):

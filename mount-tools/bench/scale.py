@@ -254,19 +254,11 @@ def thread_cpu_s(pid):
     of @pid's live threads ({} if gone)."""
     out = {}
     try:
-        tids = os.listdir(f"/proc/{pid}/task")
+        threads = sysutil.thread_cpu(pid)
     except OSError:
         return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                text = f.read()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        out[name] = out.get(name, 0.0) + (
-            int(fields[11]) + int(fields[12])) / sysutil.CLK_TCK
+    for name, cpu in threads.values():
+        out[name] = out.get(name, 0.0) + cpu
     return out
 
 

@@ -424,3 +424,19 @@ def read_json(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def thread_cpu(pid):
+    """{tid: (name, cpu seconds)} of every live thread of @pid. Raises
+    OSError when @pid is gone."""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = s[s.index("(") + 1:s.rindex(")")]
+        fields = s.rsplit(")", 1)[1].split()
+        out[int(t)] = (name, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+    return out
