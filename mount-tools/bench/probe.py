@@ -31,8 +31,6 @@ sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 from bench import common, run, sysutil, systems  # noqa: E402
 from bench.sysutil import thread_cpu  # noqa: E402
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
 
 def cpu_by_role(c0, c1):
     """CPU seconds spent between two thread_cpu() snapshots, by thread
