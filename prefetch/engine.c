@@ -212,7 +212,6 @@ static int hint_slots(struct pf *pf, const char *stream, const uint32_t *ids,
 int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	    int64_t epoch, enum pf_replace replace, pid_t owner)
 {
-	struct pf_range *r;
 	uint32_t *slots;
 	size_t k;
 	int rc;
@@ -220,13 +219,7 @@ int pf_hint(struct pf *pf, const char *stream, const uint32_t *ids, size_t n,
 	if (!pf->n_blocked)
 		return hint_slots(pf, stream, ids, n, epoch, replace, owner);
 	/* A large object named whole is each of its blocks, in order. */
-	r = malloc((n ? n : 1) * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		r[i] = (struct pf_range){ids[i], 0, PF_RANGE_WHOLE};
-	slots = pf_ranges_to_slots(pf, r, n, false, &k);
-	free(r);
+	slots = pf_ids_to_slots(pf, ids, n, &k);
 	if (!slots)
 		return -ENOMEM;
 	rc = hint_slots(pf, stream, slots, k, epoch, replace, owner);
@@ -242,7 +235,7 @@ int pf_hint_ranges(struct pf *pf, const char *stream, const struct pf_range *r,
 	size_t k;
 	int rc;
 
-	slots = pf_ranges_to_slots(pf, r, n, true, &k);
+	slots = pf_ranges_to_slots(pf, r, n, &k);
 	if (!slots)
 		return -ENOMEM;
 	rc = hint_slots(pf, stream, slots, k, epoch, replace, owner);
@@ -289,7 +282,7 @@ size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
 				max);
 	pthread_mutex_unlock(&pf->mu);
 	/* Blocks are the engine's: the caller knows objects only. */
-	for (size_t i = 0, k = n; i < k; i++)
+	for (size_t i = 0; i < n; i++)
 		if (ids[i] >= pf->cfg.n_ids)
 			ids[i] = PF_NO_ID;
 	return n;

@@ -283,15 +283,39 @@ static uint64_t cover_of(const struct cover *cv, size_t n, uint32_t slot)
 }
 
 /*
- * The slots of @n hint entries, in order (a malloc'd array, *@out_n long;
- * NULL: no memory): an object's id, or the blocks an entry of a large
- * object covers. With @ranges (pf_hint_ranges()), a slot that repeats the
+ * The slots of @n whole objects, in order (a malloc'd array, *@out_n
+ * long; NULL: no memory): an object's id, or each block of a large one
+ * (pf_hint(), pf_warm()).
+ */
+uint32_t *pf_ids_to_slots(const struct pf *pf, const uint32_t *ids, size_t n,
+			  size_t *out_n)
+{
+	size_t cap = n ? n : 1, k = 0;
+	uint32_t *s;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_blocked *b = pf_blocked_of(pf, ids[i]);
+
+		cap += b ? b->n : 0;
+	}
+	s = malloc(cap * sizeof(*s));
+	for (size_t i = 0; s && i < n; i++)
+		k += pf_slots_of_range(pf, ids[i], 0, PF_RANGE_WHOLE, s + k,
+				       cap - k);
+	*out_n = k;
+	return s;
+}
+
+/*
+ * The slots of @n hint entries with ranges (pf_hint_ranges()), in order
+ * (a malloc'd array, *@out_n long; NULL: no memory): an object's id, or
+ * the blocks a range of a large object covers. A slot that repeats the
  * one before it is one entry (members of a zip in one block, ranges of an
  * object fetched whole), and a block the hint's ranges cover less than
  * 1/PF_BLOCK_SPARSE of is left out (sparse: its reads fetch their pages).
  */
 uint32_t *pf_ranges_to_slots(struct pf *pf, const struct pf_range *r, size_t n,
-			     bool ranges, size_t *out_n)
+			     size_t *out_n)
 {
 	size_t cap = n ? n : 1, k = 0, ncv = 0, cvcap = 0, m = 0, w = 0;
 	uint32_t *s = malloc(cap * sizeof(*s));
@@ -313,9 +337,8 @@ uint32_t *pf_ranges_to_slots(struct pf *pf, const struct pf_range *r, size_t n,
 		}
 		k += pf_slots_of_range(pf, r[i].id, r[i].off, r[i].len, s + k,
 				       want);
-		if (ranges && b &&
-		    !(cv = cover_add(pf, b, r[i].off, r[i].len, cv, &ncv,
-				     &cvcap)))
+		if (b && !(cv = cover_add(pf, b, r[i].off, r[i].len, cv, &ncv,
+					  &cvcap)))
 			goto oom;
 	}
 	if (!s)
@@ -334,10 +357,10 @@ uint32_t *pf_ranges_to_slots(struct pf *pf, const struct pf_range *r, size_t n,
 	for (size_t i = 0; i < k; i++) {
 		uint32_t v = s[i];
 
-		if (ranges && v >= pf->cfg.n_ids &&
+		if (v >= pf->cfg.n_ids &&
 		    cover_of(cv, m, v) * PF_BLOCK_SPARSE < block_size(pf, v))
 			continue;
-		if (!ranges || !w || s[w - 1] != v)
+		if (!w || s[w - 1] != v)
 			s[w++] = v;
 	}
 	*out_n = w;

@@ -467,8 +467,10 @@ int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
 uint32_t pf_key_slot(struct pf *pf, const char *key, size_t key_len);
 size_t pf_slots_of_range(const struct pf *pf, uint32_t id, uint64_t off,
 			 uint64_t len, uint32_t *out, size_t max);
+uint32_t *pf_ids_to_slots(const struct pf *pf, const uint32_t *ids, size_t n,
+			  size_t *out_n);
 uint32_t *pf_ranges_to_slots(struct pf *pf, const struct pf_range *r, size_t n,
-			     bool ranges, size_t *out_n);
+			     size_t *out_n);
 ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 		      size_t len, uint64_t off, cache_ref_cb cb, void *arg,
 		      bool ref_only);

@@ -208,6 +208,26 @@ static ssize_t read_failed(struct pf *pf, ssize_t err)
 	return err;
 }
 
+/* When a reader that began at @t0 gives up: twice the retry budget plus
+ * PF_WAIT_SLACK_MS (its part may queue behind others for a budget). */
+static uint64_t read_deadline(const struct pf *pf, uint64_t t0)
+{
+	return t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
+				  PF_WAIT_SLACK_MS);
+}
+
+/* The error of a fetch of @id that failed for good a moment ago
+ * (pf_note_failure()), or 0. mu held. */
+static int recent_failure(const struct pf *pf, uint32_t id)
+{
+	uint64_t now = pf_now(pf);
+
+	for (int i = 0; i < PF_FAILS; i++)
+		if (pf->fails[i].id == id && pf->fails[i].until_ns > now)
+			return pf->fails[i].err;
+	return 0;
+}
+
 /* Counts a reader's wait on the network, to its stream too. */
 static void count_stall(struct pf *pf, uint32_t slot, uint64_t t0)
 {
@@ -308,9 +328,7 @@ ssize_t pf_read_slot(struct pf *pf, uint32_t id, void *buf, size_t len,
 		return 0;
 	if (len > o.size - off)
 		len = (size_t)(o.size - off);
-	deadline =
-	    t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
-			       PF_WAIT_SLACK_MS);
+	deadline = read_deadline(pf, t0);
 	whole = pf_fetch_whole(pf, id, &o);
 	rd_add(&pf->rd.reads, 1);
 
@@ -351,13 +369,8 @@ again:
 		else
 			pf->st.prefetch_joins++;
 	} else {
-		uint64_t now = pf_now(pf);
-
-		for (int i = 0; i < PF_FAILS; i++) {
-			if (pf->fails[i].id == id &&
-			    pf->fails[i].until_ns > now)
-				return read_failed(pf, pf->fails[i].err);
-		}
+		if ((err = recent_failure(pf, id)))
+			return read_failed(pf, err);
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem)
 			pf_read_through_reclaim(pf, o.size);
 		if (whole && pf->mem + o.size > pf->cfg.fetch_mem) {
@@ -452,9 +465,7 @@ ssize_t pf_read_range(struct pf *pf, uint32_t slot, void *buf, size_t len,
 	e = (off + len + PF_RANGE_ALIGN - 1) & ~(PF_RANGE_ALIGN - 1);
 	if (e > o.size)
 		e = o.size;
-	deadline =
-	    t0 + 1000000ull * (2ull * (uint64_t)pf_retry(pf)->max_time_ms +
-			       PF_WAIT_SLACK_MS);
+	deadline = read_deadline(pf, t0);
 	pthread_mutex_lock(&pf->mu);
 	if (pf->stop)
 		return read_failed(pf, -ECANCELED);
@@ -463,10 +474,8 @@ ssize_t pf_read_range(struct pf *pf, uint32_t slot, void *buf, size_t len,
 		pthread_mutex_unlock(&pf->mu);
 		return -EAGAIN;
 	}
-	for (int i = 0; i < PF_FAILS; i++)
-		if (pf->fails[i].id == slot &&
-		    pf->fails[i].until_ns > pf_now(pf))
-			return read_failed(pf, pf->fails[i].err);
+	if ((err = recent_failure(pf, slot)))
+		return read_failed(pf, err);
 	f = pf_range_create(pf, slot, &o, a, (size_t)(e - a));
 	if (!f)
 		return read_failed(pf, -ENOMEM);

@@ -377,23 +377,15 @@ struct pf_part *pf_take_parts(struct pf *pf)
 int pf_warm(struct pf *pf, const uint32_t *ids, size_t n)
 {
 	uint32_t *slots;
-	size_t k = 0, cap = n ? n : 1;
+	size_t k;
 	int rc;
 
 	if (!pf->n_blocked)
 		return warm_slots(pf, ids, n);
 	/* A large object is warmed block by block. */
-	for (size_t i = 0; i < n; i++) {
-		const struct pf_blocked *b = pf_blocked_of(pf, ids[i]);
-
-		cap += b ? b->n : 0;
-	}
-	slots = malloc(cap * sizeof(*slots));
+	slots = pf_ids_to_slots(pf, ids, n, &k);
 	if (!slots)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		k += pf_slots_of_range(pf, ids[i], 0, PF_RANGE_WHOLE, slots + k,
-				       cap - k);
 	rc = warm_slots(pf, slots, k);
 	free(slots);
 	return rc;
