@@ -851,6 +851,15 @@ int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len)
 	return idx_meta_get(c->ix, name, out, len);
 }
 
+int cache_meta_read(struct cache *c, const char *name,
+		    int (*fn)(void *arg, const void *blob, size_t len),
+		    void *arg)
+{
+	if (!name || !fn)
+		return -EINVAL;
+	return idx_meta_read(c->ix, name, fn, arg);
+}
+
 void cache_get_stats(struct cache *c, struct cache_stats *out)
 {
 	pthread_mutex_lock(&c->lock);

@@ -281,6 +281,18 @@ int cache_meta_put(struct cache *c, const char *name, const void *blob,
  */
 int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len);
 
+/**
+ * Calls @fn once with the blob saved under @name, in place: @blob is the
+ * index's own mapping, read-only and valid only during the call, which
+ * holds a read transaction (a writer may commit meanwhile; its pages are
+ * not reused until the call returns). What @fn returns is returned.
+ * -ENODATA when none is saved. For a blob too large to copy (a listing of
+ * millions of keys): its pages leave the caller's memory afterwards.
+ */
+int cache_meta_read(struct cache *c, const char *name,
+		    int (*fn)(void *arg, const void *blob, size_t len),
+		    void *arg);
+
 struct cache_stats {
 	uint64_t objects; /**< committed objects */
 	uint64_t bytes;	  /**< their bytes */

@@ -712,9 +712,12 @@ int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
  * start to end, faulted its pages in one at a time: a warm mount of
  * 1,281,167 keys after a page-cache drop took 28,736 major faults, one per
  * page of its 118 MB listing, 5.7 s (1.8 s with the file read first). Its
- * pages are asked for at once before the copy.
+ * pages are asked for at once before the read (MADV_WILLNEED), and given
+ * back to the page cache after it (MADV_DONTNEED: the map is read-only and
+ * shared, so they leave only this process's resident set): read once at a
+ * mount, the listing need not stay in the daemon's memory.
  */
-static void will_read(const void *p, size_t len)
+static void meta_advise(const void *p, size_t len, int advice)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uintptr_t a, at = (uintptr_t)p;
@@ -722,16 +725,17 @@ static void will_read(const void *p, size_t len)
 	if (page <= 0 || !len)
 		return;
 	a = at & ~((uintptr_t)page - 1);
-	(void)madvise((void *)a, len + (at - a), MADV_WILLNEED);
+	(void)madvise((void *)a, len + (at - a), advice);
 }
 
-int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
+int idx_meta_read(struct idx *ix, const char *name,
+		  int (*fn)(void *arg, const void *blob, size_t len), void *arg)
 {
 	size_t n_len = strlen(name), skip = 0;
 	unsigned char kb[IDX_LONG_PREFIX];
 	MDB_val k, v;
 	MDB_txn *txn;
-	int rc, ret = 0;
+	int rc, ret;
 
 	if (!n_len)
 		return -ENODATA;
@@ -748,17 +752,40 @@ int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
 	if (rc) {
 		ret = idx_errno(rc);
 	} else {
-		will_read(v.mv_data, v.mv_size);
-		/* +1: a zero-length blob still gets a buffer to free. */
-		*out = malloc(v.mv_size - skip + 1);
-		if (*out) {
-			memcpy(*out, (char *)v.mv_data + skip,
-			       v.mv_size - skip);
-			*len = v.mv_size - skip;
-		} else {
-			ret = -ENOMEM;
-		}
+		meta_advise(v.mv_data, v.mv_size, MADV_WILLNEED);
+		ret = fn(arg, (const char *)v.mv_data + skip, v.mv_size - skip);
+		meta_advise(v.mv_data, v.mv_size, MADV_DONTNEED);
 	}
 	mdb_txn_abort(txn);
 	return ret;
+}
+
+struct meta_copy {
+	void *data;
+	size_t len;
+};
+
+static int meta_copy(void *arg, const void *blob, size_t len)
+{
+	struct meta_copy *mc = arg;
+
+	/* +1: a zero-length blob still gets a buffer to free. */
+	mc->data = malloc(len + 1);
+	if (!mc->data)
+		return -ENOMEM;
+	memcpy(mc->data, blob, len);
+	mc->len = len;
+	return 0;
+}
+
+int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len)
+{
+	struct meta_copy mc = {0};
+	int rc = idx_meta_read(ix, name, meta_copy, &mc);
+
+	if (!rc) {
+		*out = mc.data;
+		*len = mc.len;
+	}
+	return rc;
 }

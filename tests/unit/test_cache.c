@@ -1114,6 +1114,24 @@ static void test_dir_rules(void)
 	free(dir);
 }
 
+/* What a cache_meta_read() reader saw, and what it answers. */
+struct meta_seen {
+	int calls;
+	size_t len;
+	char head[16];
+	int answer;
+};
+
+static int meta_look(void *arg, const void *blob, size_t len)
+{
+	struct meta_seen *seen = arg;
+
+	seen->calls++;
+	seen->len = len;
+	memcpy(seen->head, blob, len < sizeof(seen->head) ? len : 16);
+	return seen->answer;
+}
+
 static void test_meta_invalidate_clear(void)
 {
 	char *dir = mktmp(), seg[512];
@@ -1133,6 +1151,18 @@ static void test_meta_invalidate_clear(void)
 	CHECK(cache_meta_put(c, "empty", NULL, 0) == 0);
 	CHECK(cache_meta_get(c, "empty", &blob, &len) == 0 && len == 0);
 	free(blob);
+	{
+		/* Read in place: the same bytes, the reader's answer back. */
+		struct meta_seen seen = {0};
+
+		CHECK(cache_meta_read(c, "m", meta_look, &seen) == 0);
+		CHECK(seen.calls == 1 && seen.len == 6 &&
+		      !memcmp(seen.head, "second", 6));
+		seen.answer = -EPROTO;
+		CHECK(cache_meta_read(c, "m", meta_look, &seen) == -EPROTO);
+		CHECK(cache_meta_read(c, "none", meta_look, &seen) == -ENODATA);
+		CHECK(seen.calls == 2);
+	}
 	{
 		/* Names past LMDB's 511-byte keys: two
 		 * that differ only at the end stay apart. */
