@@ -248,10 +248,11 @@ int listing_save(struct cache *cache, const char *name,
 
 /**
  * Loads the snapshot saved under @name and calls @cb for each object, as
- * s3_list() would. -ENODATA when none is saved, -EPROTO when it is
- * damaged (the caller lists again).
+ * s3_list() would, after making room in @b (or NULL) for all of them.
+ * -ENODATA when none is saved, -EPROTO when it is damaged (the caller
+ * lists again). Reads the snapshot in place: no copy of it is made.
  */
-int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
-		 void *arg, uint64_t *count, int64_t *saved_at);
+int listing_load(struct cache *cache, const char *name, struct tree_builder *b,
+		 s3_list_cb cb, void *arg, uint64_t *count, int64_t *saved_at);
 
 #endif /* HINTFS_FS_FS_INTERNAL_H */

@@ -97,54 +97,75 @@ int listing_save(struct cache *cache, const char *name,
 	return cache_meta_put(cache, name, lb->b.data, lb->b.len);
 }
 
-int listing_load(struct cache *cache, const char *name, s3_list_cb cb,
-		 void *arg, uint64_t *count, int64_t *saved_at)
+struct listing_read {
+	struct tree_builder *b;
+	s3_list_cb cb;
+	void *arg;
+	uint64_t count;
+	int64_t saved_at;
+};
+
+/* Walks a snapshot in place (cache_meta_read()), each record checked
+ * against the end before its fields are read. */
+static int listing_walk(void *arg, const void *blob, size_t len)
 {
+	struct listing_read *lr = arg;
+	const char *d = blob;
 	char etag[UINT16_MAX + 1];
+	size_t off = LISTING_HDR;
 	uint64_t n, i;
-	size_t len, off;
-	void *blob;
-	char *d;
 	int rc;
 
-	rc = cache_meta_get(cache, name, &blob, &len);
-	if (rc)
-		return rc;
-	d = blob;
-	rc = -EPROTO;
 	if (len < LISTING_HDR || memcmp(d, LISTING_MAGIC, 8))
-		goto out;
+		return -EPROTO;
 	memcpy(&n, d + 8, 8);
-	memcpy(saved_at, d + 16, 8);
-	off = LISTING_HDR;
+	memcpy(&lr->saved_at, d + 16, 8);
+	/* The names are within the records' bytes: keys and ETags. */
+	if (lr->b && n <= (len - LISTING_HDR) / LISTING_REC) {
+		rc = tree_builder_reserve(
+		    lr->b, n, len - LISTING_HDR - n * LISTING_REC + n);
+		if (rc)
+			return rc;
+	}
 	for (i = 0; i < n; i++) {
 		struct s3_object o;
 		uint32_t klen;
 		uint16_t elen;
 
 		if (len - off < LISTING_REC)
-			goto out;
+			return -EPROTO;
 		memcpy(&klen, d + off, 4);
 		memcpy(&elen, d + off + 4, 2);
 		memcpy(&o.size, d + off + 6, 8);
 		memcpy(&o.mtime, d + off + 14, 8);
 		off += LISTING_REC;
 		if (len - off < (size_t)klen + elen)
-			goto out;
+			return -EPROTO;
 		o.key = d + off;
 		o.key_len = klen;
 		memcpy(etag, d + off + klen, elen);
 		etag[elen] = '\0';
 		o.etag = etag;
 		off += (size_t)klen + elen;
-		rc = cb(arg, &o);
+		rc = lr->cb(lr->arg, &o);
 		if (rc)
-			goto out;
-		rc = -EPROTO;
+			return rc;
 	}
-	rc = off == len ? 0 : -EPROTO;
-	*count = n;
-out:
-	free(blob);
+	if (off != len)
+		return -EPROTO;
+	lr->count = n;
+	return 0;
+}
+
+int listing_load(struct cache *cache, const char *name, struct tree_builder *b,
+		 s3_list_cb cb, void *arg, uint64_t *count, int64_t *saved_at)
+{
+	struct listing_read lr = {.b = b, .cb = cb, .arg = arg};
+	int rc = cache_meta_read(cache, name, listing_walk, &lr);
+
+	if (!rc) {
+		*count = lr.count;
+		*saved_at = lr.saved_at;
+	}
 	return rc;
 }

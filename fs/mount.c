@@ -100,7 +100,7 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = listing_load(fs->cache, name, list_cb, &lc, &count,
+		rc = listing_load(fs->cache, name, lc.b, list_cb, &lc, &count,
 				  &saved_at);
 		if (!rc) {
 			fs->listed_from_cache = true;

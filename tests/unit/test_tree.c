@@ -141,9 +141,97 @@ static void test_many(void)
 	tree_destroy(t);
 }
 
+/* The tree as text: every node's path, kind, size and ETag, in order. */
+static void describe(const struct tree *t, char *out, size_t cap)
+{
+	size_t w = 0;
+	char path[256];
+
+	for (uint32_t i = 1; i < tree_count(t); i++) {
+		const struct tree_node *n = tree_node(t, i);
+
+		CHECK(tree_path(t, i, "", path, sizeof(path)) > 0);
+		w += (size_t)snprintf(out + w, cap - w, "%s %c %llu %s\n", path,
+				      n->is_dir ? 'd' : 'f',
+				      (unsigned long long)n->size,
+				      tree_etag(t, n));
+		CHECK(w < cap);
+	}
+}
+
+/*
+ * Names that come twice are settled alike in any listing order: a
+ * directory hides a file of its name, of two files the first listed
+ * stays. A sorted listing and the same keys shuffled give one tree.
+ */
+static void test_any_order(void)
+{
+	static const char *const keys[] = {
+	    "a.x", "a/b", "a/b/c", "a/b/d", "a/e/",  "a/e", "f", "f",
+	    "g/",  "g/h", "i",	   "i/",    "j/k/l", "j/k", "m", "m/n/o",
+	};
+	const size_t n_keys = sizeof(keys) / sizeof(keys[0]);
+	static char want[4096], got[4096];
+	unsigned seed = 7;
+
+	for (int round = 0; round < 20; round++) {
+		struct tree_builder *b = tree_builder_create(NULL);
+		size_t order[sizeof(keys) / sizeof(keys[0])];
+		struct tree *t = NULL;
+
+		for (size_t i = 0; i < n_keys; i++)
+			order[i] = i;
+		/* Round 0 lists in order; the others shuffle. */
+		for (size_t i = n_keys - 1; round && i > 0; i--) {
+			size_t j = (size_t)rand_r(&seed) % (i + 1),
+			       k = order[i];
+
+			order[i] = order[j];
+			order[j] = k;
+		}
+		CHECK(b && tree_builder_reserve(b, n_keys, 256) == 0);
+		for (size_t i = 0; i < n_keys; i++) {
+			char etag[16];
+
+			/* A key's size: where it is first in keys[]. */
+			size_t first = 0;
+
+			while (strcmp(keys[first], keys[order[i]]))
+				first++;
+			snprintf(etag, sizeof(etag), "\"%zu\"", first);
+			CHECK(tree_builder_add(b, keys[order[i]],
+					       strlen(keys[order[i]]), first, 0,
+					       etag) == 0);
+		}
+		CHECK(tree_build(b, 0, &t) == 0);
+		/* a/b, a/e, i, j/k, m hide files; f came twice. */
+		CHECK(tree_skips(t)->shadowed == 6);
+		describe(t, round ? got : want, sizeof(want));
+		if (round)
+			CHECK(!strcmp(got, want));
+		else
+			CHECK(strstr(want, "\nf f 6 \"6\"\n") &&
+			      strstr(want, "a.x f 0 \"0\"\n") &&
+			      strstr(want, "\na/b d 0 \n") &&
+			      strstr(want, "\na/b/d f 3 \"3\"\n"));
+		tree_destroy(t);
+	}
+
+	/* Two listings of one key: the first listed is the file. */
+	struct tree_builder *b = tree_builder_create(NULL);
+	struct tree *t = NULL;
+
+	CHECK(b && add(b, "dup", 1) == 0 && add(b, "dup", 2) == 0);
+	CHECK(tree_build(b, 0, &t) == 0);
+	CHECK(tree_count(t) == 2 && tree_node(t, 1)->size == 1);
+	CHECK(tree_skips(t)->shadowed == 1);
+	tree_destroy(t);
+}
+
 int main(void)
 {
 	test_rules();
 	test_many();
+	test_any_order();
 	return check_done();
 }
