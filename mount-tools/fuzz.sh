@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of tests/fuzz (hint parser, S3 XML parsers,
-# SigV4 canonicalization, credential formats) with Debian's clang,
-# AddressSanitizer and UBSan.
+# SigV4 canonicalization, credential formats, the namespace builder) with
+# Debian's clang, AddressSanitizer and UBSan.
 #
 # Usage: mount-tools/fuzz.sh [--ci | --time S] [--target NAME]... [--replay]
 #   --ci          a short run for CI: 40 s per target (the default)
@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4 creds)
+[ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4 creds tree)
 for t in "${targets[@]}"; do
 	case "$t" in
 	hint | s3_xml | sigv4 | creds) ;;
