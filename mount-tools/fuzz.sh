@@ -10,7 +10,8 @@
 #                     mount-tools/fuzz.sh --time 3600
 #                 (an hour each; the corpus grows in build-fuzz/corpus/ and
 #                 the next run starts from it)
-#   --target NAME only this target (hint, s3_xml, sigv4, creds); repeatable
+#   --target NAME only this target (hint, s3_xml, sigv4, creds, tree);
+#                 repeatable
 #   --replay      no fuzzing: only replay the seeds, the regression inputs
 #                 and the grown corpus through the libFuzzer binaries
 #
@@ -60,8 +61,8 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=(hint s3_xml sigv4 creds tree)
 for t in "${targets[@]}"; do
 	case "$t" in
-	hint | s3_xml | sigv4 | creds) ;;
-	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4, creds)" >&2; exit 2 ;;
+	hint | s3_xml | sigv4 | creds | tree) ;;
+	*) echo "fuzz.sh: no target '$t' (hint, s3_xml, sigv4, creds, tree)" >&2; exit 2 ;;
 	esac
 done
 
@@ -94,6 +95,7 @@ seeds_of() {
 	s3_xml) echo tests/fuzz/corpus/s3_xml "$testdata/s3xml" ;;
 	sigv4) echo tests/fuzz/corpus/sigv4 "$testdata/sigv4" ;;
 	creds) echo tests/fuzz/corpus/creds ;;
+	tree) echo tests/fuzz/corpus/tree ;;
 	esac
 }
 
