@@ -851,6 +851,13 @@ int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len)
 	return idx_meta_get(c->ix, name, out, len);
 }
 
+int cache_meta_del(struct cache *c, const char *name)
+{
+	if (!name)
+		return -EINVAL;
+	return idx_meta_del(c->ix, name);
+}
+
 int cache_meta_read(struct cache *c, const char *name,
 		    int (*fn)(void *arg, const void *blob, size_t len),
 		    void *arg)

@@ -281,6 +281,9 @@ int cache_meta_put(struct cache *c, const char *name, const void *blob,
  */
 int cache_meta_get(struct cache *c, const char *name, void **out, size_t *len);
 
+/** Drops the blob saved under @name. -ENODATA when none is saved. */
+int cache_meta_del(struct cache *c, const char *name);
+
 /**
  * Calls @fn once with the blob saved under @name, in place: @blob is the
  * index's own mapping, read-only and valid only during the call, which

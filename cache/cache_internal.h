@@ -303,6 +303,7 @@ int idx_read_inline(struct idx *ix, const unsigned char *k, size_t k_len,
 int idx_meta_put(struct idx *ix, const char *name, const void *blob,
 		 size_t len);
 int idx_meta_get(struct idx *ix, const char *name, void **out, size_t *len);
+int idx_meta_del(struct idx *ix, const char *name);
 int idx_meta_read(struct idx *ix, const char *name,
 		  int (*fn)(void *arg, const void *blob, size_t len),
 		  void *arg);

@@ -706,6 +706,28 @@ int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
 	return idx_errno(mdb_txn_commit(txn));
 }
 
+int idx_meta_del(struct idx *ix, const char *name)
+{
+	size_t n_len = strlen(name);
+	unsigned char kb[IDX_LONG_PREFIX];
+	MDB_val k;
+	MDB_txn *txn;
+	int rc;
+
+	if (!n_len)
+		return -EINVAL;
+	idx_meta_key(name, n_len, kb, &k);
+	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
+	if (rc)
+		return idx_errno(rc);
+	rc = mdb_del(txn, ix->meta, &k, NULL);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return idx_errno(rc);
+	}
+	return idx_errno(mdb_txn_commit(txn));
+}
+
 /* A WILLNEED call reads at most the larger of the disk's readahead window
  * and its largest request (Linux's force_page_cache_ra()); 128 KiB is the
  * default window, so a step of it is read whole on any disk. */

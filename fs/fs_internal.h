@@ -232,19 +232,33 @@ void fs_ctl_release_all(struct fs *fs);
 /* The listing snapshot (listing.c). */
 struct listing_buf;
 
-/** An empty snapshot being recorded. NULL when out of memory. */
-struct listing_buf *listing_buf_create(void);
+/**
+ * An empty snapshot being recorded, to be saved in @cache under @name: it
+ * is written to the cache chunk by chunk as it grows (so it never sits
+ * whole in memory), and is used from the next mount once listing_save()
+ * returned 0. NULL when out of memory.
+ */
+struct listing_buf *listing_buf_create(struct cache *cache, const char *name);
+
+/** Frees @lb; what it wrote is dropped unless it was saved. Accepts NULL. */
 void listing_buf_destroy(struct listing_buf *lb);
 
 /** How many objects @lb holds. */
 uint64_t listing_buf_count(const struct listing_buf *lb);
 
-/** Records one listed object. Returns 0 or -ENOMEM. */
+/**
+ * Records one listed object. Returns 0 or -ENOMEM (-EINVAL for a key or
+ * ETag too long to record). A failed write to the cache is kept for
+ * listing_save(): the listing goes on.
+ */
 int listing_buf_add(struct listing_buf *lb, const struct s3_object *o);
 
-/** Saves the snapshot in @cache under @name, stamped with the time. */
-int listing_save(struct cache *cache, const char *name,
-		 const struct listing_buf *lb);
+/**
+ * Makes the snapshot the one the next mount uses, stamped with the time,
+ * after the listing finished without error. Returns 0 or the -errno of
+ * the first write that failed (the snapshot in use is then unchanged).
+ */
+int listing_save(struct listing_buf *lb);
 
 /**
  * Loads the snapshot saved under @name and calls @cb for each object, as

@@ -18,6 +18,9 @@
 #include "common/log.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +126,7 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 	}
 
 	lc.b = tree_builder_create(FS_CTL_NAME);
-	lc.snap = listing_buf_create();
+	lc.snap = listing_buf_create(fs->cache, name);
 	if (!lc.b || !lc.snap) {
 		rc = -ENOMEM;
 		goto out;
@@ -141,7 +144,7 @@ static int build_namespace(struct fs *fs, const struct fs_config *cfg,
 		}
 		goto out;
 	}
-	rc = listing_save(fs->cache, name, lc.snap);
+	rc = listing_save(lc.snap);
 	if (rc)
 		log_warn("%s: cannot save the listing in the cache (%s); the "
 			 "next mount lists again",
@@ -165,6 +168,12 @@ build:
 out:
 	tree_builder_destroy(lc.b);
 	listing_buf_destroy(lc.snap);
+#ifdef __GLIBC__
+	/* The builder's and the listing's memory, freed, stays in the malloc
+	 * arenas of the listing workers' threads: after a cold mount of
+	 * 1,281,167 keys, 190 MB anonymous resident without this, 175 with. */
+	malloc_trim(0);
+#endif
 	return rc;
 }
 
@@ -177,10 +186,10 @@ int fs_relist(struct fs *fs)
 	int rc;
 
 	pthread_mutex_lock(&fs->relist_mu);
-	lc.snap = listing_buf_create();
+	lc.snap = listing_buf_create(fs->cache, fs->listing_name);
 	rc = lc.snap ? s3_list(fs->s3, fs->prefix, list_cb, &lc, &st) : -ENOMEM;
 	if (!rc)
-		rc = listing_save(fs->cache, fs->listing_name, lc.snap);
+		rc = listing_save(lc.snap);
 	if (rc) {
 		s3_status_describe(&st, rc, why, sizeof(why));
 		log_error("relist of %s: %s", fs->source,

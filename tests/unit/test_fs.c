@@ -953,9 +953,153 @@ static void test_engine_counters_are_shown(void)
 	CHECK(unseen == 0);
 }
 
+/* What listing_load() handed over: count, order and the keys' bytes. */
+struct listed {
+	uint64_t n;
+	bool in_order; /* keys came as recorded: their number rises by 1 */
+	char first[16];
+};
+
+static int listed_cb(void *arg, const struct s3_object *o)
+{
+	struct listed *l = arg;
+	unsigned long i = strtoul(o->key, NULL, 10);
+
+	if (!l->n)
+		snprintf(l->first, sizeof(l->first), "%.8s", o->key);
+	l->in_order &= i == l->n && o->size == i && !strcmp(o->etag, "\"e\"");
+	l->n++;
+	return 0;
+}
+
+/* Records @n objects with 900-byte keys (about 4,400 to a chunk). */
+static struct listing_buf *record(struct cache *c, const char *name, unsigned n)
+{
+	struct listing_buf *lb = listing_buf_create(c, name);
+	char key[901];
+
+	CHECK(lb != NULL);
+	memset(key, 'k', 900);
+	key[900] = '\0';
+	for (unsigned i = 0; lb && i < n; i++) {
+		struct s3_object o = {
+		    .key = key, .key_len = 900, .size = i, .etag = "\"e\""};
+
+		snprintf(key, 9, "%08u", i);
+		key[8] = 'k';
+		CHECK(listing_buf_add(lb, &o) == 0);
+	}
+	return lb;
+}
+
+static bool meta_has(struct cache *c, const char *name)
+{
+	void *blob = NULL;
+	size_t len;
+	int rc = cache_meta_get(c, name, &blob, &len);
+
+	free(blob);
+	return rc == 0;
+}
+
+/*
+ * The saved listing is written in chunks as it grows, and used only once
+ * all of it is saved: a listing not saved (failed, cut short) leaves the
+ * snapshot in use whole and its own chunks dropped; a new one replaces
+ * the old one's chunks; a chunk gone is a damaged snapshot, never a short
+ * one; a snapshot saved whole before chunks is still read.
+ */
+static void test_listing_chunks(void)
+{
+	char dir[] = "/tmp/hintfs-test-listing-XXXXXX";
+	struct cache_config cfg = {.capacity = 1 << 20};
+	struct listed l = {.in_order = true};
+	struct listing_buf *lb;
+	struct cache *c = NULL;
+	char err[256];
+	uint64_t count;
+	int64_t at;
+
+	CHECK(mkdtemp(dir) != NULL);
+	cfg.dir = dir;
+	CHECK(cache_open(&cfg, &c, err, sizeof(err)) == 0);
+	if (!c)
+		return;
+	CHECK(listing_load(c, "L", NULL, listed_cb, &l, &count, &at) ==
+	      -ENODATA);
+
+	lb = record(c, "L", 10000);
+	CHECK(listing_save(lb) == 0);
+	listing_buf_destroy(lb);
+	CHECK(meta_has(c, "L#a0") && meta_has(c, "L#a2")); /* chunks */
+	CHECK(listing_load(c, "L", NULL, listed_cb, &l, &count, &at) == 0);
+	CHECK(count == 10000 && l.n == 10000 && l.in_order);
+	CHECK(!strcmp(l.first, "00000000"));
+
+	/* Recorded, not saved: the snapshot in use stays, its chunks go. */
+	lb = record(c, "L", 9000);
+	CHECK(meta_has(c, "L#b0"));
+	listing_buf_destroy(lb);
+	CHECK(!meta_has(c, "L#b0") && meta_has(c, "L#a0"));
+	l = (struct listed){.in_order = true};
+	CHECK(listing_load(c, "L", NULL, listed_cb, &l, &count, &at) == 0);
+	CHECK(count == 10000 && l.in_order);
+
+	/* A new listing replaces the old one, chunks and all. */
+	lb = record(c, "L", 5);
+	CHECK(listing_save(lb) == 0);
+	listing_buf_destroy(lb);
+	CHECK(!meta_has(c, "L#a0") && meta_has(c, "L#b0"));
+	l = (struct listed){.in_order = true};
+	CHECK(listing_load(c, "L", NULL, listed_cb, &l, &count, &at) == 0);
+	CHECK(count == 5 && l.n == 5 && l.in_order);
+
+	/* A chunk gone: damaged. */
+	CHECK(cache_meta_del(c, "L#b0") == 0);
+	CHECK(listing_load(c, "L", NULL, listed_cb, &l, &count, &at) ==
+	      -EPROTO);
+
+	/* Saved whole before chunks (HFSLIST2): still read. */
+	{
+		char v2[24 + 2 * (22 + 9 + 3)], *p = v2;
+		uint64_t n = 2, size;
+		int64_t saved = 1700000000, mtime = 0;
+		uint32_t klen = 9;
+		uint16_t elen = 3;
+
+		memcpy(p, "HFSLIST2", 8);
+		memcpy(p + 8, &n, 8);
+		memcpy(p + 16, &saved, 8);
+		p += 24;
+		for (size = 0; size < 2; size++) {
+			memcpy(p, &klen, 4);
+			memcpy(p + 4, &elen, 2);
+			memcpy(p + 6, &size, 8);
+			memcpy(p + 14, &mtime, 8);
+			snprintf(p + 22, 10, "%08llu",
+				 (unsigned long long)size);
+			memcpy(p + 22 + 8, "k\"e\"", 4);
+			p += 22 + 9 + 3;
+		}
+		CHECK(cache_meta_put(c, "V", v2, sizeof(v2)) == 0);
+		l = (struct listed){.in_order = true};
+		CHECK(listing_load(c, "V", NULL, listed_cb, &l, &count, &at) ==
+		      0);
+		CHECK(count == 2 && l.in_order && at == 1700000000);
+		/* One byte short: damaged. */
+		CHECK(cache_meta_put(c, "V", v2, sizeof(v2) - 1) == 0);
+		CHECK(listing_load(c, "V", NULL, listed_cb, &l, &count, &at) ==
+		      -EPROTO);
+	}
+	cache_close(c);
+	snprintf(err, sizeof(err), "rm -rf '%s'", dir);
+	CHECK(system(err) == 0);
+}
+
 int main(void)
 {
 	static void (*const tests[])(void) = {
+	    test_listing_chunks,
 	    test_namespace_and_reads,
 	    test_errors,
 	    test_hint,
