@@ -148,6 +148,22 @@ ssize_t cache_read(struct cache *c, const struct cache_obj *o, void *buf,
 void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg);
 
 /**
+ * Tells that the entry of the caller's object @id (as given to
+ * cache_put_begin() or resolved by the next-use callback; never
+ * CACHE_NO_ID) was evicted to make room. Called like the next-use
+ * callback: from the thread that inserts, with no cache lock held that it
+ * could need; thread-safe, and it must not call the cache.
+ */
+typedef void (*cache_evicted_cb)(void *arg, uint32_t id);
+
+/**
+ * Sets (or, with NULL, clears) the eviction notice: the prefetch engine,
+ * so that an object it fetched ahead and that left before its read is
+ * fetched ahead again. As cache_set_next_use() for threads.
+ */
+void cache_set_evicted(struct cache *c, cache_evicted_cb cb, void *arg);
+
+/**
  * Where the bytes of a cached range are, for a reply that does not copy
  * them (cache_read_ref()). Exactly one of @mem and @fd is set.
  */

@@ -151,6 +151,8 @@ struct cache {
 				       session: syncfs at close */
 	cache_next_use_cb next_use; /* may be NULL: LRU only (lock) */
 	void *next_use_arg;	    /* its argument (lock) */
+	cache_evicted_cb evicted;   /* may be NULL: nobody told (lock) */
+	void *evicted_arg;	    /* its argument (lock) */
 
 	/* The four locks, in the order they are taken (see the top). */
 	pthread_mutex_t evict_lock;

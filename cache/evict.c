@@ -171,6 +171,24 @@ static size_t evict_sample(struct cache *c, const uint64_t *skip, size_t n_skip,
 }
 
 /*
+ * Tells the eviction callback (cache_set_evicted()) that the objects of
+ * @oids (@n, the victims' caller's ids) left. Under evict_lock only.
+ */
+static void evict_tell(struct cache *c, const uint32_t *oids, size_t n)
+{
+	cache_evicted_cb cb;
+	void *arg;
+
+	pthread_mutex_lock(&c->lock);
+	cb = c->evicted;
+	arg = c->evicted_arg;
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; cb && i < n; i++)
+		if (oids[i] != CACHE_NO_ID)
+			cb(arg, oids[i]);
+}
+
+/*
  * Drops the entries @ids that still exist and reserves @size: 0, or
  * -EAGAIN when others took the room meanwhile.
  */
@@ -210,6 +228,7 @@ static int evict_drop(struct cache *c, const uint64_t *ids, size_t n,
 static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 {
 	uint64_t *ids = NULL, freed = 0;
+	uint32_t *oids = NULL; /* the victims' caller's ids, beside ids */
 	size_t n_ids = 0, cap_ids = 0;
 	int tries = 0, ret;
 
@@ -233,6 +252,7 @@ static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 			break;
 		if (freed >= need) {
 			ret = evict_drop(c, ids, n_ids, size);
+			evict_tell(c, oids, n_ids);
 			if (ret != -EAGAIN)
 				break;
 			/* Others took the room meanwhile: choose again. */
@@ -262,18 +282,23 @@ static int evict_make_room(struct cache *c, uint64_t size, uint64_t next_use)
 		if (n_ids == cap_ids) {
 			size_t cap = cap_ids ? cap_ids * 2 : 16;
 			void *p = realloc(ids, cap * sizeof(*ids));
+			void *q = p ? realloc(oids, cap * sizeof(*oids)) : NULL;
 
-			if (!p) {
+			if (p)
+				ids = p;
+			if (!q) {
 				ret = -ENOMEM;
 				break;
 			}
-			ids = p;
+			oids = q;
 			cap_ids = cap;
 		}
+		oids[n_ids] = best->oid;
 		ids[n_ids++] = best->id;
 		freed += best->size;
 	}
 	free(ids);
+	free(oids);
 	return ret;
 }
 

@@ -562,3 +562,11 @@ void cache_set_next_use(struct cache *c, cache_next_use_cb cb, void *arg)
 	c->next_use_arg = arg;
 	pthread_mutex_unlock(&c->lock);
 }
+
+void cache_set_evicted(struct cache *c, cache_evicted_cb cb, void *arg)
+{
+	pthread_mutex_lock(&c->lock);
+	c->evicted = cb;
+	c->evicted_arg = arg;
+	pthread_mutex_unlock(&c->lock);
+}

@@ -761,6 +761,23 @@ static uint64_t nu_lookup(void *arg, uint32_t *id, const char *key,
 	return CACHE_NEVER;
 }
 
+/* What the eviction notice was told (cache_set_evicted()). */
+struct told {
+	uint32_t ids[8];
+	int n;
+};
+
+static void note_evicted(void *arg, uint32_t id)
+{
+	struct told *t = arg;
+
+	if (t->n < 8)
+		t->ids[t->n] = id;
+	t->n++;
+}
+
+/* Belady's victims, and the eviction notice naming each by the id it was
+ * put with, once (a refusal evicts nothing and tells nothing). */
 static void test_belady(void)
 {
 	struct nu_table t = {
@@ -774,15 +791,18 @@ static void test_belady(void)
 	    open_cache(dir, 3 * 64 * KIB + 16 * KIB, nu_lookup, &t);
 	size_t sz = 64 * KIB;
 	struct cache_stats st;
+	struct told told = {.n = 0};
 	unsigned seed = 6;
 
-	CHECK(put_obj(c, "A", "e", sz, 10, 1, &seed) == 0);
-	CHECK(put_obj(c, "B", "e", sz, 30, 1, &seed) == 0);
-	CHECK(put_obj(c, "C", "e", sz, 20, 1, &seed) == 0);
+	cache_set_evicted(c, note_evicted, &told);
+	CHECK(put_obj_id(c, "A", "e", sz, 10, 1, 1, &seed) == 0);
+	CHECK(put_obj_id(c, "B", "e", sz, 30, 2, 1, &seed) == 0);
+	CHECK(put_obj_id(c, "C", "e", sz, 20, 3, 1, &seed) == 0);
 	CHECK(atomic_load(&t.calls) == 0); /* no scan while it fits */
-	CHECK(put_obj(c, "D", "e", sz, 5, 1, &seed) == 0);
+	CHECK(put_obj_id(c, "D", "e", sz, 5, 4, 1, &seed) == 0);
 	cache_get_stats(c, &st);
 	CHECK(st.evictions == 1 && st.objects == 3);
+	CHECK(told.n == 1 && told.ids[0] == 2);
 	CHECK(check_obj(c, "B", "e", sz) == -ENODATA); /* furthest */
 	CHECK(check_obj(c, "A", "e", sz) == 0);
 	CHECK(check_obj(c, "C", "e", sz) == 0);
@@ -793,12 +813,14 @@ static void test_belady(void)
 	CHECK(put_obj(c, "F", "e", sz, CACHE_NEVER, 1, &seed) == -ENOSPC);
 	cache_get_stats(c, &st);
 	CHECK(st.evictions == 1 && st.objects == 3);
+	CHECK(told.n == 1);
 
 	/* A was read: its next use is now beyond E's. */
 	t.nu[0] = 1000;
 	CHECK(put_obj(c, "E", "e", sz, 100, 1, &seed) == 0);
 	CHECK(check_obj(c, "A", "e", sz) == -ENODATA);
 	CHECK(check_obj(c, "E", "e", sz) == 0);
+	CHECK(told.n == 2 && told.ids[1] == 1);
 	/* Larger than the whole capacity: never. */
 	CHECK(put_obj(c, "G", "e", 1 * MIB, 0, 1, &seed) == -ENOSPC);
 	cache_close(c);
