@@ -27,7 +27,9 @@
  * neither: its blocks are objects of the engine's own (engine_block.c),
  * each fetched whole and cached.
  * Between misses the engine walks the current hint from the oldest entry
- * no reader has opened yet, up to a window of entries ahead, and fetches
+ * no reader has opened yet, up to a window of entries ahead, and no further
+ * than the cache holds (PF_LEAD_MARGIN; an object passed that left the
+ * cache before its read is offered again, engine_sched.c), and fetches
  * what is not cached; a queued hint follows on directly, so epoch N+1
  * starts downloading while epoch N finishes. Each hint stream (a rank, or
  * a writing process) has its own hints, cursor and window; the streams
@@ -125,10 +127,13 @@ void pf_note_open(struct pf *pf, uint32_t id)
 	if (id >= pf->n_slots)
 		return;
 	pthread_mutex_lock(&pf->mu);
-	pf->open_count[id]++;
+	if (!pf->open_count[id]++)
+		pf->open_bytes += pf_slot_size(pf, id);
 	who = order_streams_note_open(&pf->hints, id, pf_now(pf));
-	if (who >= 0)
+	if (who >= 0) {
 		pf->opened_by[id] = (uint8_t)(who + 1);
+		pf_lead_note_read(pf, id);
+	}
 	pthread_mutex_unlock(&pf->mu);
 	/* A window moved only if a stream expected this open. */
 	if (who >= 0)
@@ -137,12 +142,21 @@ void pf_note_open(struct pf *pf, uint32_t id)
 
 void pf_note_close(struct pf *pf, uint32_t id)
 {
+	bool wake = false;
+
 	if (id >= pf->n_slots)
 		return;
 	pthread_mutex_lock(&pf->mu);
-	if (pf->open_count[id] && !--pf->open_count[id] && pf->by_id[id])
-		pf_read_through_maybe_drop(pf, pf->by_id[id]);
+	if (pf->open_count[id] && !--pf->open_count[id]) {
+		pf->open_bytes -= pf_slot_size(pf, id);
+		/* Its room in the cache may be what a bound lead waits for. */
+		wake = pf->lead_cap != UINT64_MAX;
+		if (pf->by_id[id])
+			pf_read_through_maybe_drop(pf, pf->by_id[id]);
+	}
 	pthread_mutex_unlock(&pf->mu);
+	if (wake)
+		pf_source_wake(pf->src);
 }
 
 /*
@@ -271,6 +285,22 @@ static uint64_t cache_next_use(void *arg, uint32_t *id, const char *key,
 	if (*id == CACHE_NO_ID)
 		*id = pf_key_slot(pf, key, key_len);
 	return pf_next_use(pf, *id);
+}
+
+/*
+ * The cache's eviction notice, registered by pf_start(): an object fetched
+ * ahead and not read yet is fetched ahead again (pf_requeue()).
+ */
+static void cache_evicted(void *arg, uint32_t id)
+{
+	struct pf *pf = arg;
+
+	if (id >= pf->n_slots)
+		return;
+	pthread_mutex_lock(&pf->mu);
+	pf_requeue(pf, id);
+	pthread_mutex_unlock(&pf->mu);
+	pf_source_wake(pf->src);
 }
 
 size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
@@ -420,6 +450,8 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	pthread_condattr_destroy(&ca);
 	order_streams_init(&pf->hints);
 	order_streams_set_alive(&pf->hints, writer_alive, NULL);
+	order_streams_set_cost(&pf->hints, pf_slot_size, pf);
+	pf->lead_cap = UINT64_MAX;
 	if (pf->cfg.pace_ms != PF_PACE_OFF)
 		order_streams_set_pace(&pf->hints,
 				       (uint64_t)pf->cfg.pace_ms * 1000000u,
@@ -490,6 +522,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (rc)
 		goto fail;
 	cache_set_next_use(pf->cfg.cache, cache_next_use, pf);
+	cache_set_evicted(pf->cfg.cache, cache_evicted, pf);
 	*out = pf;
 	return 0;
 fail:
@@ -537,6 +570,7 @@ void pf_stop(struct pf *pf)
 	if (!pf)
 		return;
 	cache_set_next_use(pf->cfg.cache, NULL, NULL);
+	cache_set_evicted(pf->cfg.cache, NULL, NULL);
 	pf_cancel(pf);
 	pthread_join(pf->thread, NULL);
 	/* The network thread completes no more fetches: the writer commits

@@ -131,6 +131,31 @@ static uint64_t block_size(const struct pf *pf, uint32_t slot)
 	return b->size - at < bs ? b->size - at : bs;
 }
 
+/*
+ * The bytes slot @slot takes in the cache, what the prefetch's lead is
+ * counted in (an order_cost_cb on @arg, the struct pf): a block's, or an
+ * object's listed size; 0 for one not cached whole (read through). Any
+ * thread, mu held or not: the size callback is lock-free, and the describe
+ * callback, asked without one (a unit test's engine), is thread-safe.
+ */
+uint64_t pf_slot_size(void *arg, uint32_t slot)
+{
+	struct pf *pf = arg;
+	struct pf_object o;
+	char key[4096];
+	uint64_t size;
+
+	if (slot >= pf->cfg.n_ids)
+		return slot < pf->n_slots ? block_size(pf, slot) : 0;
+	if (pf->cfg.size)
+		size = pf->cfg.size(pf->cfg.arg, slot);
+	else
+		size = pf->cfg.describe(pf->cfg.arg, slot, key, sizeof(key), &o)
+			   ? 0
+			   : o.size;
+	return size <= pf->cfg.max_object_mem ? size : 0;
+}
+
 int pf_describe(struct pf *pf, uint32_t slot, char *keybuf, size_t cap,
 		struct pf_object *o)
 {

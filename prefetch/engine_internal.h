@@ -114,6 +114,31 @@
  * has the whole retry budget. */
 #define PF_TIER_TIMEOUT_MS 2000
 
+/*
+ * The prefetch's lead in bytes (order_streams_lead_bytes(): what the
+ * cursors passed that no reader has read) stays within the cache's
+ * capacity, less the bytes of files held open, less an eighth: every byte
+ * of the lead must be in the cache at once until read, or the objects
+ * fetched last evict ones needed sooner or are refused, and their GETs
+ * are lost (with a dataset twice the cache and the next epoch's hint
+ * early, a lead of 4,096 entries made 1.17x the GETs of Belady's optimum).
+ * The eighth is for what the engine does not count: objects open (next use
+ * 0) and the sample an eviction weighs (cache/evict.c), which with 7/8 of
+ * the cache named by the lead holds no other victim with probability
+ * (7/8)^32 = 1.4 % a sample.
+ */
+#define PF_LEAD_MARGIN 8
+/*
+ * A bound on the lead learned from the cache (an object fetched ahead left
+ * it before its read: pf_requeue()) holds until the readers have read 8
+ * times the lead it cut. Lifted, the lead grows back to the capacity's
+ * bound, and if what filled the cache is still there, the objects past
+ * what fits are refused again, a few GETs lost (3 of 14 objects ahead, in
+ * test_refused_fetched_again()): once per 8 leads read, not per lead
+ * (about 20 % more GETs there when lifted after each lead).
+ */
+#define PF_LEAD_RELEARN 8
+
 /* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
  * (one commit per object cost more than a 110 KB object's write). */
 #define PF_COMMIT_BATCH 64
@@ -345,8 +370,15 @@ struct pf {
 				       last open consumed, 0: none (stalls
 				       are counted to it) */
 	struct pf_candidates carry; /* picked, not yet started (no room) */
-	struct pf_fetch **done;	    /* completed fetches for the writer, oldest
-				       first */
+	/* The lead's bound learned from the cache (engine_sched.c): when an
+	 * object fetched ahead left it before its read, the lead's bytes then
+	 * and open_bytes (what did fit) bound the two until lead_cap_left more
+	 * bytes of hinted entries were read; UINT64_MAX: no such bound. */
+	uint64_t lead_cap;
+	uint64_t lead_cap_left;
+	uint64_t open_bytes;	/* pf_slot_size() of the slots open_count has */
+	struct pf_fetch **done; /* completed fetches for the writer, oldest
+				   first */
 	size_t n_done, cap_done;
 	uint32_t *open_count; /* n_slots: readers with the object open */
 	uint8_t *nocache;     /* n_slots bits: the cache refused it for
@@ -406,6 +438,8 @@ void pf_queue_push(struct pf_queue *q, struct pf_part *p, bool front);
 void pf_queue_remove(struct pf_part *p);
 bool pf_fetch_whole(struct pf *pf, uint32_t id, const struct pf_object *o);
 bool pf_schedule_prefetch(struct pf *pf);
+void pf_lead_note_read(struct pf *pf, uint32_t slot);
+void pf_requeue(struct pf *pf, uint32_t slot);
 void pf_part_take(struct pf *pf, struct pf_part *p, uint64_t now);
 struct pf_part *pf_take_parts(struct pf *pf);
 
@@ -475,6 +509,7 @@ ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 		      size_t len, uint64_t off, cache_ref_cb cb, void *arg,
 		      bool ref_only);
 size_t pf_pick_read_ahead(struct pf *pf, uint32_t *ids, size_t room);
+uint64_t pf_slot_size(void *pf, uint32_t slot);
 
 /* The cache writer thread's body (writer.c); @arg is the struct pf. */
 void *pf_writer_main(void *arg);

@@ -1,8 +1,10 @@
 /*
  * prefetch/engine_sched.c - the engine's scheduler: which part starts next.
  * Owns the part queues (demand, ahead, delayed), the choice of hinted and
- * warm ids to prefetch within the window and fetch_mem, and the taking of
- * queued parts up to the in-flight limit.
+ * warm ids to prefetch within the window, fetch_mem and what the cache
+ * holds (the lead's bound in bytes, and the hinted objects that left the
+ * cache before their read, fetched ahead again), and the taking of queued
+ * parts up to the in-flight limit.
  *
  * Invariant: parts of fetches a reader waits on (demand) start before any
  * prefetch; a prefetch never takes memory past fetch_mem, and at most
@@ -97,14 +99,79 @@ static bool in_flight(void *arg, uint32_t id)
 }
 
 /*
- * Picks up to @room hinted ids ahead of the readers that have no fetch in
- * flight, advancing the hints' cursors. mu held.
+ * The bytes the prefetch's lead may take (PF_LEAD_MARGIN): the cache's
+ * capacity less the files held open and the margin. Without mu (asks the
+ * cache).
  */
-static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room)
+static uint64_t lead_room(struct pf *pf)
 {
-	size_t got =
-	    order_streams_pick(&pf->hints, pf->cfg.window_objects, pf_now(pf),
-			       in_flight, pf, c->ids + c->n, room - c->n);
+	struct cache_stats cs;
+	uint64_t room;
+
+	cache_get_stats(pf->cfg.cache, &cs);
+	room = cs.capacity > cs.held_bytes ? cs.capacity - cs.held_bytes : 0;
+	return room - room / PF_LEAD_MARGIN;
+}
+
+/*
+ * A reader consumed hinted slot @slot: its bytes count towards lifting
+ * the lead's learned bound (pf->lead_cap). mu held.
+ */
+void pf_lead_note_read(struct pf *pf, uint32_t slot)
+{
+	uint64_t n;
+
+	if (pf->lead_cap == UINT64_MAX)
+		return;
+	n = pf_slot_size(pf, slot);
+	if (n < pf->lead_cap_left) {
+		pf->lead_cap_left -= n;
+	} else {
+		/* The lead that did not fit has been read, PF_LEAD_RELEARN
+		 * times: the bound is the capacity's again. */
+		pf->lead_cap = UINT64_MAX;
+		pf->lead_cap_left = 0;
+	}
+}
+
+/*
+ * Slot @slot left the cache (evicted, or refused at its commit): if the
+ * prefetcher had passed it and no reader has read it yet, it is offered
+ * again (order_streams_requeue()). The cache did not hold the lead and
+ * the open objects (next use 0, never evicted), so what they took without
+ * it bounds them from now on (pf->lead_cap) until PF_LEAD_RELEARN times the
+ * bytes the lead held were read: the object is fetched again only once
+ * reads made room (an object read and closed), never at once to be
+ * evicted again. mu held.
+ */
+void pf_requeue(struct pf *pf, uint32_t slot)
+{
+	uint64_t before = order_streams_lead_bytes(&pf->hints), after;
+
+	if (!order_streams_requeue(&pf->hints, slot))
+		return;
+	pf->st.requeued++;
+	after = order_streams_lead_bytes(&pf->hints) + pf->open_bytes;
+	if (after < pf->lead_cap)
+		pf->lead_cap = after;
+	if (before * PF_LEAD_RELEARN > pf->lead_cap_left)
+		pf->lead_cap_left = before * PF_LEAD_RELEARN;
+}
+
+/*
+ * Picks up to @room hinted ids ahead of the readers that have no fetch in
+ * flight, advancing the hints' cursors, within @max_bytes of lead
+ * (lead_room()) and the bound learned (pf->lead_cap). mu held.
+ */
+static void pick_hinted(struct pf *pf, struct pf_candidates *c, size_t room,
+			uint64_t max_bytes)
+{
+	uint64_t learned =
+	    pf->lead_cap > pf->open_bytes ? pf->lead_cap - pf->open_bytes : 0;
+	size_t got = order_streams_pick(
+	    &pf->hints, pf->cfg.window_objects,
+	    max_bytes < learned ? max_bytes : learned, pf_now(pf), in_flight,
+	    pf, c->ids + c->n, room - c->n);
 
 	for (size_t i = 0; i < got; i++)
 		c->warm[c->n + i] = false;
@@ -145,6 +212,7 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 bool pf_schedule_prefetch(struct pf *pf)
 {
 	struct pf_candidates *c = &pf->carry;
+	uint64_t max_bytes = lead_room(pf);
 	char key[4096];
 
 	for (int round = 0; round < 64; round++) {
@@ -166,7 +234,7 @@ bool pf_schedule_prefetch(struct pf *pf)
 			c->n = pf_pick_read_ahead(pf, c->ids, room);
 			for (size_t i = 0; i < c->n; i++)
 				c->warm[i] = false;
-			pick_hinted(pf, c, room);
+			pick_hinted(pf, c, room, max_bytes);
 			pick_warm(pf, c, room);
 		}
 		pthread_mutex_unlock(&pf->mu);

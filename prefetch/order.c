@@ -17,6 +17,9 @@
  *   first slots[s].consumed of them are read, the rest are not.
  * - oldest is the first entry with read[] unset; newest is one past the
  *   newest read entry; next_pf >= oldest.
+ * - lead_bytes is the cost of the entries in [counted, next_pf) with
+ *   read[] unset: what the prefetcher passed and no reader has read yet,
+ *   which the cache must hold until they are read.
  * Opens consume in position order per object, so a reader that opens an
  * object twice consumes its first two occurrences, whichever entry it
  * "meant".
@@ -44,11 +47,17 @@ struct order {
 	uint32_t n_ids;		  /* ids are below this */
 	struct order_slot *slots; /* mask + 1 of them, at most half used */
 	uint32_t mask;
-	uint32_t *pos;	    /* n: positions, grouped by id (see top) */
-	uint8_t *read;	    /* n: entry opened */
-	size_t oldest;	    /* first unopened entry */
-	size_t newest;	    /* one past the newest opened entry */
-	size_t next_pf;	    /* next entry the prefetcher looks at */
+	uint32_t *pos;	     /* n: positions, grouped by id (see top) */
+	uint8_t *read;	     /* n: entry opened */
+	size_t oldest;	     /* first unopened entry */
+	size_t newest;	     /* one past the newest opened entry */
+	size_t next_pf;	     /* next entry the prefetcher looks at */
+	size_t counted;	     /* the lead's bytes count from this entry on:
+				the base of the latest pick */
+	uint64_t lead_bytes; /* bytes of the entries in [counted, next_pf)
+				not consumed (cost) */
+	order_cost_cb cost;  /* an id's bytes; NULL: 0 (no bound) */
+	void *cost_arg;
 	uint64_t spill;	    /* opens in a row of ids this hint no longer
 			       expects (ORDER_SPILL_SWITCH) */
 	struct order *next; /* in a queue */
@@ -146,6 +155,31 @@ size_t order_oldest(const struct order *o)
 	return o->oldest;
 }
 
+/* The bytes of entry @at. */
+static uint64_t entry_cost(const struct order *o, size_t at)
+{
+	return o->cost ? o->cost(o->cost_arg, o->ids[at]) : 0;
+}
+
+/* Moves the cursor back to entry @at, keeping lead_bytes. */
+static void cursor_back(struct order *o, size_t at)
+{
+	while (o->next_pf > at) {
+		o->next_pf--;
+		if (o->next_pf >= o->counted && !o->read[o->next_pf])
+			o->lead_bytes -= entry_cost(o, o->next_pf);
+	}
+}
+
+/* Moves where the lead's bytes count from on to @base (never back): the
+ * entries the window left behind are no longer the prefetcher's. */
+static void count_from(struct order *o, size_t base)
+{
+	for (; o->counted < base; o->counted++)
+		if (o->counted < o->next_pf && !o->read[o->counted])
+			o->lead_bytes -= entry_cost(o, o->counted);
+}
+
 bool order_consume(struct order *o, uint32_t id)
 {
 	struct order_slot *sl;
@@ -158,6 +192,8 @@ bool order_consume(struct order *o, uint32_t id)
 		return false;
 	p = o->pos[sl->first + sl->consumed++];
 	o->read[p] = 1;
+	if (p >= o->counted && p < o->next_pf)
+		o->lead_bytes -= entry_cost(o, p);
 	if (p + 1 > o->newest)
 		o->newest = p + 1;
 	while (o->oldest < o->n && o->read[o->oldest])
@@ -289,9 +325,16 @@ uint64_t order_queue_next_use(const struct order_queue *q, uint32_t id)
 	return ORDER_NONE;
 }
 
-size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
-			order_skip_cb skip, void *arg, uint32_t *ids,
-			size_t room)
+/*
+ * order_queue_pick() within @max_bytes: *@bytes is the lead's bytes (over
+ * every stream) and grows with each entry passed that is not read; the
+ * cursor stops before an entry that would take it past @max_bytes, but
+ * for the first (one entry ahead of the readers is always worth having).
+ */
+static size_t queue_pick(struct order_queue *q, size_t window, size_t ahead,
+			 uint64_t *bytes, uint64_t max_bytes,
+			 order_skip_cb skip, void *arg, uint32_t *ids,
+			 size_t room)
 {
 	size_t budget = window, got = 0;
 
@@ -303,15 +346,28 @@ size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 		    o == q->head && o->newest > base ? o->newest : base;
 		size_t end;
 
+		*bytes -= o->lead_bytes;
+		count_from(o, base);
+		*bytes += o->lead_bytes;
 		if (o->next_pf < base)
 			o->next_pf = base;
 		end = base + budget < o->n ? base + budget : o->n;
 		if (ahead < end - front)
 			end = front + ahead;
 		while (o->next_pf < end && got < room) {
-			size_t at = o->next_pf++;
+			size_t at = o->next_pf;
 			uint32_t id = o->ids[at];
 
+			if (!o->read[at]) {
+				uint64_t c = entry_cost(o, at);
+
+				if (*bytes && (*bytes >= max_bytes ||
+					       c > max_bytes - *bytes))
+					return got; /* the cache is full */
+				*bytes += c;
+				o->lead_bytes += c;
+			}
+			o->next_pf++;
 			if (!o->read[at] && !skip(arg, id))
 				ids[got++] = id;
 		}
@@ -323,6 +379,43 @@ size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 			break;
 	}
 	return got;
+}
+
+size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
+			order_skip_cb skip, void *arg, uint32_t *ids,
+			size_t room)
+{
+	uint64_t bytes = order_queue_lead_bytes(q);
+
+	return queue_pick(q, window, ahead, &bytes, UINT64_MAX, skip, arg, ids,
+			  room);
+}
+
+uint64_t order_queue_lead_bytes(const struct order_queue *q)
+{
+	uint64_t n = 0;
+
+	for (const struct order *o = q->head; o; o = o->next)
+		n += o->lead_bytes;
+	return n;
+}
+
+bool order_queue_requeue(struct order_queue *q, uint32_t id)
+{
+	for (struct order *o = q->head; o; o = o->next) {
+		uint64_t p = order_next_pos(o, id);
+
+		if (p == ORDER_NONE)
+			continue;
+		/* Behind the cursor and still the prefetcher's: it comes
+		 * round again. Ahead of it, the cursor gets there anyway. */
+		if (p >= o->counted && p < o->next_pf) {
+			cursor_back(o, p);
+			return true;
+		}
+		return false;
+	}
+	return false;
 }
 
 void order_queue_stats(const struct order_queue *q,
@@ -369,6 +462,13 @@ void order_streams_fini(struct order_streams *ss)
 	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
 		order_queue_fini(&ss->s[i].q);
 	order_streams_init(ss);
+}
+
+void order_streams_set_cost(struct order_streams *ss, order_cost_cb cost,
+			    void *arg)
+{
+	ss->cost = cost;
+	ss->cost_arg = arg;
 }
 
 void order_streams_set_pace(struct order_streams *ss, uint64_t horizon_ns,
@@ -534,6 +634,8 @@ struct order *order_streams_add(struct order_streams *ss, int i,
 	st->hints++;
 	st->last_hint = ++ss->hints_seen;
 	ss->latest = i;
+	o->cost = ss->cost;
+	o->cost_arg = ss->cost_arg;
 	return order_queue_add(&st->q, o, replace);
 }
 
@@ -592,10 +694,12 @@ uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id)
 }
 
 size_t order_streams_pick(struct order_streams *ss, size_t window,
-			  uint64_t now_ns, order_skip_cb skip, void *arg,
-			  uint32_t *ids, size_t room)
+			  uint64_t max_bytes, uint64_t now_ns,
+			  order_skip_cb skip, void *arg, uint32_t *ids,
+			  size_t room)
 {
 	uint64_t dry = 0; /* bit i: stream i has nothing more in its window */
+	uint64_t bytes = order_streams_lead_bytes(ss);
 	size_t got = 0;
 
 	while (got < room) {
@@ -616,9 +720,9 @@ size_t order_streams_pick(struct order_streams *ss, size_t window,
 		}
 		if (best < 0)
 			break;
-		if (order_queue_pick(&ss->s[best].q, window,
-				     pace_ahead(ss, &ss->s[best], now_ns), skip,
-				     arg, ids + got, 1)) {
+		if (queue_pick(&ss->s[best].q, window,
+			       pace_ahead(ss, &ss->s[best], now_ns), &bytes,
+			       max_bytes, skip, arg, ids + got, 1)) {
 			got++;
 			/* The next tie goes to the stream after it. */
 			ss->rr = (unsigned int)(best + 1) % ORDER_STREAMS_MAX;
@@ -627,6 +731,25 @@ size_t order_streams_pick(struct order_streams *ss, size_t window,
 		}
 	}
 	return got;
+}
+
+uint64_t order_streams_lead_bytes(const struct order_streams *ss)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
+		n += order_queue_lead_bytes(&ss->s[i].q);
+	return n;
+}
+
+bool order_streams_requeue(struct order_streams *ss, uint32_t id)
+{
+	bool moved = false;
+
+	for (int i = 0; i < ORDER_STREAMS_MAX; i++)
+		if (ss->s[i].q.head && order_queue_requeue(&ss->s[i].q, id))
+			moved = true;
+	return moved;
 }
 
 size_t order_streams_ahead(const struct order_streams *ss, size_t window,

@@ -13,8 +13,11 @@
  * An *order queue* is the current hint followed by the queued ones: opens
  * spill into the next hint when the current one no longer expects them,
  * a finished (or abandoned) hint gives way to the next, the prefetcher
- * walks a window of entries ahead of the readers, and the cache's eviction
- * asks how soon an object is needed again.
+ * walks a window of entries ahead of the readers (and, with a cost per
+ * object, no further than a bound in bytes: what the cache can hold until
+ * they are read), and the cache's eviction asks how soon an object is
+ * needed again; an object the prefetcher passed that left the cache before
+ * its read moves the cursor back to it.
  *
  * The *streams* are one order queue per writer (a rank), merged by need
  * (see "streams" below).
@@ -131,6 +134,12 @@ uint64_t order_queue_next_use(const struct order_queue *q, uint32_t id);
 typedef bool (*order_skip_cb)(void *arg, uint32_t id);
 
 /**
+ * The bytes object @id takes in the cache: what the prefetcher's lead is
+ * counted in (order_streams_pick()). The same for an id every time.
+ */
+typedef uint64_t (*order_cost_cb)(void *arg, uint32_t id);
+
+/**
  * Walks the window of @window entries from the current hint's base
  * (order_base()) on into the queued hints, from where the last call left
  * off, and stores up to @room ids not consumed and not skipped by @skip
@@ -142,6 +151,24 @@ typedef bool (*order_skip_cb)(void *arg, uint32_t id);
 size_t order_queue_pick(struct order_queue *q, size_t window, size_t ahead,
 			order_skip_cb skip, void *arg, uint32_t *ids,
 			size_t room);
+
+/**
+ * The *lead's bytes*: the cost (order_cost_cb) of the entries the
+ * cursor has passed, from the window's base on, that no reader has read:
+ * what the cache must hold at once for every prefetch to be read from it.
+ * 0 with no cost callback.
+ */
+uint64_t order_queue_lead_bytes(const struct order_queue *q);
+
+/**
+ * Object @id, fetched ahead, left the cache before its read (evicted, or
+ * refused): when its next unconsumed entry is behind the cursor (and not
+ * behind the window's base), the cursor moves back to it, so that the
+ * prefetcher offers it, and walks again what follows (what is cached or
+ * in flight is passed over by the caller's skip), when the lead has room
+ * for it. Returns whether the cursor moved.
+ */
+bool order_queue_requeue(struct order_queue *q, uint32_t id);
 
 /** What .hintfs/stats shows of the queue. */
 struct order_queue_stats {
@@ -251,11 +278,14 @@ struct order_stream {
 /** The streams of one mount. Caller-owned storage; the caller locks. */
 struct order_streams {
 	struct order_stream s[ORDER_STREAMS_MAX];
-	unsigned int rr;      /**< where the next tie-break starts */
-	uint64_t hints_seen;  /**< hints added, over all streams */
-	int latest;	      /**< the stream of the latest hint, or -1 */
-	uint64_t pace_ns;     /**< the pace horizon; 0: no pacing (see
-				   order_streams_set_pace()) */
+	unsigned int rr;     /**< where the next tie-break starts */
+	uint64_t hints_seen; /**< hints added, over all streams */
+	int latest;	     /**< the stream of the latest hint, or -1 */
+	uint64_t pace_ns;    /**< the pace horizon; 0: no pacing (see
+				  order_streams_set_pace()) */
+	order_cost_cb cost;  /**< the entries' bytes; NULL: none (see
+				  order_streams_set_cost()) */
+	void *cost_arg;
 	uint32_t pace_min;    /**< entries ahead of the front at least */
 	order_alive_cb alive; /**< whether a writer still runs; NULL: the
 				   exit rule is off (order_streams_get()) */
@@ -283,6 +313,14 @@ void order_streams_fini(struct order_streams *ss);
  */
 void order_streams_set_pace(struct order_streams *ss, uint64_t horizon_ns,
 			    uint32_t min);
+
+/**
+ * Counts the lead in bytes: @cost gives an id's (under the caller's lock),
+ * for the hints added from now on. NULL (the default): every entry costs
+ * 0 and order_streams_pick()'s byte bound never stops the cursor.
+ */
+void order_streams_set_cost(struct order_streams *ss, order_cost_cb cost,
+			    void *arg);
 
 /**
  * Turns on the exit rule of order_streams_get(): @alive says whether a
@@ -334,13 +372,25 @@ uint64_t order_streams_next_use(const struct order_streams *ss, uint32_t id);
  * Fills @ids with up to @room ids to prefetch, one at a time from the
  * stream whose cursor is the fewest entries ahead of its readers (ties
  * round-robin), each stream within its own window of @window entries and
- * its pace at @now_ns (order_queue_pick(), order_streams_set_pace()). An
- * id two streams expect is offered by each: @skip (in flight already)
- * passes over the second. Returns how many.
+ * its pace at @now_ns (order_queue_pick(), order_streams_set_pace()), and
+ * all of them within @max_bytes of lead (order_streams_lead_bytes(): the
+ * cursors stop where the next entry would pass it, but one entry goes
+ * when the lead is empty). An id two streams expect is offered by each:
+ * @skip (in flight already) passes over the second. Returns how many.
  */
 size_t order_streams_pick(struct order_streams *ss, size_t window,
-			  uint64_t now_ns, order_skip_cb skip, void *arg,
-			  uint32_t *ids, size_t room);
+			  uint64_t max_bytes, uint64_t now_ns,
+			  order_skip_cb skip, void *arg, uint32_t *ids,
+			  size_t room);
+
+/** The lead's bytes (order_queue_lead_bytes()) over every stream. */
+uint64_t order_streams_lead_bytes(const struct order_streams *ss);
+
+/**
+ * Object @id left the cache before its read: order_queue_requeue() in
+ * every stream. Returns whether a cursor moved.
+ */
+bool order_streams_requeue(struct order_streams *ss, uint32_t id);
 
 /**
  * The streams' unread entries within @window of their readers, merged

@@ -76,7 +76,8 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 	pthread_mutex_lock(&pf->mu);
 	for (size_t i = 0; i < n; i++) {
 		struct pf_fetch *f = fs[i];
-		bool ok = !f->err && (!rc[i] || rc[i] == -EEXIST);
+		bool ok = !f->err && (!rc[i] || rc[i] == -EEXIST), refused;
+		uint32_t id;
 
 		if (f->err && f->demand) {
 			/* Only a verdict a reader waited for; a prefetch that
@@ -97,9 +98,16 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 			pf->st.warm_done += f->warm_refs;
 		else
 			pf->st.warm_failed += f->warm_refs;
+		refused = !f->err && rc[i] == -ENOSPC;
+		id = f->id;
 		/* Committed (or not to be): readers find it in the cache
 		 * from now on, so it may leave the table. */
 		pf_fetch_leave(pf, f);
+		/* Refused by next use: fetched again ahead of its read once
+		 * the lead has room (out of the table first, or the
+		 * prefetcher would pass it over as in flight). */
+		if (refused)
+			pf_requeue(pf, id);
 	}
 	pf->st.commit_ns += mono_ns() - t0;
 	pf->st.commit_batches += m ? 1 : 0;

@@ -390,6 +390,174 @@ static void test_pacing(void)
 	env_stop(&e);
 }
 
+/* Whether object @id (of the env's size) is in the cache. */
+static bool obj_cached(struct env *e, uint32_t id)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "obj/%05u", id);
+	return cache_contains(e->cache, key, strlen(key),
+			      "\"0123456789abcdef0123456789abcdef\"", e->size);
+}
+
+/* Ends every GET the engine starts, and waits until each ended in the
+ * cache or was refused by it (what follows from that started too). */
+static void drain(struct env *e)
+{
+	struct pf_stats st;
+
+	for (int round = 0; round < 1000; round++) {
+		CHECK(fake_source_settle(e->fs));
+		if (fake_source_running(e->fs)) {
+			fake_source_advance(e->fs, LATENCY_MS);
+			continue;
+		}
+		for (int i = 0; i < 5000; i++) {
+			pf_get_stats(e->pf, &st);
+			if (st.commit_objects + st.not_cached >=
+			    fake_source_starts(e->fs))
+				break;
+			usleep(1000);
+		}
+		CHECK(fake_source_settle(e->fs));
+		if (!fake_source_running(e->fs))
+			return;
+	}
+	CHECK(!"the engine's GETs came to an end");
+}
+
+/*
+ * Reads hinted objects @from .. @to - 1 in order, as a trainer does (open,
+ * read, close), the engine's GETs ended between reads; returns how many
+ * were not in the cache when their reader came (each a GET it waits for:
+ * not read here, as the virtual clock would not move).
+ */
+static unsigned read_in_order(struct env *e, uint32_t from, uint32_t to)
+{
+	unsigned char buf[64];
+	unsigned missed = 0;
+
+	for (uint32_t i = from; i < to; i++) {
+		pf_note_open(e->pf, i);
+		drain(e);
+		if (obj_cached(e, i))
+			CHECK(pf_read(e->pf, i, buf, sizeof(buf), 0) ==
+			      (ssize_t)sizeof(buf));
+		else
+			missed++;
+		pf_note_close(e->pf, i);
+	}
+	return missed;
+}
+
+/* The most GETs started for one object. */
+static unsigned most_gets_of_one(struct env *e)
+{
+	unsigned most = 0, n = fake_source_starts(e->fs);
+
+	for (unsigned i = 0; i < n; i++) {
+		const char *k = fake_source_started(e->fs, i, NULL);
+		unsigned same = 0;
+
+		for (unsigned j = 0; j < n; j++)
+			same += !strcmp(k, fake_source_started(e->fs, j, NULL));
+		most = same > most ? same : most;
+	}
+	return most;
+}
+
+/*
+ * A hint of 100 objects and a cache of 16 (PF_LEAD_MARGIN): the prefetch
+ * runs 14 ahead, 7/8 of the cache, not the whole window (all 100 fetched at
+ * once: 16 cached, 84 refused and fetched again at their reads), and goes
+ * on one object per read; every read is a hit, each object fetched once.
+ */
+static void test_lead_within_cache(void)
+{
+	struct pf_stats st;
+	struct env e;
+	unsigned missed;
+
+	cache_cap = 16 * 64 * KIB;
+	env_start(
+	    &e, 100, 64 * KIB,
+	    (struct pf_config){.max_inflight = 64, .pace_ms = PF_PACE_OFF});
+	cache_cap = 0;
+	hint_all(&e, 100);
+	drain(&e);
+	CHECK(fake_source_starts(e.fs) == 14);
+	missed = read_in_order(&e, 0, 100);
+	CHECK(missed == 0);
+	CHECK(fake_source_starts(e.fs) == 100);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.not_cached == 0);
+	CHECK(st.cache_hits == 100);
+	CHECK(most_gets_of_one(&e) == 1);
+	if (missed || fake_source_starts(e.fs) != 100)
+		fprintf(stderr, "lead within cache: %u misses, %u GETs\n",
+			missed, fake_source_starts(e.fs));
+	env_stop(&e);
+}
+
+/*
+ * Objects fetched ahead that the cache refuses (or evicts) before their
+ * read are fetched ahead again, once reads made room, never at once. Four
+ * of a cache of 16 are held open (next use 0), which the lead's bound does
+ * not see: of the 14 objects it fetches, 12 fit, and the others leave. No
+ * churn: with no read, nothing more is fetched however long the engine
+ * waits (the refused ones fetched at once would be refused again, and
+ * again). Then every read is a hit (without the second fetch, the reads
+ * of the refused ones each wait for a GET), and no object is fetched more
+ * than twice: the lead's bound learned from the cache holds until
+ * PF_LEAD_RELEARN leads were read.
+ */
+static void test_refused_fetched_again(void)
+{
+	struct pf_stats st;
+	struct reader r[4];
+	pthread_t t[4];
+	struct env e;
+	unsigned missed, n0;
+
+	cache_cap = 16 * 64 * KIB;
+	env_start(
+	    &e, 104, 64 * KIB,
+	    (struct pf_config){.max_inflight = 64, .pace_ms = PF_PACE_OFF});
+	cache_cap = 0;
+	for (uint32_t k = 0; k < 4; k++) {
+		pf_note_open(e.pf, 100 + k);
+		reader_start(&e, &r[k], &t[k], 100 + k);
+	}
+	fake_source_advance(e.fs, LATENCY_MS);
+	for (int k = 0; k < 4; k++) {
+		pthread_join(t[k], NULL);
+		CHECK(r[k].rc == (ssize_t)r[k].len);
+	}
+	drain(&e);
+	hint_all(&e, 100);
+	drain(&e);
+	n0 = fake_source_starts(e.fs);
+	CHECK(n0 == 4 + 14);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.not_cached + st.requeued >= 2);
+	CHECK(st.requeued >= 1);
+	/* No churn: nothing read, nothing fetched again. */
+	fake_source_advance(e.fs, 1000);
+	drain(&e);
+	CHECK(fake_source_starts(e.fs) == n0);
+	missed = read_in_order(&e, 0, 100);
+	CHECK(missed == 0);
+	/* Each object once, but for the few refused. */
+	CHECK(fake_source_starts(e.fs) <= 4 + 100 + 4);
+	CHECK(most_gets_of_one(&e) <= 2);
+	if (missed || fake_source_starts(e.fs) > 4 + 100 + 4)
+		fprintf(stderr, "refused fetched again: %u misses, %u GETs\n",
+			missed, fake_source_starts(e.fs));
+	for (uint32_t k = 0; k < 4; k++)
+		pf_note_close(e.pf, 100 + k);
+	env_stop(&e);
+}
+
 /* A GET that never answers: pf_cancel() ends its reader's wait with
  * ECANCELED at once, not at the read deadline, and pf_stop() takes the
  * GET down (twice the 60 s budget plus
@@ -904,10 +1072,10 @@ static bool block_cached(struct env *e, unsigned k)
 			      "\"0123456789abcdef0123456789abcdef\"", size);
 }
 
-/* Eviction by next use across blocks: a cache of three blocks holds 0, 2
- * and 4 (hinted in that order); the next hint, of blocks 1, 2, 0, brings
- * block 1 in, and the block it does not name (4) goes, not the least
- * recently used (0). */
+/* Eviction by next use across blocks: a cache of three blocks and a half
+ * (the lead takes 7/8 of it: three blocks) holds 0, 2 and 4 (hinted in
+ * that order); the next hint, of blocks 1, 2, 0, brings block 1 in, and
+ * the block it does not name (4) goes, not the least recently used (0). */
 static void test_block_eviction_next_use(void)
 {
 	const struct pf_range r[] = {
@@ -922,7 +1090,7 @@ static void test_block_eviction_next_use(void)
 	};
 	struct env e;
 
-	cache_cap = 3 * BLOCK + 64 * KIB;
+	cache_cap = 3 * BLOCK + BLOCK / 2;
 	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
 	cache_cap = 0;
 	CHECK(pf_hint_ranges(e.pf, "rank0", first, 3, 0, PF_QUEUE, 0) == 0);
@@ -1144,6 +1312,8 @@ int main(void)
 	test_fetch_mem_bound();
 	test_slowdown_halves();
 	test_pacing();
+	test_lead_within_cache();
+	test_refused_fetched_again();
 	test_cancel();
 	test_hedge_budget();
 	test_tier_owed_puts();

@@ -352,19 +352,23 @@ static void test_streams_merge(void)
 	CHECK(ia != ib && order_streams_get(&ss, "rank1", 0, 0) == ib);
 
 	/* Both 0 entries ahead: turn about, each in its own window of 4. */
-	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32);
+	n = order_streams_pick(&ss, 4, UINT64_MAX, 0, skip_taken, taken, got,
+			       32);
 	CHECK(n == 8);
 	CHECK(got[0] == 0 && got[1] == 30 && got[2] == 1 && got[3] == 10 &&
 	      got[4] == 2 && got[5] == 11 && got[6] == 3 && got[7] == 12);
-	CHECK(order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32) == 0);
+	CHECK(order_streams_pick(&ss, 4, UINT64_MAX, 0, skip_taken, taken, got,
+				 32) == 0);
 
 	/* Rank 0's reader takes four: its stream is now the one closest to
 	 * its readers, and is served first (rank 1 waits, it is 4 ahead). */
 	for (uint32_t id = 0; id < 4; id++)
 		CHECK(order_streams_note_open(&ss, id, 0) == ia);
-	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 3);
+	n = order_streams_pick(&ss, 4, UINT64_MAX, 0, skip_taken, taken, got,
+			       3);
 	CHECK(n == 3 && got[0] == 4 && got[1] == 5 && got[2] == 6);
-	n = order_streams_pick(&ss, 4, 0, skip_taken, taken, got, 32);
+	n = order_streams_pick(&ss, 4, UINT64_MAX, 0, skip_taken, taken, got,
+			       32);
 	CHECK(n == 1 && got[0] == 7);
 
 	/* 30: next in rank 1 (0 ahead), 6 ahead in rank 0: next use is the
@@ -378,7 +382,8 @@ static void test_streams_merge(void)
 
 	/* A window of 6: rank 1 (3 ahead) first, then in turn; rank 0's 30
 	 * (its entry 9) was fetched for rank 1 and is not offered again. */
-	n = order_streams_pick(&ss, 6, 0, skip_taken, taken, got, 32);
+	n = order_streams_pick(&ss, 6, UINT64_MAX, 0, skip_taken, taken, got,
+			       32);
 	CHECK(n == 4);
 	CHECK(got[0] == 13 && got[1] == 8 && got[2] == 14 && got[3] == 15);
 	order_streams_fini(&ss);
@@ -570,32 +575,101 @@ static void test_streams_pace(void)
 	      order_streams_add(&ss, i, make(b, 20, 64), false) == NULL);
 
 	/* Before any open: the minimum, not the window of 32. */
-	n = order_streams_pick(&ss, 32, 10 * sec, skip_taken, taken, got, 64);
+	n = order_streams_pick(&ss, 32, UINT64_MAX, 10 * sec, skip_taken, taken,
+			       got, 64);
 	CHECK(n == 4 && got[0] == 0 && got[3] == 3);
 
 	/* Ten read within the horizon: ten past the front (entry 10). */
 	for (uint32_t id = 0; id < 10; id++)
 		CHECK(order_streams_note_open(&ss, id,
 					      10 * sec + id * sec / 20) == i);
-	n = order_streams_pick(&ss, 32, 10 * sec + sec / 2, skip_taken, taken,
-			       got, 64);
+	n = order_streams_pick(&ss, 32, UINT64_MAX, 10 * sec + sec / 2,
+			       skip_taken, taken, got, 64);
 	CHECK(n == 10 && got[0] == 10 && got[9] == 19); /* 4-9 opened */
 
 	/* They stop; two seconds on, one more open: the pace has decayed to
 	 * the minimum, and the cursor (at 20) is past front + 4 already. */
 	CHECK(order_streams_note_open(&ss, 10, 12 * sec) == i);
-	CHECK(order_streams_pick(&ss, 32, 12 * sec, skip_taken, taken, got,
-				 64) == 0);
+	CHECK(order_streams_pick(&ss, 32, UINT64_MAX, 12 * sec, skip_taken,
+				 taken, got, 64) == 0);
 
 	/* Twenty more in a fifth of a second: 21 past the front (31), nine
 	 * of them in this hint and twelve in the queued one. */
 	for (uint32_t id = 11; id <= 30; id++)
 		CHECK(order_streams_note_open(&ss, id,
 					      12 * sec + id * sec / 100) == i);
-	n = order_streams_pick(&ss, 32, 12 * sec + sec / 2, skip_taken, taken,
-			       got, 64);
+	n = order_streams_pick(&ss, 32, UINT64_MAX, 12 * sec + sec / 2,
+			       skip_taken, taken, got, 64);
 	CHECK(n == 21 && got[0] == 31 && got[8] == 39 && got[9] == 40 &&
 	      got[20] == 51);
+	order_streams_fini(&ss);
+}
+
+/* Object i costs 10 * (i + 1) bytes. */
+static uint64_t cost_tenfold(void *arg, uint32_t id)
+{
+	(void)arg;
+	return 10ull * (id + 1);
+}
+
+static bool skip_none(void *arg, uint32_t id)
+{
+	(void)arg;
+	(void)id;
+	return false;
+}
+
+/*
+ * The lead in bytes: the cursor stops before the entry that would pass the
+ * bound (but takes one when the lead is empty); a read frees its bytes and
+ * the cursor goes on; an object that left the cache before its read moves
+ * the cursor back to it, and only to an entry the cursor passed.
+ */
+static void test_streams_lead_bytes(void)
+{
+	const uint32_t a[] = {0, 1, 2, 3, 4, 5, 6, 7};
+	struct order_streams ss;
+	uint32_t got[16];
+	size_t n;
+	int i;
+
+	order_streams_init(&ss);
+	order_streams_set_cost(&ss, cost_tenfold, NULL);
+	i = order_streams_get(&ss, "rank0", 0, 0);
+	CHECK(i >= 0);
+	CHECK(order_streams_add(&ss, i, make(a, 8, 8), false) == NULL);
+	/* 10 + 20 + 30 = 60 fit in 70, 40 more would not. */
+	n = order_streams_pick(&ss, 100, 70, 0, skip_none, NULL, got, 16);
+	CHECK(n == 3 && got[0] == 0 && got[2] == 2);
+	CHECK(order_streams_lead_bytes(&ss) == 60);
+	/* A bound below the first entry still lets one go. */
+	order_streams_fini(&ss);
+	order_streams_set_cost(&ss, cost_tenfold, NULL);
+	i = order_streams_get(&ss, "rank0", 0, 0);
+	order_streams_add(&ss, i, make(a, 8, 8), false);
+	n = order_streams_pick(&ss, 100, 5, 0, skip_none, NULL, got, 16);
+	CHECK(n == 1 && got[0] == 0);
+	n = order_streams_pick(&ss, 100, 5, 0, skip_none, NULL, got, 16);
+	CHECK(n == 0);
+	/* Read: its bytes leave the lead, the cursor goes on. */
+	order_streams_note_open(&ss, 0, 0);
+	CHECK(order_streams_lead_bytes(&ss) == 0);
+	n = order_streams_pick(&ss, 100, 90, 0, skip_none, NULL, got, 16);
+	CHECK(n == 3 && got[0] == 1 && got[2] == 3); /* 20 + 30 + 40 */
+	CHECK(order_streams_lead_bytes(&ss) == 20 + 30 + 40);
+	/* 2 left the cache: the cursor goes back to it, 3 comes again. */
+	CHECK(order_streams_requeue(&ss, 2));
+	CHECK(order_streams_lead_bytes(&ss) == 20);
+	/* Not passed yet (5), or not in the hint (9): nothing moves. */
+	CHECK(!order_streams_requeue(&ss, 5));
+	CHECK(!order_streams_requeue(&ss, 9));
+	n = order_streams_pick(&ss, 100, 100, 0, skip_none, NULL, got, 16);
+	CHECK(n == 2 && got[0] == 2 && got[1] == 3);
+	/* A read behind the cursor frees its bytes, not one ahead of it. */
+	order_streams_note_open(&ss, 6, 0);
+	CHECK(order_streams_lead_bytes(&ss) == 20 + 30 + 40);
+	order_streams_note_open(&ss, 2, 0);
+	CHECK(order_streams_lead_bytes(&ss) == 20 + 40);
 	order_streams_fini(&ss);
 }
 
@@ -615,5 +689,6 @@ int main(void)
 	test_streams_reclaim();
 	test_streams_ahead();
 	test_streams_pace();
+	test_streams_lead_bytes();
 	return check_done();
 }
