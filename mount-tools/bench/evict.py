@@ -486,7 +486,8 @@ def stat_get(s, path, default=0):
 
 # Counters whose per-epoch deltas are reported.
 COUNTERS = ["requests.get", "requests.prefetched_objects",
-            "requests.not_cached", "reads.demand_fetches",
+            "requests.not_cached", "requests.requeued",
+            "reads.demand_fetches",
             "reads.prefetch_joins", "reads.cache_hits", "cache.evictions",
             "cache.hits", "cache.misses", "stalls.count", "stalls.seconds",
             "fuse.read", "engine.commit_objects", "engine.commit_seconds"]
@@ -701,9 +702,9 @@ def render(res):
         f"build {res['commit']}", "",
         "| epoch | hintfs GETs | Belady | hintfs/Belady | LRU | LRU/Belady "
         "| Belady as hinted | hintfs/as hinted | prefetched | demand "
-        "| evictions | not cached | cache objects at end "
-        "| fetched, not yet cached, peak | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "| evictions | not cached | fetched ahead again "
+        "| cache objects at end | fetched, not yet cached, peak | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, b, lr, bh in zip(res["epochs"], res["belady"], res["lru"],
                             res["belady_hinted"]):
         g = r["requests.get"]
@@ -712,7 +713,8 @@ def render(res):
             f"| {ratio(lr, b)} | {bh:,} | {ratio(g, bh)} "
             f"| {r['requests.prefetched_objects']:,} "
             f"| {r['reads.demand_fetches']:,} | {r['cache.evictions']:,} "
-            f"| {r['requests.not_cached']:,} | {r['cache_objects']:,} "
+            f"| {r['requests.not_cached']:,} "
+            f"| {r.get('requests.requeued', 0):,} | {r['cache_objects']:,} "
             f"| {r['fetch_mem_peak'] // (a['kb'] * 1000):,} "
             f"| {r['seconds']} |")
     if len(res["epochs"]) > 1:
@@ -722,7 +724,7 @@ def render(res):
         bh = sum(res["belady_hinted"][1:])
         lines.append(f"| 2-{len(res['epochs'])} | {g:,} | {b:,} "
                      f"| {ratio(g, b)} | {lr:,} | {ratio(lr, b)} | {bh:,} "
-                     f"| {ratio(g, bh)} | | | | | | | |")
+                     f"| {ratio(g, bh)} | | | | | | | | |")
     lines += ["", "Proxy GETs per epoch: " + ", ".join(
         str(r["proxy_gets"]) for r in res["epochs"]) + " (of a key already "
         "fetched in the same epoch: " + ", ".join(
