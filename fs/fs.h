@@ -62,6 +62,7 @@ struct fs_config {
 	const char *ctl_socket;	   /**< the control socket's path; NULL:
 					the default (fs_ctl_sock_start()) */
 	unsigned int max_inflight; /**< 0: default */
+	unsigned int net_threads;  /**< 0: from the cores */
 	uint32_t window;	   /**< 0: default */
 	uint32_t pace_ms;	   /**< pf_config.pace_ms */
 	uint64_t fetch_mem;	   /**< bytes of fetch buffers; 0: default */

@@ -348,6 +348,7 @@ static int run(struct hintfs_opts *o)
 	    .hint_file = o->hint_file,
 	    .ctl_socket = o->ctl_socket,
 	    .max_inflight = o->max_inflight,
+	    .net_threads = o->net_threads,
 	    .window = o->window,
 	    .pace_ms = o->pace_ms,
 	    .fetch_mem = o->fetch_mem,

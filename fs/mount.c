@@ -408,6 +408,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 	pc.arg = fs;
 	pc.n_ids = tree_count(fs->tree);
 	pc.max_inflight = cfg->max_inflight;
+	pc.net_threads = cfg->net_threads;
 	pc.window_objects = cfg->window;
 	pc.pace_ms = cfg->pace_ms;
 	pc.fetch_mem = cfg->fetch_mem;

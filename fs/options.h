@@ -38,6 +38,7 @@ struct hintfs_opts {
 	char *ctl_socket;     /**< -o ctl_socket=PATH, or NULL: default */
 	char *max_inflight_str; /**< -o max_inflight=N */
 	char *window_str;	/**< -o window=N objects ahead */
+	char *net_threads_str;	/**< -o net_threads=N */
 	char *pace_str;		/**< -o pace_ms=MS */
 	char *fetch_mem_str;	/**< -o fetch_mem=SIZE */
 	char *profile; /**< -o profile= / --profile: AWS profile name */
@@ -72,11 +73,12 @@ struct hintfs_opts {
 	char *prefix;		  /**< malloc'd; "" or ends in '/' */
 	unsigned int max_threads; /**< FUSE worker threads */
 	unsigned int max_inflight;
-	uint32_t window;    /**< objects */
-	uint32_t pace_ms;   /**< pf_config.pace_ms: PF_PACE_OFF for
-				 pace_ms=0 */
-	uint64_t fetch_mem; /**< bytes */
-	int retries;	    /**< attempts per request */
+	unsigned int net_threads; /**< 0: from the cores (the engine) */
+	uint32_t window;	  /**< objects */
+	uint32_t pace_ms;	  /**< pf_config.pace_ms: PF_PACE_OFF for
+				       pace_ms=0 */
+	uint64_t fetch_mem;	  /**< bytes */
+	int retries;		  /**< attempts per request */
 	int retry_time_s;
 	int stall_timeout_s;
 	int list_workers;

@@ -1,11 +1,11 @@
 /*
- * prefetch/engine.c - the prefetch engine: one thread driving many GETs
- * on a source (source.h: a curl multi handle in the daemon, a fake on a
- * virtual clock in tests/unit/test_engine.c), fed by hints and by
- * readers' misses. This
+ * prefetch/engine.c - the prefetch engine: network threads driving many
+ * GETs on their sources (source.h: a curl multi handle each in the
+ * daemon, a fake on a virtual clock in tests/unit/test_engine.c), fed by
+ * hints and by readers' misses. This
  * file holds the design (below), the hints and the engine's lifecycle;
  * the jobs live apart (engine_internal.h lists them): the scheduler
- * (engine_sched.c), the fetch table (engine_fetch.c), the network thread
+ * (engine_sched.c), the fetch table (engine_fetch.c), the network threads
  * (engine_net.c), the tier hedge (engine_hedge.c), the read path
  * (engine_read.c) and the stats (engine_stats.c).
  *
@@ -76,6 +76,27 @@
  * that the hint keeps its lead. Read-throughs never use the tier. Hints drive
  * prefetches from the tier exactly as from the origin.
  *
+ * Threads. The network path runs on N threads (-o net_threads; struct
+ * pf_net), each with its own sources (a curl multi handle for the origin
+ * and its sibling for the tier): what scales with objects/s (signing,
+ * curl's work, judging a tier answer) runs on them in parallel, outside
+ * mu. The scheduling stays one: under mu, each thread takes its share
+ * of the queued parts (pf_take_parts(): the limit over N, demand first)
+ * and owns them until their attempt ends (p->net): only it arms, cancels
+ * or reads their GETs. Prefetch picks run on one thread at a time
+ * (sched_mu), the in-flight controller's tick once per tick whichever
+ * thread sees it due, and a hedge a thread grants to another's tier GET
+ * is carried out by that thread (cut_hedge). Wake-ups go to every thread.
+ * Blocks and a jump's pages take no path of their own (engine_block.c):
+ * a block a reader's read-ahead asks for waits in a ring (pf->ra) for
+ * the prefetch picks, on whichever thread runs them, and becomes a whole
+ * fetch in the table like a hinted one; the one GET of a jump's pages
+ * (pf_read_range()) is out of the table, in pf->ranges, but its one part
+ * waits in the demand queue like any reader's, so the thread that takes
+ * it owns its GET until the attempt ends, a retry may run on another,
+ * and whoever drops the last hold on it under mu (its reader, or the
+ * thread that ended its last attempt) frees it.
+ *
  * Locking. One mutex (mu) guards the fetch table, the part queues, the
  * hints, the memory count and the counters but those of the read path
  * (atomic: a cache hit takes no engine lock). Requests are signed outside
@@ -137,7 +158,7 @@ void pf_note_open(struct pf *pf, uint32_t id)
 	pthread_mutex_unlock(&pf->mu);
 	/* A window moved only if a stream expected this open. */
 	if (who >= 0)
-		pf_source_wake(pf->src);
+		pf_wake(pf);
 }
 
 void pf_note_close(struct pf *pf, uint32_t id)
@@ -219,7 +240,7 @@ static int hint_slots(struct pf *pf, const char *stream, const uint32_t *ids,
 	old = order_streams_add(&pf->hints, i, h, replace == PF_REPLACE);
 	pthread_mutex_unlock(&pf->mu);
 	order_destroy(old);
-	pf_source_wake(pf->src);
+	pf_wake(pf);
 	return 0;
 }
 
@@ -405,6 +426,116 @@ static long pf_fd_room(struct pf_config *cfg, unsigned int sides)
 	return want;
 }
 
+/*
+ * How many network threads: the configured number, or half the cores
+ * (PF_NET_THREADS_AUTO_MAX at most, 1 at least); one on a test's single
+ * source.
+ */
+static unsigned int nets_count(const struct pf_config *cfg)
+{
+	long cores;
+
+	if (cfg->source && !cfg->sources)
+		return 1;
+	if (cfg->net_threads)
+		return cfg->net_threads < PF_NET_THREADS_MAX
+			   ? cfg->net_threads
+			   : PF_NET_THREADS_MAX;
+	cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cores / 2 < 1)
+		return 1;
+	return cores / 2 < PF_NET_THREADS_AUTO_MAX ? (unsigned int)cores / 2
+						   : PF_NET_THREADS_AUTO_MAX;
+}
+
+/*
+ * Creates the network threads' sources (not the threads): a test's, or a
+ * curl multi handle per thread, with the tier's client on a sibling of
+ * each. The connections are split between the threads: each runs at
+ * most its share of the in-flight limit (pf_take_parts()).
+ */
+static int nets_create(struct pf *pf)
+{
+	const struct pf_config *cfg = &pf->cfg;
+	unsigned int n = nets_count(cfg);
+	long conns;
+	int rc;
+
+	pf->nets = calloc(n, sizeof(*pf->nets));
+	if (!pf->nets)
+		return -ENOMEM;
+	pf->n_nets = n;
+	for (unsigned int i = 0; i < n; i++) {
+		pf->nets[i].pf = pf;
+		pf->nets[i].idx = i;
+	}
+	if (cfg->source || cfg->sources) {
+		/* A test's sources: a tier's GETs on their siblings. */
+		if (cfg->tier_s3 && !cfg->tier_source && !cfg->tier_sources)
+			return -EINVAL;
+		for (unsigned int i = 0; i < n; i++) {
+			struct pf_net *net = &pf->nets[i];
+
+			net->src = cfg->sources ? cfg->sources[i] : cfg->source;
+			if (cfg->tier_s3)
+				net->tier_src = cfg->tier_sources
+						    ? cfg->tier_sources[i]
+						    : cfg->tier_source;
+		}
+		pf->src = pf->nets[0].src;
+		return 0;
+	}
+	/* One connection per transfer, kept alive between requests: to the
+	 * tier as well as to the origin when there is one (a fetch moves
+	 * from one to the other, so both sides may have the cap in use). */
+	conns = pf_fd_room(&pf->cfg, cfg->tier_s3 ? 2 : 1);
+	conns = (conns + n - 1) / n + PF_CONN_SLACK;
+	pf->own_src = true;
+	for (unsigned int i = 0; i < n; i++) {
+		struct pf_net *net = &pf->nets[i];
+
+		rc = pf_source_curl_create(cfg->s3, conns, &net->src);
+		if (!rc && cfg->tier_s3)
+			rc = pf_source_curl_sibling(net->src, cfg->tier_s3,
+						    &net->tier_src);
+		if (rc)
+			return rc;
+	}
+	pf->src = pf->nets[0].src;
+	return 0;
+}
+
+/* Joins the network threads started (the stop is set). */
+static void nets_join(struct pf *pf)
+{
+	pthread_mutex_lock(&pf->mu);
+	pf->stop = true;
+	pthread_mutex_unlock(&pf->mu);
+	for (unsigned int i = 0; i < pf->n_nets; i++) {
+		if (!pf->nets[i].started)
+			continue;
+		pf_source_wake(pf->nets[i].src);
+		pthread_join(pf->nets[i].thread, NULL);
+		pf->nets[i].started = false;
+	}
+}
+
+/* Frees the network threads' sources (ours only) and their table; every
+ * GET released first. Accepts none created. */
+static void nets_destroy(struct pf *pf)
+{
+	for (unsigned int i = 0; pf->nets && i < pf->n_nets; i++) {
+		if (!pf->own_src)
+			break;
+		pf_source_destroy(pf->nets[i].tier_src);
+		pf_source_destroy(pf->nets[i].src);
+	}
+	free(pf->nets);
+	pf->nets = NULL;
+	pf->n_nets = 0;
+	pf->src = NULL;
+}
+
 static void stop_writer(struct pf *pf)
 {
 	pthread_mutex_lock(&pf->mu);
@@ -443,6 +574,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (pf->cfg.max_object_mem > pf->cfg.fetch_mem / 2)
 		pf->cfg.max_object_mem = pf->cfg.fetch_mem / 2;
 	pthread_mutex_init(&pf->mu, NULL);
+	pthread_mutex_init(&pf->sched_mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&pf->cv, &ca);
@@ -468,31 +600,9 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (cfg->source) {
-		/* A test's sources: a tier's GETs on its sibling. */
-		rc = cfg->tier_s3 && !cfg->tier_source ? -EINVAL : 0;
-		if (rc)
-			goto fail;
-		pf->src = cfg->source;
-		pf->tier_src = cfg->tier_s3 ? cfg->tier_source : NULL;
-	} else {
-		/* One connection per transfer, kept alive between
-		 * requests: to the tier as well as to the origin when there
-		 * is one (a fetch moves from one to the other, so both sides
-		 * may have the cap in use). */
-		long conns = pf_fd_room(&pf->cfg, cfg->tier_s3 ? 2 : 1);
-
-		rc = pf_source_curl_create(cfg->s3, conns, &pf->src);
-		if (rc)
-			goto fail;
-		pf->own_src = true;
-		if (cfg->tier_s3) {
-			rc = pf_source_curl_sibling(pf->src, cfg->tier_s3,
-						    &pf->tier_src);
-			if (rc)
-				goto fail;
-		}
-	}
+	rc = nets_create(pf);
+	if (rc)
+		goto fail;
 	pf_limit_init(pf, pf_now(pf));
 	if (cfg->tier_s3) {
 		struct tier_config tc = {
@@ -518,22 +628,25 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (rc)
 		goto fail;
 	pf->writer_started = true;
-	rc = -pthread_create(&pf->thread, NULL, pf_net_main, pf);
-	if (rc)
-		goto fail;
+	for (unsigned int i = 0; i < pf->n_nets; i++) {
+		rc = -pthread_create(&pf->nets[i].thread, NULL, pf_net_main,
+				     &pf->nets[i]);
+		if (rc)
+			goto fail;
+		pf->nets[i].started = true;
+	}
 	cache_set_next_use(pf->cfg.cache, cache_next_use, pf);
 	cache_set_evicted(pf->cfg.cache, cache_evicted, pf);
 	*out = pf;
 	return 0;
 fail:
+	if (pf->nets)
+		nets_join(pf);
 	if (pf->writer_started)
 		stop_writer(pf);
 	tier_stop(pf->tier);
 	order_streams_fini(&pf->hints);
-	if (pf->own_src) {
-		pf_source_destroy(pf->tier_src);
-		pf_source_destroy(pf->src);
-	}
+	nets_destroy(pf);
 	free(pf->by_id);
 	free(pf->open_count);
 	free(pf->opened_by);
@@ -541,6 +654,7 @@ fail:
 	free(pf->blocked);
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
+	pthread_mutex_destroy(&pf->sched_mu);
 	pthread_mutex_destroy(&pf->mu);
 	free(pf);
 	return rc;
@@ -562,7 +676,7 @@ void pf_cancel(struct pf *pf)
 		pf_fetch_wake(f);
 	pthread_cond_signal(&pf->wcv);
 	pthread_mutex_unlock(&pf->mu);
-	pf_source_wake(pf->src);
+	pf_wake(pf);
 }
 
 void pf_stop(struct pf *pf)
@@ -572,8 +686,8 @@ void pf_stop(struct pf *pf)
 	cache_set_next_use(pf->cfg.cache, NULL, NULL);
 	cache_set_evicted(pf->cfg.cache, NULL, NULL);
 	pf_cancel(pf);
-	pthread_join(pf->thread, NULL);
-	/* The network thread completes no more fetches: the writer commits
+	nets_join(pf);
+	/* The network threads complete no more fetches: the writer commits
 	 * those done (disk writes, never the network), then ends. */
 	stop_writer(pf);
 	/* Its PUTs under way end (within the tier client's budget); the
@@ -602,12 +716,10 @@ void pf_stop(struct pf *pf)
 	free(pf->nocache);
 	free(pf->by_id);
 	free(pf->blocked);
-	if (pf->own_src) {
-		pf_source_destroy(pf->tier_src);
-		pf_source_destroy(pf->src);
-	}
+	nets_destroy(pf);
 	pthread_cond_destroy(&pf->wcv);
 	pthread_cond_destroy(&pf->cv);
+	pthread_mutex_destroy(&pf->sched_mu);
 	pthread_mutex_destroy(&pf->mu);
 	free(pf);
 }

@@ -474,7 +474,7 @@ static bool note_read(struct pf *pf, struct pf_blocked *b, uint64_t off,
 		}
 	}
 	if (moved)
-		pf_source_wake(pf->src);
+		pf_wake(pf);
 	return !seq;
 }
 

@@ -92,7 +92,7 @@ void pf_mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 	 * by its own fetch (pf_fetch_wake()), not by every commit. */
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
-	pf_source_wake(pf->src);
+	pf_wake(pf);
 }
 
 /* See engine_internal.h. */
@@ -201,7 +201,8 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
  * jumped there: a read-through of one part, never in the table (another
  * reader of the block finds no fetch of it), in pf->ranges so that
  * pf_cancel() wakes its reader and pf_stop() frees it; its reference is
- * the reader's. mu held.
+ * the reader's. Its part runs on whichever network thread takes it from
+ * the demand queue (p->net), as any part. mu held.
  */
 struct pf_fetch *pf_range_create(struct pf *pf, uint32_t slot,
 				 const struct pf_object *o, uint64_t off,

@@ -6,7 +6,10 @@
  *
  * Invariant: a part is on pf->tier_run exactly while its tier GET runs;
  * a tier GET costs a reader time, never a read (any end but a hit turns
- * the part into an origin GET with a fresh budget). Engine thread, mu held.
+ * the part into an origin GET with a fresh budget). mu held. Only the
+ * network thread that owns a running tier GET (p->net) cancels it: each
+ * thread hedges its own, and one that cuts every GET because the breaker
+ * opened wakes the others to cut theirs.
  */
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
@@ -34,6 +37,7 @@
 void pf_tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now)
 {
 	p->on_tier = true;
+	p->cut_hedge = false;
 	p->start_ns = now;
 	p->tnext = NULL;
 	p->tprev = pf->tier_run_tail;
@@ -48,6 +52,7 @@ void pf_tier_run_remove(struct pf *pf, struct pf_part *p)
 	*(p->tprev ? &p->tprev->tnext : &pf->tier_run) = p->tnext;
 	*(p->tnext ? &p->tnext->tprev : &pf->tier_run_tail) = p->tprev;
 	p->on_tier = false;
+	p->cut_hedge = false;
 	p->tprev = p->tnext = NULL;
 }
 
@@ -72,6 +77,7 @@ void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		return;
 	}
 	pf->running--;
+	pf->nets[p->net].running--;
 	f->running--;
 	f->tier = false;
 	/* After a miss or a mismatch the tier needs the object. After a
@@ -91,8 +97,8 @@ void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 	pf_queue_push(f->demand ? &pf->demand : &pf->ahead, p, true);
 }
 
-/* Cuts tier GET @p (running, armed) short: it goes to the origin. Engine
- * thread, mu held. */
+/* Cuts tier GET @p (running, armed) short: it goes to the origin. Its
+ * network thread, mu held. */
 static void tier_cut_part(struct pf *pf, struct pf_part *p, enum tier_cut cut)
 {
 	struct s3_status st;
@@ -103,27 +109,43 @@ static void tier_cut_part(struct pf *pf, struct pf_part *p, enum tier_cut cut)
 
 /*
  * Sends to the origin the tier GETs that should not wait on the tier any
- * longer: all of them when the tier is hung or its breaker open (the
+ * longer: all of @net's when the tier is hung or its breaker open (the
  * hint's prefetches included, so that they keep their lead), and those a
- * reader has waited on past the hedge, within the hedge budget. Engine
- * thread (it owns the multi handle), mu held. Returns whether it cut any,
- * and lowers *@timeout_ms to the next check due.
+ * reader has waited on past the hedge, within the hedge budget. @net's
+ * thread, mu held.
+ *
+ * Several threads. Only a GET's own thread may cancel it (p->net), so
+ * each cuts its own. Whether the tier hung is judged on @net's GETs and
+ * polls (another thread's answers say nothing of what this one has not
+ * yet read from its sockets); when the breaker opens, every thread cuts
+ * its own, woken by the one that saw it. The hedge's budget, though, goes
+ * in start order whichever thread looks, as with one thread: a GET of
+ * another thread that wins it is marked (cut_hedge) and its thread woken
+ * to cut it. Returns whether it cut any, and lowers *@timeout_ms to the
+ * next check due.
  */
-bool pf_tier_hedge(struct pf *pf, int *timeout_ms)
+bool pf_tier_hedge(struct pf *pf, struct pf_net *net, int *timeout_ms)
 {
 	uint64_t hedge_ns = tier_hedge_ns(pf->tier);
 	uint64_t now = pf_now(pf), due = UINT64_MAX;
-	struct pf_part *p, *next;
+	struct pf_part *p, *next, *oldest = NULL;
 	unsigned int running = 0;
-	bool any = false, all;
+	bool any = false, all = false;
 
 	if (!pf->tier_run)
 		return false;
-	for (p = pf->tier_run; p; p = p->tnext)
+	/* tier_run is in start order: the first of ours is our oldest. */
+	for (p = pf->tier_run; p; p = p->tnext) {
+		if (p->net != net->idx)
+			continue;
+		if (!oldest)
+			oldest = p;
 		running++;
-	/* tier_run is in start order: its head is the oldest GET. */
-	all = tier_open(pf->tier) || tier_hung(pf->tier, pf->tier_run->start_ns,
-					       running, pf->polled_ns, &due);
+	}
+	if (oldest)
+		all = tier_open(pf->tier) ||
+		      tier_hung(pf->tier, oldest->start_ns, running,
+				net->polled_ns, &due);
 	if (!all && due != UINT64_MAX) {
 		/* Past due and not judged hung: the last poll began before
 		 * due. Poll at once (it reads what the sockets hold), then
@@ -135,16 +157,18 @@ bool pf_tier_hedge(struct pf *pf, int *timeout_ms)
 	}
 	for (p = pf->tier_run; p; p = next) {
 		struct pf_fetch *f = p->f;
+		bool mine = p->net == net->idx;
 
 		next = p->tnext;
-		if (!pf_get_running(&p->get))
+		if (mine && !pf_get_running(&p->get))
 			continue; /* not armed yet: pf_arm_parts() is on it */
-		if (all) {
-			tier_cut_part(pf, p, TIER_CUT_BREAKER);
+		if (mine && (all || p->cut_hedge)) {
+			tier_cut_part(pf, p,
+				      all ? TIER_CUT_BREAKER : TIER_CUT_HEDGE);
 			any = true;
 			continue;
 		}
-		if (!hedge_ns || !f->demand || p->hedge_denied)
+		if (!hedge_ns || !f->demand || p->hedge_denied || p->cut_hedge)
 			continue;
 		/* The reader's own wait: a prefetch that ran long before
 		 * it came has not kept it waiting. */
@@ -153,7 +177,8 @@ bool pf_tier_hedge(struct pf *pf, int *timeout_ms)
 		if (now < due) {
 			int ms = (int)((due - now) / 1000000u) + 1;
 
-			if (ms < *timeout_ms)
+			/* Its own thread looks then. */
+			if (mine && ms < *timeout_ms)
 				*timeout_ms = ms;
 			continue;
 		}
@@ -164,8 +189,17 @@ bool pf_tier_hedge(struct pf *pf, int *timeout_ms)
 			p->hedge_denied = true;
 			continue;
 		}
-		tier_cut_part(pf, p, TIER_CUT_HEDGE);
-		any = true;
+		if (mine) {
+			tier_cut_part(pf, p, TIER_CUT_HEDGE);
+			any = true;
+		} else {
+			p->cut_hedge = true;
+			pf_source_wake(pf->nets[p->net].src);
+		}
 	}
+	/* The breaker opened (or the tier hung): the others' tier GETs go to
+	 * the origin too, now rather than at their next poll's end. */
+	if (all && any)
+		pf_wake_others(pf, net);
 	return any;
 }

@@ -8,7 +8,7 @@
  *   engine.c        the design (top comment), hints, lifecycle
  *   engine_sched.c  part queues and the scheduler (what starts next)
  *   engine_fetch.c  the fetch table, fetch_mem, how a fetch ends
- *   engine_net.c    the network thread: arming parts, attempts' ends
+ *   engine_net.c    the network threads: arming parts, attempts' ends
  *   engine_limit.c  how many GETs run: the in-flight controller
  *   engine_hedge.c  tier GETs and the hedge to the origin
  *   engine_read.c   the read path (pf_read, pf_read_ref)
@@ -138,6 +138,18 @@
  * (about 20 % more GETs there when lifted after each lead).
  */
 #define PF_LEAD_RELEARN 8
+/*
+ * Network threads at most (-o net_threads). Each drives its own sources
+ * (a curl multi handle and its sockets) and costs a thread and an epoll
+ * set; 64 is past any core count that one mount's scheduler under one
+ * mutex would keep busy (engine.c: "Threads").
+ */
+#define PF_NET_THREADS_MAX 64
+/* Without -o net_threads: half the cores, at most 8, at least 1. The
+ * other half is the readers' (FUSE workers, the cache writer, a
+ * DataLoader's decoding); 8 threads carried ~5,500 objects/s each on a
+ * 16-core machine's one thread before, far past a node's 25,000. */
+#define PF_NET_THREADS_AUTO_MAX 8
 
 /* Index commits: up to 64 objects or 64 MiB per LMDB write transaction
  * (one commit per object cost more than a 110 KB object's write). */
@@ -173,11 +185,17 @@ struct pf_part {
 	struct pf_queue *q; /* the queue it is in, or NULL */
 	struct pf_part *prev, *next;
 	/* Running on the shared cache tier: in pf->tier_run since start_ns.
-	 * hedge_denied: the budget refused its hedge, its reader waits. */
+	 * hedge_denied: the budget refused its hedge, its reader waits.
+	 * cut_hedge: another thread gave it the hedge; its own cuts it. */
 	bool on_tier;
 	bool hedge_denied;
+	bool cut_hedge;
 	uint64_t start_ns;
 	struct pf_part *tprev, *tnext;
+	/* The network thread that took it (index in pf->nets): only that
+	 * thread arms, cancels or reads the GET of a running part. Set at
+	 * each take; a retry may run on another thread (source.h). */
+	uint16_t net;
 };
 
 /* The part whose GET @g is. */
@@ -307,6 +325,25 @@ struct pf_candidates {
 	size_t first; /* the next one to look at */
 };
 
+/*
+ * One network thread: its sources, which only it drives, and what it
+ * alone reads. Fields not marked are set before the thread starts and
+ * read-only after.
+ */
+struct pf_net {
+	struct pf *pf;
+	unsigned int idx;	    /* in pf->nets */
+	pthread_t thread;	    /* runs pf_net_main() */
+	bool started;		    /* thread created (pf_stop() joins it) */
+	struct pf_source *src;	    /* its origin GETs (source.h) */
+	struct pf_source *tier_src; /* its tier GETs (a sibling of src:
+				       they end through src), or NULL */
+	uint32_t running;	    /* parts it runs (mu): its share */
+	uint64_t polled_ns;	    /* its own: when its latest poll whose
+				       answers were all judged began
+				       (tier_hung()) */
+};
+
 struct pf {
 	struct pf_config cfg;
 	/* Ids, then the slots of blocks (engine_block.c); set at start. */
@@ -315,15 +352,19 @@ struct pf {
 	uint32_t n_blocked;
 	uint32_t ra[PF_RA_MAX]; /* read-ahead slots to fetch, a ring */
 	uint32_t ra_head, ra_n;
-	pthread_t thread; /* the network thread (pf_net_main) */
 	pthread_t writer; /* the cache writer (writer_main) */
 	bool writer_started;
-	struct pf_source *src;	    /* the origin's GETs (source.h); its
-				       clock is the engine's, its wake-up
-				       wakes the network thread */
-	struct pf_source *tier_src; /* the tier's GETs (a sibling of src),
-				       or NULL */
-	bool own_src;		    /* src is ours (curl), not cfg.source */
+	struct pf_net *nets; /* n_nets network threads (engine.c:
+				"Threads") */
+	unsigned int n_nets;
+	struct pf_source *src; /* nets[0]'s origin source: its clock is
+				  the engine's */
+	bool own_src;	       /* the sources are ours (curl), not the
+				  config's */
+	/* pf_schedule_prefetch() runs on one thread at a time (it owns
+	 * carry); sched_want asks the one running it for another round. */
+	pthread_mutex_t sched_mu;
+	atomic_bool sched_want;
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;  /* a part ended, memory was given back or
@@ -369,7 +410,8 @@ struct pf {
 	uint8_t *opened_by;	    /* n_slots: 1 + the stream whose entry the
 				       last open consumed, 0: none (stalls
 				       are counted to it) */
-	struct pf_candidates carry; /* picked, not yet started (no room) */
+	struct pf_candidates carry; /* picked, not yet started (no room);
+				       sched_mu's, not mu's */
 	/* The lead's bound learned from the cache (engine_sched.c): when an
 	 * object fetched ahead left it before its read, the lead's bytes then
 	 * and open_bytes (what did fit) bound the two until lead_cap_left more
@@ -394,9 +436,6 @@ struct pf {
 				     first (by tnext): what the hedge
 				     looks at */
 	struct pf_part *tier_run_tail;
-	uint64_t polled_ns; /* engine thread: when the latest poll
-			       whose answers were all judged began
-			       (tier_hung()) */
 	struct pf_stats st; /* counters under mu, but for: */
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
@@ -411,6 +450,23 @@ struct pf {
 static inline uint64_t pf_now(const struct pf *pf)
 {
 	return pf_source_now(pf->src);
+}
+
+/* Wakes every network thread (work queued, memory back, the stop). Any
+ * thread, with or without mu. */
+static inline void pf_wake(struct pf *pf)
+{
+	for (unsigned int i = 0; i < pf->n_nets; i++)
+		pf_source_wake(pf->nets[i].src);
+}
+
+/* Wakes the network threads but @net: work is left past its share. Any
+ * thread. */
+static inline void pf_wake_others(struct pf *pf, const struct pf_net *net)
+{
+	for (unsigned int i = 0; i < pf->n_nets; i++)
+		if (i != net->idx)
+			pf_source_wake(pf->nets[i].src);
 }
 
 /* Adds @n to a read-path counter; any thread, with or without mu. */
@@ -441,7 +497,7 @@ bool pf_schedule_prefetch(struct pf *pf);
 void pf_lead_note_read(struct pf *pf, uint32_t slot);
 void pf_requeue(struct pf *pf, uint32_t slot);
 void pf_part_take(struct pf *pf, struct pf_part *p, uint64_t now);
-struct pf_part *pf_take_parts(struct pf *pf);
+struct pf_part *pf_take_parts(struct pf *pf, struct pf_net *net);
 
 /* engine_fetch.c: the fetch table, its memory, how a fetch ends */
 void pf_fetch_free(struct pf_fetch *f);
@@ -478,12 +534,12 @@ void pf_tier_run_remove(struct pf *pf, struct pf_part *p);
 void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			enum tier_verdict v, enum tier_cut cut,
 			const struct s3_status *st);
-bool pf_tier_hedge(struct pf *pf, int *timeout_ms);
+bool pf_tier_hedge(struct pf *pf, struct pf_net *net, int *timeout_ms);
 
 /* engine_net.c: the network thread */
 void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		   bool retryable, const struct s3_status *st);
-void pf_arm_parts(struct pf *pf, struct pf_part *list);
+void pf_arm_parts(struct pf_net *net, struct pf_part *list);
 void *pf_net_main(void *arg);
 
 /* engine_read.c: the read path */

@@ -1,12 +1,15 @@
 /*
- * prefetch/engine_net.c - the network thread: arms taken parts (signing
- * outside mu), drives the source their GETs run on (source.h: curl's in
- * the daemon), and handles the end of each attempt (retry with back-off,
- * or the part done or failed).
+ * prefetch/engine_net.c - the network threads: each arms the parts it
+ * took (signing outside mu), drives its own sources (source.h: a curl
+ * multi handle each in the daemon, for the origin and the tier), and
+ * handles the end of each of its attempts (retry with back-off, or the
+ * part done or failed). What starts next is the scheduler's, one for all
+ * of them under mu (engine_sched.c).
  *
- * Invariant: only this thread drives the source and touches a running
- * part's GET; a part's attempt ends in pf_part_ended() (or, on the
- * tier, pf_tier_part_ended()) exactly once.
+ * Invariant: only the thread that took a part (p->net) drives the source
+ * its GET runs on and touches the GET while it runs; a part's attempt
+ * ends in pf_part_ended() (or, on the tier, pf_tier_part_ended())
+ * exactly once, under mu.
  */
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
@@ -36,6 +39,7 @@ void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 
 	pf_tier_run_remove(pf, p);
 	pf->running--;
+	pf->nets[p->net].running--;
 	f->running--;
 	if (p->over) {
 		p->over = false;
@@ -82,14 +86,16 @@ void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 }
 
 /*
- * Signs the parts taken and hands them to curl, each attempt with a
- * deadline: what is left of its part's budget. Engine thread, without mu:
- * signing (an HMAC chain per request) is the costliest step of a start,
- * and readers and hints must not wait behind it. A part taken is running:
- * nobody else touches its transfer, and its fetch stays in the table.
+ * Signs the parts @net took and starts them on its sources, each attempt
+ * with a deadline: what is left of its part's budget. @net's thread,
+ * without mu: signing (an HMAC chain per request) is the costliest step
+ * of a start, and readers, hints and the other threads must not wait
+ * behind it. A part taken is running: nobody else touches its transfer,
+ * and its fetch stays in the table.
  */
-void pf_arm_parts(struct pf *pf, struct pf_part *list)
+void pf_arm_parts(struct pf_net *net, struct pf_part *list)
 {
+	struct pf *pf = net->pf;
 	uint64_t budget_ns = 1000000ull * (uint64_t)pf_retry(pf)->max_time_ms;
 
 	while (list) {
@@ -105,8 +111,8 @@ void pf_arm_parts(struct pf *pf, struct pf_part *list)
 
 		list = p->next;
 		p->next = NULL;
-		/* f->tier changes only on this thread (pf_tier_part_ended()).
-		 */
+		/* f->tier changes only on the thread that runs the part
+		 * (pf_tier_part_ended()). */
 		if (!rc && !g->src && f->tier) {
 			size_t nlen = tier_name(
 			    tier_prefix(pf->tier), tier_origin_bucket(pf->tier),
@@ -117,20 +123,19 @@ void pf_arm_parts(struct pf *pf, struct pf_part *list)
 					     .len = p->len,
 					     .buf = p->buf,
 					     .whole = true,
-					     .want_meta = true,
-					     .src = pf->tier_src};
+					     .want_meta = true};
 			rc = nlen ? 0 : -ENOMEM;
 		} else if (!rc && !g->src) {
 			/* A block's GET names its object (engine_block.c). */
-			*g = (struct pf_get){.key = f->key,
-					     .key_len = f->name_len,
-					     .etag = f->etag,
-					     .off = f->base + p->off,
-					     .len = p->len,
-					     .buf = p->buf,
-					     .whole = f->n_parts == 1 &&
-						      f->name_len == f->key_len,
-					     .src = pf->src};
+			*g =
+			    (struct pf_get){.key = f->key,
+					    .key_len = f->name_len,
+					    .etag = f->etag,
+					    .off = f->base + p->off,
+					    .len = p->len,
+					    .buf = p->buf,
+					    .whole = f->n_parts == 1 &&
+						     f->name_len == f->key_len};
 		}
 		if (!rc) {
 			/* The attempt ends with the budget, however slowly the
@@ -142,8 +147,11 @@ void pf_arm_parts(struct pf *pf, struct pf_part *list)
 				      : 0;
 			if (f->tier && left_ms > PF_TIER_TIMEOUT_MS)
 				left_ms = PF_TIER_TIMEOUT_MS;
-			/* A retry keeps what the broken attempt received. */
-			rc = pf_source_start(g->src, g, p->attempts > 1,
+			/* A retry keeps what the broken attempt received,
+			 * on whichever thread took it (source.h: a GET not
+			 * running moves between siblings). */
+			rc = pf_source_start(f->tier ? net->tier_src : net->src,
+					     g, p->attempts > 1,
 					     left_ms > 0 ? left_ms : 1L);
 		}
 		if (rc) {
@@ -176,13 +184,27 @@ static int poll_timeout_ms(struct pf *pf)
 	return (int)best;
 }
 
+/*
+ * One network thread's loop (@arg is its struct pf_net). Each round it
+ * lets the scheduler start prefetches (one thread at a time), takes its
+ * share of the queued parts, arms them, waits on its own sources and
+ * ends the attempts that ended there.
+ */
 void *pf_net_main(void *arg)
 {
-	struct pf *pf = arg;
+	struct pf_net *net = arg;
+	struct pf *pf = net->pf;
+	char name[16];
 
 	/* Named so that per-thread CPU (top -H, /proc/PID/task) tells the
-	 * network thread from the FUSE workers. */
-	pthread_setname_np(pthread_self(), "hintfs-engine");
+	 * network threads from the FUSE workers; the first keeps the name
+	 * it had when it was the only one. */
+	if (net->idx)
+		snprintf(name, sizeof(name), "hintfs-net%u",
+			 net->idx % PF_NET_THREADS_MAX);
+	else
+		snprintf(name, sizeof(name), "hintfs-engine");
+	pthread_setname_np(pthread_self(), name);
 
 	bool ended = false;
 
@@ -203,24 +225,26 @@ void *pf_net_main(void *arg)
 			pthread_mutex_unlock(&pf->mu);
 			break;
 		}
+		/* Any thread may end the tick: it looks at the time, so it
+		 * runs once per tick however many threads call it. */
 		pf_limit_tick(pf, pf_now(pf));
-		taken = pf_take_parts(pf);
+		taken = pf_take_parts(pf, net);
 		timeout = poll_timeout_ms(pf);
 		/* A hedge put a part back in a queue: start it at once. */
-		if (pf->tier && pf_tier_hedge(pf, &timeout))
+		if (pf->tier && pf_tier_hedge(pf, net, &timeout))
 			ended = true;
 		/* Prefetch waits for memory with nothing in flight: whoever
 		 * gives memory back must wake us (pf_mem_sub()). */
 		idle = held && !taken && !pf->running;
 		gen = pf->room_gen;
 		pthread_mutex_unlock(&pf->mu);
-		pf_arm_parts(pf, taken);
+		pf_arm_parts(net, taken);
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
 		poll0 = pf_now(pf);
 		waited =
-		    pf_source_run(pf->src, ended ? 0 : timeout, &timed_out);
+		    pf_source_run(net->src, ended ? 0 : timeout, &timed_out);
 		/* Room came back during a wait that still ran out: its
 		 * wake-up was lost. A wait that runs out while a commit takes
 		 * its time is no loss. (Room given back in the instant
@@ -231,8 +255,8 @@ void *pf_net_main(void *arg)
 			pf->st.lost_wakeups++;
 		pthread_mutex_unlock(&pf->mu);
 		ended = false;
-		while (
-		    (g = pf_source_next_done(pf->src, &got, &retryable, &st))) {
+		while ((
+		    g = pf_source_next_done(net->src, &got, &retryable, &st))) {
 			struct pf_part *p = PF_PART_OF(g);
 			struct pf_fetch *f = p->f;
 
@@ -257,7 +281,7 @@ void *pf_net_main(void *arg)
 		/* How long transfers waited on this thread's other work. */
 		busy = mono_ns() - busy0 - waited;
 		/* Every answer that came before poll0 has been judged. */
-		pf->polled_ns = poll0;
+		net->polled_ns = poll0;
 		pthread_mutex_lock(&pf->mu);
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)

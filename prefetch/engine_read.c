@@ -171,7 +171,7 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 	if (pf->room_waiters)
 		pthread_cond_broadcast(&pf->cv);
 	if (pf->demand.head)
-		pf_source_wake(pf->src);
+		pf_wake(pf);
 }
 
 /*
@@ -183,7 +183,7 @@ static void room_wait_end(struct pf *pf)
 {
 	if (!--pf->room_waiters) {
 		pf->room_gen++;
-		pf_source_wake(pf->src);
+		pf_wake(pf);
 	}
 }
 
@@ -400,7 +400,7 @@ again:
 	pf_fetch_ask(pf, f, a, b);
 	if (!parts_ready(f, a, b, &err) && !err) {
 		waited = true;
-		pf_source_wake(pf->src);
+		pf_wake(pf);
 		while (!parts_ready(f, a, b, &err) && !err && !pf->stop)
 			if (!wait_parts(pf, f, deadline))
 				break;
@@ -482,7 +482,7 @@ ssize_t pf_read_range(struct pf *pf, uint32_t slot, void *buf, size_t len,
 	rd_add(&pf->rd.reads, 1);
 	rd_add(&pf->rd.read_through, 1);
 	pf_fetch_ask(pf, f, 0, 0);
-	pf_source_wake(pf->src);
+	pf_wake(pf);
 	while (!parts_ready(f, 0, 0, &err) && !err && !pf->stop)
 		if (!wait_parts(pf, f, deadline))
 			break;

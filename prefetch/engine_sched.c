@@ -203,13 +203,14 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 }
 
 /*
- * Starts fetches for hinted, then warm-listed, objects that are neither
- * cached nor in flight, while fetch memory lasts; a candidate that does
- * not fit waits in pf->carry. Returns true when one waits so: only memory
- * given back (pf_mem_sub()) or a reader done waiting for it lets it go on.
- * Called without mu: it looks objects up in the cache.
+ * Starts fetches for the blocks readers' read-ahead asked for, then
+ * hinted, then warm-listed objects that are neither cached nor in flight, while
+ * fetch memory lasts; a candidate that does not fit waits in pf->carry. Returns
+ * true when one waits so: only memory given back (pf_mem_sub()) or a reader
+ * done waiting for it lets it go on. sched_mu held, mu not: it looks objects up
+ * in the cache.
  */
-bool pf_schedule_prefetch(struct pf *pf)
+static bool schedule_prefetch(struct pf *pf)
 {
 	struct pf_candidates *c = &pf->carry;
 	uint64_t max_bytes = lead_room(pf);
@@ -288,6 +289,32 @@ bool pf_schedule_prefetch(struct pf *pf)
 	return false;
 }
 
+/*
+ * schedule_prefetch() on one network thread at a time: the others pass
+ * (the picking and the cache look-ups are one job, and carry is its
+ * state), but each asks for a round first, so that what woke it (a hint,
+ * memory back) is looked at after it came, by whichever thread holds the
+ * job then. Returns whether a candidate waits for memory; false on a
+ * thread that passed. Any network thread, without mu.
+ */
+bool pf_schedule_prefetch(struct pf *pf)
+{
+	bool held = false;
+
+	for (;;) {
+		atomic_store(&pf->sched_want, true);
+		if (pthread_mutex_trylock(&pf->sched_mu))
+			return false;
+		while (atomic_exchange(&pf->sched_want, false))
+			held = schedule_prefetch(pf);
+		pthread_mutex_unlock(&pf->sched_mu);
+		/* A thread that passed between our last look and the unlock
+		 * asked for a round nobody ran. */
+		if (!atomic_load(&pf->sched_want))
+			return held;
+	}
+}
+
 /* pf_warm() of slots: objects, and blocks of large ones. */
 static int warm_slots(struct pf *pf, const uint32_t *ids, size_t n)
 {
@@ -328,7 +355,7 @@ static int warm_slots(struct pf *pf, const uint32_t *ids, size_t n)
 	pf->st.warm_queued += n;
 out:
 	pthread_mutex_unlock(&pf->mu);
-	pf_source_wake(pf->src);
+	pf_wake(pf);
 	return rc;
 }
 
@@ -408,13 +435,19 @@ void pf_part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 }
 
 /*
- * Takes queued parts up to the limit, demand first, and returns them in
- * order, chained by next, for pf_arm_parts(). mu held.
+ * Takes queued parts for network thread @net, demand first, and returns
+ * them in order, chained by next, for pf_arm_parts(). It takes up to the
+ * limit, and up to its share of it: the limit over the threads, rounded
+ * up, so that the GETs (and their CPU) spread over the threads rather
+ * than pile on whichever looked first; what is left for the others wakes
+ * them. mu held.
  */
-struct pf_part *pf_take_parts(struct pf *pf)
+struct pf_part *pf_take_parts(struct pf *pf, struct pf_net *net)
 {
 	struct pf_part *list = NULL, **tail = &list, *p, *next;
 	uint64_t now = pf_now(pf);
+	uint32_t share = (pf->limit + pf->n_nets - 1) / pf->n_nets;
+	bool full = false;
 
 	/* Retries whose time has come go first: someone waited longest. */
 	for (p = pf->delayed.head; p; p = next) {
@@ -426,19 +459,26 @@ struct pf_part *pf_take_parts(struct pf *pf)
 				      p, true);
 		}
 	}
-	while (pf->running < pf->limit) {
+	while (pf->running < pf->limit && !(full = net->running >= share)) {
 		p = queue_pick(pf, &pf->demand, true);
 		if (!p)
 			p = queue_pick(pf, &pf->ahead, false);
 		if (!p)
 			break;
 		pf_part_take(pf, p, now);
+		p->net = (uint16_t)net->idx;
+		net->running++;
 		*tail = p;
 		tail = &p->next;
 	}
-	/* Work waits for a slot: GETs are the bottleneck (engine_limit.c). */
-	if (pf->running >= pf->limit && (pf->demand.head || pf->ahead.head))
-		pf->tick_bound = true;
+	if (pf->demand.head || pf->ahead.head) {
+		/* Work waits for a slot: GETs are the bottleneck
+		 * (engine_limit.c). */
+		if (pf->running >= pf->limit)
+			pf->tick_bound = true;
+		else if (full)
+			pf_wake_others(pf, net); /* their shares */
+	}
 	return list;
 }
 

@@ -121,6 +121,14 @@ struct pf_config {
 	 * outlive pf_stop(). */
 	struct pf_source *source;
 	struct pf_source *tier_source;
+	/* Network threads (-o net_threads): 0 = from the cores (half of
+	 * them, 1 to 8). Each drives its own sources: curl's, or with a
+	 * test's, sources[i] and tier_sources[i] for thread i (net_threads
+	 * of each, siblings of one fake; source and tier_source are then
+	 * ignored). Without sources, a test's source runs one thread. */
+	unsigned int net_threads;
+	struct pf_source *const *sources;
+	struct pf_source *const *tier_sources;
 };
 
 struct pf;

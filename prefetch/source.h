@@ -13,8 +13,13 @@
  * the hedge and the hint pacing all run on it.
  *
  * Threads: pf_source_wake() and pf_source_now() from any thread;
- * everything else from the one thread that drives the source (the
- * engine's network thread), after its creation and before its destroy.
+ * everything else from the one thread that drives the source (one of the
+ * engine's network threads, each with its own source and tier sibling),
+ * after its creation and before its destroy. A GET not running belongs to
+ * no thread: its next attempt may start on another source of the same
+ * kind and client (another network thread's), which takes over the GET's
+ * state (curl: its easy handle, out of any multi handle between attempts;
+ * the bytes a retry keeps).
  */
 #ifndef HINTFS_PREFETCH_SOURCE_H
 #define HINTFS_PREFETCH_SOURCE_H

@@ -20,7 +20,10 @@ Run from the source tree against a build directory:
   or did not stay in the foreground. `module_mount`: the same for mounts
   shared by a module's tests.
 
-Other knobs: HINTFS_TEST_KEEP=1 keeps the RGW directory (logs) of the
+Other knobs: HINTFS_TEST_NET_THREADS (default 2) is the `-o net_threads=`
+every mount gets unless its test names one: the network path runs on
+several threads even on a machine whose cores would give it one (0: the
+daemon's own default). HINTFS_TEST_KEEP=1 keeps the RGW directory (logs) of the
 session; HINTFS_TEST_WATCHDOG_S (default 300) is how long a mount may live
 before its daemon is presumed hung and killed.
 
@@ -65,6 +68,8 @@ EXIT_WAIT_S = 15  # from unmount (or SIGTERM) to exit
 # makes every blocked system call on it fail (ENOTCONN) instead of hanging
 # the suite (there is no pytest-timeout in Debian's pytest).
 WATCHDOG_S = int(os.environ.get("HINTFS_TEST_WATCHDOG_S", "300"))
+# Several network threads by default (the docstring says why).
+NET_THREADS = int(os.environ.get("HINTFS_TEST_NET_THREADS", "2"))
 RGW_START_S = 120
 
 SANITIZER_RE = re.compile(
@@ -459,6 +464,8 @@ class Mounter:
         opts = [] if endpoint is False else [
             f"endpoint={endpoint or self.rgw.endpoint}"]
         opts += ["path_style"] + list(options)
+        if not any(o.startswith("net_threads=") for o in opts):
+            opts.append(f"net_threads={NET_THREADS}")
         argv = [str(self.bin), url, str(mountpoint), "-f", "-o", ",".join(opts)]
         _require_test_hooks(env)
         denv = _daemon_env(self.rgw, env)

@@ -2,11 +2,17 @@
  * tests/unit/fake_source.c - the engine's source (prefetch/source.h) in
  * memory, on a virtual clock: see fake_source.h.
  *
+ * Several network threads: fake_source_create_n() makes one origin and
+ * one tier sibling per thread (an *instance*); a GET ends through the
+ * run() and next_done() of the instance it last started on, as a curl
+ * transfer ends in its thread's multi handle.
+ *
  * Invariant: the virtual clock moves only in fake_source_advance(), and
- * only while the network thread waits in run(); so what the engine does
- * between two settles depends on the test's calls alone, not on how the
- * threads were scheduled. One mutex guards everything; it is a leaf (the
- * engine calls wake() with its own mutex held, never the other way).
+ * only while every network thread waits in run(); so which GETs have
+ * ended between two settles depends on the test's calls alone, not on
+ * how the threads were scheduled. One mutex guards everything; it is a
+ * leaf (the engine calls wake() with its own mutex held, never the other
+ * way).
  */
 #include "fake_source.h"
 #include "prefetch/s3/s3_internal.h"
@@ -24,15 +30,20 @@
  * (a sibling that ends its GETs through the origin's run()). */
 enum { SIDE_ORIGIN, SIDE_TIER, SIDES };
 
+/* Instances (network threads) one fake serves at most. */
+#define NETS 8
+
 struct fside {
 	struct pf_source base;
 	struct fake_source *fs;
 	int side;
+	int net; /* the instance */
 };
 
 struct fget {
 	struct pf_get *g;
 	int side;
+	int net; /* the instance it ends through */
 	char *key;
 	uint64_t due; /* virtual ns; UINT64_MAX: never */
 	bool running;
@@ -43,15 +54,16 @@ struct fget {
 };
 
 struct fake_source {
-	struct fside sides[SIDES];
+	struct fside sides[NETS][SIDES];
+	int nets; /* instances in use */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	/* the engine waits in run() */
 	pthread_cond_t idle_cv; /* a test waits for the engine to wait */
 	uint64_t now;
-	uint64_t latency[SIDES]; /* ns, UINT64_MAX: never */
-	uint64_t run_until;	 /* the engine's wait ends then (virtual) */
-	bool waiting;		 /* the engine waits in run() */
-	bool woken;
+	uint64_t latency[SIDES];  /* ns, UINT64_MAX: never */
+	uint64_t run_until[NETS]; /* its wait ends then (virtual) */
+	bool waiting[NETS];	  /* its thread waits in run() */
+	bool woken[NETS];
 	bool hold;	   /* wake-ups wait (fake_source_hold()) */
 	struct fget **run; /* running GETs */
 	unsigned n_run, cap_run, running_max, seq;
@@ -64,6 +76,7 @@ struct fake_source {
 	uint64_t *log_off;
 	unsigned n_log, cap_log;
 	unsigned tier_starts;
+	unsigned starts_on[NETS]; /* origin starts per instance */
 	unsigned cancels[SIDES], taken_down;
 	struct s3_client *tier_store; /* the tier answers from it, or NULL */
 };
@@ -76,6 +89,11 @@ static struct fake_source *fs_of(const struct pf_source *s)
 static int side_of(const struct pf_source *s)
 {
 	return ((const struct fside *)s)->side;
+}
+
+static int net_of(const struct pf_source *s)
+{
+	return ((const struct fside *)s)->net;
 }
 
 unsigned char fake_source_byte(const char *key, uint64_t off)
@@ -97,15 +115,16 @@ static void run_remove(struct fake_source *fs, struct fget *fg)
 	fg->running = false;
 }
 
-/* The running GET due first (start order among equals), or NULL. */
-static struct fget *first_due(struct fake_source *fs)
+/* The running GET of instance @net (-1: any) due first (start order among
+ * equals), or NULL. */
+static struct fget *first_due(struct fake_source *fs, int net)
 {
 	struct fget *best = NULL;
 
 	for (unsigned i = 0; i < fs->n_run; i++) {
 		struct fget *fg = fs->run[i];
 
-		if (fg->due <= fs->now &&
+		if ((net < 0 || fg->net == net) && fg->due <= fs->now &&
 		    (!best || fg->due < best->due ||
 		     (fg->due == best->due && fg->seq < best->seq)))
 			best = fg;
@@ -134,6 +153,8 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 		fg->side = side_of(s);
 		g->h = fg;
 	}
+	/* A retry may start on another thread's sibling (source.h). */
+	fg->net = net_of(s);
 	if (fs->n_run == fs->cap_run) {
 		unsigned cap = fs->cap_run ? 2 * fs->cap_run : 64;
 		void *p = realloc(fs->run, cap * sizeof(*fs->run));
@@ -161,6 +182,7 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 		fs->cap_log = cap;
 	}
 	if (fg->side == SIDE_ORIGIN) {
+		fs->starts_on[fg->net]++;
 		fs->log_key[fs->n_log] = fg->key;
 		fg->logged = true;
 		fs->log_off[fs->n_log++] = g->off;
@@ -177,7 +199,7 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 		fs->running_max = fs->n_run;
 	/* As curl's does (its timer is due at once after an add): the
 	 * next run() returns at once, so the loop looks at what it armed. */
-	fs->woken = true;
+	fs->woken[fg->net] = true;
 out:
 	pthread_mutex_unlock(&fs->mu);
 	return rc;
@@ -210,28 +232,29 @@ static bool f_running(const struct pf_source *s, const struct pf_get *g)
 static uint64_t f_run(struct pf_source *s, int timeout_ms, bool *timed_out)
 {
 	struct fake_source *fs = fs_of(s);
+	int net = net_of(s);
 	uint64_t t0 = mono_ns();
 
 	*timed_out = false;
 	pthread_mutex_lock(&fs->mu);
-	fs->run_until = fs->now + (uint64_t)timeout_ms * MS;
+	fs->run_until[net] = fs->now + (uint64_t)timeout_ms * MS;
 	for (;;) {
-		if (fs->woken && !fs->hold) {
-			fs->woken = false;
+		if (fs->woken[net] && !fs->hold) {
+			fs->woken[net] = false;
 			break;
 		}
-		if (first_due(fs))
+		if (first_due(fs, net))
 			break;
-		if (fs->now >= fs->run_until) {
+		if (fs->now >= fs->run_until[net]) {
 			*timed_out = timeout_ms > 0;
 			break;
 		}
-		fs->waiting = true;
+		fs->waiting[net] = true;
 		pthread_cond_broadcast(&fs->idle_cv);
 		pthread_cond_wait(&fs->cv, &fs->mu);
-		fs->waiting = false;
+		fs->waiting[net] = false;
 	}
-	fs->run_until = UINT64_MAX;
+	fs->run_until[net] = UINT64_MAX;
 	pthread_mutex_unlock(&fs->mu);
 	return mono_ns() - t0;
 }
@@ -271,7 +294,7 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 	struct pf_get *g;
 
 	pthread_mutex_lock(&fs->mu);
-	fg = first_due(fs);
+	fg = first_due(fs, net_of(s));
 	if (!fg) {
 		pthread_mutex_unlock(&fs->mu);
 		return NULL;
@@ -333,7 +356,7 @@ static void f_wake(struct pf_source *s)
 	struct fake_source *fs = fs_of(s);
 
 	pthread_mutex_lock(&fs->mu);
-	fs->woken = true;
+	fs->woken[net_of(s)] = true;
 	pthread_cond_broadcast(&fs->cv);
 	pthread_mutex_unlock(&fs->mu);
 }
@@ -369,18 +392,28 @@ static const struct pf_source_ops f_ops = {
 
 struct fake_source *fake_source_create(uint64_t latency_ms)
 {
+	return fake_source_create_n(latency_ms, 1);
+}
+
+struct fake_source *fake_source_create_n(uint64_t latency_ms, unsigned n)
+{
 	struct fake_source *fs = calloc(1, sizeof(*fs));
 
-	if (!fs)
+	if (!fs || !n || n > NETS) {
+		free(fs);
 		return NULL;
-	for (int i = 0; i < SIDES; i++)
-		fs->sides[i] = (struct fside){{&f_ops}, fs, i};
+	}
+	fs->nets = (int)n;
+	for (int j = 0; j < NETS; j++) {
+		for (int i = 0; i < SIDES; i++)
+			fs->sides[j][i] = (struct fside){{&f_ops}, fs, i, j};
+		fs->run_until[j] = UINT64_MAX;
+	}
 	pthread_mutex_init(&fs->mu, NULL);
 	pthread_cond_init(&fs->cv, NULL);
 	pthread_cond_init(&fs->idle_cv, NULL);
 	/* Far from 0: the engine's "last SlowDown cut" starts at 0. */
 	fs->now = 1000000 * MS;
-	fs->run_until = UINT64_MAX;
 	fake_source_latency(fs, latency_ms);
 	fake_source_tier_latency(fs, latency_ms);
 	return fs;
@@ -411,12 +444,31 @@ void fake_source_destroy(struct fake_source *fs)
 
 struct pf_source *fake_source_base(struct fake_source *fs)
 {
-	return &fs->sides[SIDE_ORIGIN].base;
+	return &fs->sides[0][SIDE_ORIGIN].base;
 }
 
 struct pf_source *fake_source_tier(struct fake_source *fs)
 {
-	return &fs->sides[SIDE_TIER].base;
+	return &fs->sides[0][SIDE_TIER].base;
+}
+
+struct pf_source *fake_source_base_n(struct fake_source *fs, unsigned i)
+{
+	return &fs->sides[i][SIDE_ORIGIN].base;
+}
+
+struct pf_source *fake_source_tier_n(struct fake_source *fs, unsigned i)
+{
+	return &fs->sides[i][SIDE_TIER].base;
+}
+
+/* Whether every instance's thread waits with nothing to do. fs->mu held. */
+static bool all_idle(struct fake_source *fs)
+{
+	for (int j = 0; j < fs->nets; j++)
+		if (!fs->waiting[j] || (fs->woken[j] && !fs->hold))
+			return false;
+	return !first_due(fs, -1);
 }
 
 static void set_latency(struct fake_source *fs, int side, uint64_t ms)
@@ -474,7 +526,7 @@ bool fake_source_settle(struct fake_source *fs)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 5;
 	pthread_mutex_lock(&fs->mu);
-	while (!fs->waiting || (fs->woken && !fs->hold) || first_due(fs)) {
+	while (!all_idle(fs)) {
 		if (pthread_cond_timedwait(&fs->idle_cv, &fs->mu, &ts)) {
 			ok = false;
 			break;
@@ -499,13 +551,16 @@ void fake_source_advance(struct fake_source *fs, uint64_t ms)
 		for (unsigned i = 0; i < fs->n_run; i++)
 			if (fs->run[i]->due < next)
 				next = fs->run[i]->due;
-		if (fs->run_until > fs->now && fs->run_until < next)
-			next = fs->run_until;
+		for (int j = 0; j < fs->nets; j++)
+			if (fs->run_until[j] > fs->now &&
+			    fs->run_until[j] < next)
+				next = fs->run_until[j];
 		if (next > fs->now)
 			fs->now = next;
-		/* Not settled until the engine has looked at the new time
-		 * (it sets waiting again when it waits again). */
-		fs->waiting = false;
+		/* Not settled until every thread has looked at the new
+		 * time (each sets waiting again when it waits again). */
+		for (int j = 0; j < fs->nets; j++)
+			fs->waiting[j] = false;
 		pthread_cond_broadcast(&fs->cv);
 		pthread_mutex_unlock(&fs->mu);
 		fake_source_settle(fs);
@@ -576,4 +631,9 @@ unsigned fake_source_tier_cancels(struct fake_source *fs)
 unsigned fake_source_taken_down(struct fake_source *fs)
 {
 	return read_u(fs, &fs->taken_down);
+}
+
+unsigned fake_source_starts_on(struct fake_source *fs, unsigned i)
+{
+	return read_u(fs, &fs->starts_on[i]);
 }

@@ -7,9 +7,9 @@
  * its byte at offset i is fake_source_byte(key, i). A GET started at
  * virtual time t answers at t + latency: it ends only when the test moves
  * the clock past that (fake_source_advance()). Errors are queued for the
- * next starts (fake_source_fail()). The engine's network thread runs as in
- * the daemon; fake_source_settle() waits until it has nothing left to do at
- * the current virtual time, so what a test sees next is determined.
+ * next starts (fake_source_fail()). The engine's network threads run as in
+ * the daemon; fake_source_settle() waits until they have nothing left to
+ * do at the current virtual time, so what a test sees next is determined.
  */
 #ifndef HINTFS_TESTS_FAKE_SOURCE_H
 #define HINTFS_TESTS_FAKE_SOURCE_H
@@ -29,6 +29,14 @@ struct pf_source *fake_source_base(struct fake_source *fs);
 /** Its sibling for the shared cache tier's GETs (pf_config.tier_source):
  *  same clock, its own latency and errors, ends through the origin's. */
 struct pf_source *fake_source_tier(struct fake_source *fs);
+
+/** The same with @n instances (1 to 8), one per network thread of the
+ *  engine (pf_config.net_threads, sources, tier_sources): a GET ends
+ *  through the instance it started on; settling waits for all of them. */
+struct fake_source *fake_source_create_n(uint64_t latency_ms, unsigned n);
+/** Instance @i's origin source, and its tier sibling. */
+struct pf_source *fake_source_base_n(struct fake_source *fs, unsigned i);
+struct pf_source *fake_source_tier_n(struct fake_source *fs, unsigned i);
 
 /** The byte at @off of object @key. */
 unsigned char fake_source_byte(const char *key, uint64_t off);
@@ -73,6 +81,8 @@ unsigned fake_source_running_max(struct fake_source *fs);
 unsigned fake_source_starts(struct fake_source *fs);
 const char *fake_source_started(struct fake_source *fs, unsigned i,
 				uint64_t *off);
+/** Origin starts on instance @i (its network thread). */
+unsigned fake_source_starts_on(struct fake_source *fs, unsigned i);
 /** Tier GETs started, and cancelled; GETs released while running (taken
  *  down). */
 unsigned fake_source_tier_starts(struct fake_source *fs);
