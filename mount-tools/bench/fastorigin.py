@@ -4,7 +4,8 @@ that a small machine measures the client and not the server (the RGW costs
 ~1 ms of CPU per GET).
 
 For each round trip (0 ms: straight to the origin; more: through the delay
-proxy) and each `-o max_inflight=` value:
+proxy), each `-o max_inflight=` value and each `-o net_threads=` value
+(--net-threads; 0: the daemon's default, half the cores):
 - hintfs raw cold: a fresh mount and cache, the hint of a shuffled order
   written, then T reader threads read each file once in that order;
   objects/s and the daemon's CPU per object;
@@ -52,6 +53,9 @@ def parse_args(argv):
     ap.add_argument("--inflight", type=scale_list, default=[64, 1024],
                     help="-o max_inflight values (default: 64, the "
                     "default, and 1024)")
+    ap.add_argument("--net-threads", type=scale_list, default=[0],
+                    help="-o net_threads values, e.g. 1,2 (default: 0, "
+                    "the daemon's own: half the cores, 1 to 8)")
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--workers", type=int, default=1,
                     help="the origin's event-loop threads")
@@ -179,18 +183,24 @@ def main(argv):
                 log(f"{rtt:>3} ms ceiling x{conns}: "
                     f"{c['objects_s']:.0f}/s, {c['cpu_ms_per_obj']:.3f} ms "
                     "CPU per object")
-                # systems.Hintfs reads its -o options from the arguments.
-                a.hintfs_opts = ",".join(
-                    x for x in (user_opts, f"max_inflight={inflight}") if x)
-                h = hintfs_pass(ctx, endpoint, workdir / "runs" /
-                                "fastorigin", order, a, sums)
-                log(f"{rtt:>3} ms hintfs max_inflight={inflight}: "
-                    f"{h['objects_s']:.0f}/s, {h['cpu_ms_per_obj']:.3f} ms "
-                    f"CPU per object, {h['bad']} bad")
-                for p in h["problems"]:
-                    log(p)
-                rows.append({"rtt_ms": rtt, "inflight": inflight,
-                             "conns": conns, "hintfs": h, "ceiling": c})
+                for nt in a.net_threads:
+                    # systems.Hintfs reads its -o options from the
+                    # arguments.
+                    a.hintfs_opts = ",".join(
+                        x for x in (user_opts, f"max_inflight={inflight}",
+                                    f"net_threads={nt}" if nt else "") if x)
+                    h = hintfs_pass(ctx, endpoint, workdir / "runs" /
+                                    "fastorigin", order, a, sums)
+                    log(f"{rtt:>3} ms hintfs max_inflight={inflight} "
+                        f"net_threads={nt or 'default'}: "
+                        f"{h['objects_s']:.0f}/s, "
+                        f"{h['cpu_ms_per_obj']:.3f} ms "
+                        f"CPU per object, {h['bad']} bad")
+                    for p in h["problems"]:
+                        log(p)
+                    rows.append({"rtt_ms": rtt, "inflight": inflight,
+                                 "net_threads": nt, "conns": conns,
+                                 "hintfs": h, "ceiling": c})
             if rtt:
                 px.stop()
     lines = [f"fast origin ({a.workers} worker), {a.objects} objects of "
@@ -198,14 +208,16 @@ def main(argv):
              f"file once in hint order), {os.cpu_count()} CPUs, "
              f"{time.strftime('%Y-%m-%d')}, load {sysutil.loadavg()}; 0 ms: "
              "straight to the origin, else through the delay proxy", "",
-             "| RTT ms | max_inflight | curl conns | hintfs obj/s "
+             "| RTT ms | max_inflight | net threads | curl conns "
+             "| hintfs obj/s "
              "| curl obj/s | ratio | hintfs CPU ms/obj | curl CPU ms/obj "
              "| CPU ratio | origin CPU ms/GET | bad |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         h, c = r["hintfs"], r["ceiling"]
         lines.append(
-            f"| {r['rtt_ms']} | {r['inflight']} | {r['conns']} "
+            f"| {r['rtt_ms']} | {r['inflight']} "
+            f"| {r['net_threads'] or 'default'} | {r['conns']} "
             f"| {h['objects_s']:,.0f} | {c['objects_s']:,.0f} "
             f"| {h['objects_s'] / max(c['objects_s'], 1e-9):.2f}x "
             f"| {h['cpu_ms_per_obj']:.3f} | {c['cpu_ms_per_obj']:.3f} "
