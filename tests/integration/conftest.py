@@ -22,8 +22,8 @@ Run from the source tree against a build directory:
 
 Other knobs: HINTFS_TEST_NET_THREADS (default 2) is the `-o net_threads=`
 every mount gets unless its test names one: the network path runs on
-several threads even on a machine whose cores would give it one (0: the
-daemon's own default). HINTFS_TEST_KEEP=1 keeps the RGW directory (logs) of the
+several threads even on a machine whose cores would give it one (0: none
+given, the daemon's own default). HINTFS_TEST_KEEP=1 keeps the RGW directory (logs) of the
 session; HINTFS_TEST_WATCHDOG_S (default 300) is how long a mount may live
 before its daemon is presumed hung and killed.
 
@@ -464,7 +464,8 @@ class Mounter:
         opts = [] if endpoint is False else [
             f"endpoint={endpoint or self.rgw.endpoint}"]
         opts += ["path_style"] + list(options)
-        if not any(o.startswith("net_threads=") for o in opts):
+        if NET_THREADS and not any(o.startswith("net_threads=")
+                                   for o in opts):
             opts.append(f"net_threads={NET_THREADS}")
         argv = [str(self.bin), url, str(mountpoint), "-f", "-o", ",".join(opts)]
         _require_test_hooks(env)
