@@ -518,20 +518,26 @@ void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
 	set_fail(fs, SIDE_TIER, kind, err, retryable, times);
 }
 
-bool fake_source_settle(struct fake_source *fs)
+/* Until every thread waits with nothing to do, for 5 s at most (false
+ * then). fs->mu held. */
+static bool wait_idle(struct fake_source *fs)
 {
 	struct timespec ts;
-	bool ok = true;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 5;
+	while (!all_idle(fs))
+		if (pthread_cond_timedwait(&fs->idle_cv, &fs->mu, &ts))
+			return false;
+	return true;
+}
+
+bool fake_source_settle(struct fake_source *fs)
+{
+	bool ok;
+
 	pthread_mutex_lock(&fs->mu);
-	while (!all_idle(fs)) {
-		if (pthread_cond_timedwait(&fs->idle_cv, &fs->mu, &ts)) {
-			ok = false;
-			break;
-		}
-	}
+	ok = wait_idle(fs);
 	pthread_mutex_unlock(&fs->mu);
 	return ok;
 }
@@ -548,6 +554,13 @@ void fake_source_advance(struct fake_source *fs, uint64_t ms)
 		uint64_t next = target;
 
 		pthread_mutex_lock(&fs->mu);
+		/* Idle again under the lock that moves the clock: a thread
+		 * woken since the last settle (by the cache writer, whose
+		 * commits run on real time) may have taken parts at the old
+		 * time and not yet started them, and would start them at the
+		 * new one: their GETs would look a step slower than they
+		 * are. */
+		wait_idle(fs);
 		for (unsigned i = 0; i < fs->n_run; i++)
 			if (fs->run[i]->due < next)
 				next = fs->run[i]->due;
