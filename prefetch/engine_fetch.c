@@ -76,10 +76,10 @@ void pf_mem_add(struct pf *pf, struct pf_fetch *f, uint64_t n)
 
 /*
  * Gives @n bytes of @f's memory back. mu held; any thread. Whoever waits
- * for room hears of it: a reader (cv), and the network thread, whose
+ * for room hears of it: a reader (cv), and the network threads, whose
  * prefetch may have stopped at the bound with nothing in flight to wake
- * it (the cache writer gives a committed fetch's memory back off that
- * thread: without the wake-up the next prefetch waited out a whole poll).
+ * them (the cache writer gives a committed fetch's memory back off those
+ * threads: without the wake-up the next prefetch waited out a whole poll).
  */
 void pf_mem_sub(struct pf *pf, struct pf_fetch *f, uint64_t n)
 {

@@ -373,7 +373,7 @@ struct pf {
 	pthread_cond_t wcv; /* a fetch completed, or the engine stops:
 			       the writer looks */
 	bool stop;
-	bool writer_stop;	 /* the network thread has ended: the
+	bool writer_stop;	 /* the network threads have ended: the
 				    writer commits what is done, then
 				    ends (pf_stop()) */
 	struct pf_fetch **by_id; /* n_slots entries: the fetch in flight */
@@ -536,7 +536,7 @@ void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			const struct s3_status *st);
 bool pf_tier_hedge(struct pf *pf, struct pf_net *net, int *timeout_ms);
 
-/* engine_net.c: the network thread */
+/* engine_net.c: the network threads */
 void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 		   bool retryable, const struct s3_status *st);
 void pf_arm_parts(struct pf_net *net, struct pf_part *list);

@@ -118,7 +118,7 @@ void pf_limit_cut(struct pf *pf)
 
 /*
  * Ends the tick if its time has come and sets the next limit (the top
- * comment's rule). The engine thread, each round, mu held.
+ * comment's rule). Any network thread, each round, mu held.
  */
 void pf_limit_tick(struct pf *pf, uint64_t now)
 {

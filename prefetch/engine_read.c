@@ -176,8 +176,9 @@ static void reader_put(struct pf *pf, struct pf_fetch *f)
 
 /*
  * A reader stops waiting for memory. Prefetch leaves room to readers that
- * wait (pf_schedule_prefetch()): the last one to go wakes the network thread,
- * which would otherwise not look again until its poll ran out. mu held.
+ * wait (pf_schedule_prefetch()): the last one to go wakes the network
+ * threads, which would otherwise not look again until their polls ran out.
+ * mu held.
  */
 static void room_wait_end(struct pf *pf)
 {

@@ -1,5 +1,5 @@
 /**
- * prefetch/netloop.h - the network thread's event loop: curl's multi
+ * prefetch/netloop.h - a network thread's event loop: curl's multi
  * handle driven through its socket interface over one epoll set (private
  * to prefetch: the engine and its unit test).
  *

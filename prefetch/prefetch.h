@@ -196,7 +196,7 @@ int pf_start(const struct pf_config *cfg, struct pf **out);
 
 /**
  * Abandons every wait: readers waiting on the network return -EIO at once,
- * so do later reads, and the engine thread stops starting transfers. For
+ * so do later reads, and the network threads stop starting transfers. For
  * the daemon's stop, before the FUSE loop joins its workers. Any thread;
  * NULL ok.
  */

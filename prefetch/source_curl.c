@@ -1,8 +1,9 @@
 /*
  * prefetch/source_curl.c - the curl source (source.h): each GET an s3_xfer
  * transfer of the S3 client, all of them in one curl multi handle driven
- * by the network thread through netloop.c. The daemon's engine runs on it;
- * a sibling source (the shared cache tier's client) shares the handle.
+ * by its network thread through netloop.c. The daemon's engine runs on
+ * one per network thread; a sibling source (the shared cache tier's client)
+ * shares the handle.
  *
  * Invariant: a GET's easy handle is in the multi handle exactly while its
  * attempt runs; an attempt leaves it once, through next_done() (curl said

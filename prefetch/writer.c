@@ -1,6 +1,6 @@
 /*
  * prefetch/writer.c - the cache writer: the thread that writes completed
- * whole fetches into the cache, so that the network thread never waits on
+ * whole fetches into the cache, so that the network threads never wait on
  * the disk (blob writes, index commits, hole punching, eviction).
  *
  * Invariant: a fetch leaves the table only after its object is committed
@@ -116,7 +116,7 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 }
 
 /*
- * The cache writer: takes completed fetches off the network thread, in
+ * The cache writer: takes completed fetches off the network threads, in
  * batches of up to PF_COMMIT_BATCH objects or PF_COMMIT_BYTES, oldest
  * first. A batch is what completed while the last one was written, so
  * under load one index commit serves many objects, and idle it costs no
@@ -126,7 +126,7 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
  * The test hook (common/test_hook.h: a test build's only): with
  * HINTFS_FAULT_COMMIT_DELAY_MS=N in the environment, the writer waits N ms
  * before each batch, as a slow disk would; the fetches' memory comes back
- * that much later, off the network thread.
+ * that much later, off the network threads.
  */
 static long commit_delay_ms(void)
 {
