@@ -1257,8 +1257,13 @@ static void test_block_range_hint(void)
 	env_start_big(&e, 4, 4 * KIB, big_cfg, BIG_ID, BIG_SIZE);
 	CHECK(pf_hint_ranges(e.pf, "rank0", r, 5, 0, PF_QUEUE, 0) == 0);
 	CHECK(fake_source_settle(e.fs));
-	fake_source_advance(e.fs, LATENCY_MS);
-	CHECK(fake_source_settle(e.fs));
+	/* One step on one thread; on several, a thread's share of the
+	 * limit may leave a GET to the next step. */
+	for (int step = 0; step < 4 && fake_source_starts(e.fs) < 5; step++) {
+		fake_source_advance(e.fs, LATENCY_MS);
+		CHECK(fake_source_settle(e.fs));
+		CHECK(env_nets > 1 || step == 0);
+	}
 	CHECK(fake_source_starts(e.fs) == 5);
 	if (env_nets == 1) {
 		CHECK(big_starts(&e, 0, offs, 4) == 4);
