@@ -222,13 +222,17 @@ def test_eviction_keeps_what_the_other_stream_needs_next(s3, bucket, mount,
         drop_page_cache()
         assert Path(m / k).read_bytes() == objects[k]
     # Evicted, b is fetched again, ahead of its read: the lead stopped
-    # before it (the cache held no more), and the reads made room.
-    assert sorted(r.key for r in gets_settled(proxy, bucket, 5)) == \
-        [a, b, b, c, d]
+    # before it (the cache held no more), and the reads made room. On a
+    # loaded machine one fetch of b may come before the reads made room
+    # and be evicted again (once in 5 runs beside other suites); the unit
+    # test test_refused_fetched_again bounds that churn on a virtual clock.
+    keys = sorted(r.key for r in gets_settled(proxy, bucket, 5))
+    assert [k for k in keys if k != b] == [a, c, d], keys
+    assert 2 <= keys.count(b) <= 3, keys
     drop_page_cache()
     assert Path(m / b).read_bytes() == objects[b]
-    assert sorted(r.key for r in gets_settled(proxy, bucket)) == \
-        [a, b, b, c, d]
+    # Its read was served from the cache: no GET more.
+    assert sorted(r.key for r in gets_settled(proxy, bucket)) == keys
 
 
 def test_streams_of_ended_processes_are_reclaimed(s3, bucket, mount):
