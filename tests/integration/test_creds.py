@@ -192,6 +192,7 @@ def read_through_imds(data, issuer, gate, mount, imds):
     check_renewed(m, st0, issuer, gate, "instance metadata")
 
 
+@pytest.mark.slow
 def test_imds_v2_refresh(data, issuer, gate, mount):
     with ImdsServer(issuer) as imds:
         read_through_imds(data, issuer, gate, mount, imds)
@@ -201,6 +202,7 @@ def test_imds_v2_refresh(data, issuer, gate, mount):
         assert imds.count("GET", 401) == 0
 
 
+@pytest.mark.slow
 def test_imds_v1_fallback(data, issuer, gate, mount):
     """An IMDS that refuses the token PUT (405): the GETs go on without a
     token, as the SDKs do, and credentials are renewed the same way."""
@@ -228,6 +230,7 @@ def test_imds_v1_disabled_fails_with_one_line(bucket, mount, issuer,
         assert imds.count("GET") == 0
 
 
+@pytest.mark.slow
 def test_container_token_file_rotation(data, issuer, gate, mount, tmp_path):
     bucket, objects = data
     tok_file = tmp_path / "eks-pod-identity-token"
@@ -252,6 +255,7 @@ def test_container_token_file_rotation(data, issuer, gate, mount, tmp_path):
         assert srv.count("GET", 401) == 0
 
 
+@pytest.mark.slow
 def test_web_identity(data, issuer, gate, mount, tmp_path):
     bucket, objects = data
     tok_file = tmp_path / "web-identity-token"

@@ -360,6 +360,7 @@ def test_no_cuda_device_is_one_clear_exception():
     assert len(msg) > len("no CUDA device: ") + 10, msg   # and why
 
 
+@pytest.mark.slow
 def test_no_cuda_runtime_is_no_cuda_device(tmp_path):
     """In a fresh process (the runtime is loaded once per process), a
     runtime that cannot be loaded is reported as such."""
@@ -379,6 +380,7 @@ def test_no_cuda_runtime_is_no_cuda_device(tmp_path):
     assert "libcudart.so.99" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_cuda_usable(), reason="this machine has a GPU")
 def test_runtime_without_torch_cuda_is_no_cuda_device():
     """A CUDA runtime that opens (the simulated one of tests/unit) while

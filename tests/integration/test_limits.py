@@ -130,6 +130,7 @@ def test_a_read_goes_before_the_prefetch_queue(s3, bucket, mount, proxies):
     assert started.index(last) <= done_before + 2, started
 
 
+@pytest.mark.slow
 def test_max_inflight_caps_demand_and_memory_stays_bounded(s3, bucket, mount,
                                                           proxy):
     n, size = 16, 16 << 20

@@ -233,6 +233,7 @@ def _long_listing_objects():
     return objects
 
 
+@pytest.mark.slow
 def test_a_long_listing_goes_in_parallel_ranges_each_key_once(
         s3, make_bucket, mount, rgw, tmp_path):
     """Past its first page a listing is cut into key ranges listed side by

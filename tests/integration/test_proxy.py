@@ -280,6 +280,7 @@ def test_upload_with_expect_100_continue(rgw, s3, bucket, start_proxy):
     assert any(r.method == "PUT" and r.status == 200 for r in px.requests())
 
 
+@pytest.mark.slow
 def test_200_concurrent_clients_get_correct_bytes(rgw, s3, bucket,
                                                   start_proxy):
     objects = {f"c/{i:03d}.jpg": blob(110_000 + i, f"c{i}") for i in range(50)}

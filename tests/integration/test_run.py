@@ -340,6 +340,7 @@ def test_unmodified_imagefolder_script(images, mount, proxy, tmp_path,
         assert out_of_order(keys, hinted) <= demand
 
 
+@pytest.mark.slow
 def test_distributed_sampler_ranks_hint_their_own_stream(images, mount,
                                                          proxy, tmp_path):
     bucket, local, ref = images
@@ -521,6 +522,7 @@ def mount_train_val(mount, train_val):
     return m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("persistent,inline", [(0, False), (1, False),
                                                (0, True)],
                          ids=["loaders", "persistent", "built-in-the-loop"])
@@ -549,6 +551,7 @@ def test_a_validation_pass_keeps_the_training_hint(train_val, mount,
     assert len(names) == 2, names
 
 
+@pytest.mark.slow
 def test_a_script_stopped_mid_epoch_then_restarted(train_val, mount,
                                                    tmp_path):
     """A run stops after 40 of 125 steps (max_steps, Ctrl-C, a crash);
@@ -563,6 +566,7 @@ def test_a_script_stopped_mid_epoch_then_restarted(train_val, mount,
     assert st["hint"]["rejected"] == 0
 
 
+@pytest.mark.slow
 def test_two_jobs_share_a_mount(train_val, mount, tmp_path):
     """Two training jobs (other seeds, so other orders) on one mount at
     once: four streams, every read hinted."""
@@ -584,6 +588,7 @@ def test_two_jobs_share_a_mount(train_val, mount, tmp_path):
     assert st["reads"]["demand_fetches"] <= 0.03 * 2 * 2100, st["reads"]
 
 
+@pytest.mark.slow
 def test_ranks_with_validation_loaders(train_val, mount, tmp_path):
     """Two ranks of a torch.multiprocessing.spawn job, each with a training
     and a validation DataLoader: four streams (rank0, rank0.2, rank1,
