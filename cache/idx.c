@@ -677,7 +677,12 @@ static void idx_meta_key(const char *name, size_t len, unsigned char *kb,
 	k->mv_size = IDX_LONG_PREFIX;
 }
 
-int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
+/*
+ * Writes (a put of @len bytes of @blob, or with @del a delete) the meta
+ * record @name in a write transaction of its own.
+ */
+static int meta_write(struct idx *ix, const char *name, const void *blob,
+		      size_t len, bool del)
 {
 	size_t n_len = strlen(name);
 	bool lng = n_len && idx_meta_long(name, n_len);
@@ -694,38 +699,27 @@ int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
 		return idx_errno(rc);
 	/* Reserve, then fill in place: a long name goes first. */
 	v.mv_size = (lng ? n_len + 1 : 0) + len;
-	rc = mdb_put(txn, ix->meta, &k, &v, MDB_RESERVE);
+	rc = del ? mdb_del(txn, ix->meta, &k, NULL)
+		 : mdb_put(txn, ix->meta, &k, &v, MDB_RESERVE);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return idx_errno(rc);
 	}
-	if (lng)
+	if (!del && lng)
 		memcpy(v.mv_data, name, n_len + 1);
-	if (len)
+	if (!del && len)
 		memcpy((char *)v.mv_data + (lng ? n_len + 1 : 0), blob, len);
 	return idx_errno(mdb_txn_commit(txn));
 }
 
+int idx_meta_put(struct idx *ix, const char *name, const void *blob, size_t len)
+{
+	return meta_write(ix, name, blob, len, false);
+}
+
 int idx_meta_del(struct idx *ix, const char *name)
 {
-	size_t n_len = strlen(name);
-	unsigned char kb[IDX_LONG_PREFIX];
-	MDB_val k;
-	MDB_txn *txn;
-	int rc;
-
-	if (!n_len)
-		return -EINVAL;
-	idx_meta_key(name, n_len, kb, &k);
-	rc = mdb_txn_begin(ix->env, NULL, 0, &txn);
-	if (rc)
-		return idx_errno(rc);
-	rc = mdb_del(txn, ix->meta, &k, NULL);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return idx_errno(rc);
-	}
-	return idx_errno(mdb_txn_commit(txn));
+	return meta_write(ix, name, NULL, 0, true);
 }
 
 /* A WILLNEED call reads at most the larger of the disk's readahead window
