@@ -184,10 +184,12 @@ def test_queued_hint_is_followed_after_the_current(s3, bucket, mount, proxy):
     keys_in_order = [r.key for r in sorted(gets_settled(proxy, bucket, 60),
                                            key=lambda r: r.start_ms)]
     assert sorted(keys_in_order) == keys, "an object missing or fetched twice"
-    # Every object of the first hint was asked for before any of the second.
+    # Every object of the first hint was asked for before any of the second,
+    # but for two in flight at once (max_inflight=2): taken in order, on two
+    # network threads they may reach the server in either order.
     last_first = max(keys_in_order.index(k) for k in first)
     first_second = min(keys_in_order.index(k) for k in second)
-    assert last_first < first_second
+    assert last_first < first_second + 2, keys_in_order
 
 
 def test_bad_hint_lines_are_counted_not_fatal(s3, bucket, mount, proxy):
