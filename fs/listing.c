@@ -281,6 +281,15 @@ static int chunk_walk(void *arg, const void *blob, size_t len)
 	return walk_records(cw->lr, blob, len, cw->max);
 }
 
+/* Makes room in @b (or NULL) for @n records in @bytes of them: their
+ * names are within the records' keys and ETags. */
+static int reserve_names(struct tree_builder *b, uint64_t n, uint64_t bytes)
+{
+	if (!b || n > bytes / LISTING_REC)
+		return 0;
+	return tree_builder_reserve(b, n, bytes - n * LISTING_REC + n);
+}
+
 /* What the snapshot's name holds: a manifest, or a whole HFSLIST2 blob,
  * walked there and then (its records are in it). */
 struct head_read {
@@ -302,16 +311,10 @@ static int head_walk(void *arg, const void *blob, size_t len)
 		memcpy(&n, d + 8, 8);
 		memcpy(&hr->m.saved_at, d + 16, 8);
 		hr->m.count = n;
-		if (hr->b && n <= (len - LISTING_HDR_V2) / LISTING_REC) {
-			rc = tree_builder_reserve(hr->b, n,
-						  len - LISTING_HDR_V2 -
-						      n * LISTING_REC + n);
-			if (rc)
-				return rc;
-		}
-		rc = walk_records(hr->lr, d + LISTING_HDR_V2,
-				  len - LISTING_HDR_V2, n);
-		return rc ? rc : hr->lr->count == n ? 0 : -EPROTO;
+		rc = reserve_names(hr->b, n, len - LISTING_HDR_V2);
+		return rc ? rc
+			  : walk_records(hr->lr, d + LISTING_HDR_V2,
+					 len - LISTING_HDR_V2, n);
 	}
 	return manifest_parse(blob, len, &hr->m);
 }
@@ -322,20 +325,12 @@ int listing_load(struct cache *cache, const char *name, struct tree_builder *b,
 	struct listing_read lr = {.cb = cb, .arg = arg};
 	struct head_read hr = {.lr = &lr, .b = b};
 	struct chunk_walk cw = {.lr = &lr};
-	uint64_t n;
 	int rc = cache_meta_read(cache, name, head_walk, &hr);
 
 	if (rc || hr.v2)
 		goto out;
-	n = hr.m.count;
-	/* The names are within the records' bytes: keys and ETags. */
-	if (b && n <= hr.m.bytes / LISTING_REC) {
-		rc = tree_builder_reserve(b, n,
-					  hr.m.bytes - n * LISTING_REC + n);
-		if (rc)
-			goto out;
-	}
-	cw.max = n;
+	rc = reserve_names(b, hr.m.count, hr.m.bytes);
+	cw.max = hr.m.count;
 	for (uint32_t i = 0; i < hr.m.chunks && !rc; i++) {
 		char *cn;
 
@@ -347,9 +342,9 @@ int listing_load(struct cache *cache, const char *name, struct tree_builder *b,
 		if (rc == -ENODATA)
 			rc = -EPROTO; /* a chunk the manifest names is gone */
 	}
-	if (!rc && lr.count != n)
-		rc = -EPROTO;
 out:
+	if (!rc && lr.count != hr.m.count)
+		rc = -EPROTO;
 	if (!rc) {
 		*count = lr.count;
 		*saved_at = hr.m.saved_at;

@@ -113,21 +113,28 @@ struct tree_builder *tree_builder_create(const char *reserved_root_name)
 	return b;
 }
 
+/* Makes the node array hold @cap nodes (never fewer than it holds). */
+static int nodes_cap(struct tree_builder *b, uint32_t cap)
+{
+	struct bnode *nn;
+
+	if (cap <= b->cap_nodes)
+		return 0;
+	nn = realloc(b->nodes, (size_t)cap * sizeof(*nn));
+	if (!nn)
+		return -ENOMEM;
+	b->nodes = nn;
+	b->cap_nodes = cap;
+	return 0;
+}
+
 int tree_builder_reserve(struct tree_builder *b, uint64_t n_keys,
 			 uint64_t name_bytes)
 {
 	uint64_t cap = n_keys + 1 + n_keys / 64; /* folders: a guess */
-	struct bnode *nn;
 
-	if (cap > UINT32_MAX - 1)
-		cap = UINT32_MAX - 1;
-	if (cap > b->cap_nodes) {
-		nn = realloc(b->nodes, (size_t)cap * sizeof(*nn));
-		if (!nn)
-			return -ENOMEM;
-		b->nodes = nn;
-		b->cap_nodes = (uint32_t)cap;
-	}
+	if (nodes_cap(b, cap > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)cap))
+		return -ENOMEM;
 	if (name_bytes < UINT32_MAX && buf_reserve(&b->arena, name_bytes))
 		return -ENOMEM;
 	return 0;
@@ -187,16 +194,10 @@ static int new_node(struct tree_builder *b, uint32_t parent, const char *name,
 	/* Index 0 is the root and UINT32_MAX would overflow inode numbers. */
 	if (b->n_nodes >= UINT32_MAX - 1)
 		return -EFBIG;
-	if (b->n_nodes == b->cap_nodes) {
-		uint32_t cap = b->cap_nodes > UINT32_MAX / 2 ? UINT32_MAX
-							     : b->cap_nodes * 2;
-		struct bnode *nn = realloc(b->nodes, (size_t)cap * sizeof(*nn));
-
-		if (!nn)
-			return -ENOMEM;
-		b->nodes = nn;
-		b->cap_nodes = cap;
-	}
+	if (b->n_nodes == b->cap_nodes &&
+	    nodes_cap(b, b->cap_nodes > UINT32_MAX / 2 ? UINT32_MAX
+						       : b->cap_nodes * 2))
+		return -ENOMEM;
 	idx = b->n_nodes;
 	n = &b->nodes[idx];
 	memset(n, 0, sizeof(*n));
