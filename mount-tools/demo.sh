@@ -5,12 +5,12 @@
 # store), trains an ImageFolder epoch over it with a hint, cold and then
 # warm, and prints the comparison with local disk, with a plot.
 #
-# It is the benchmark (mount-tools/bench.sh) cut down to local disk vs
+# It is the benchmark (bench/bench.sh) cut down to local disk vs
 # hintfs in train mode; pass bench.sh options to change that, e.g.
 #   mount-tools/demo.sh --images 10000 --systems local,hintfs,hintfs-nohint
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash mount-tools/install-deps.sh --bench
-exec bash mount-tools/bench.sh --quick --modes train --rtt 20 \
+exec bash bench/bench.sh --quick --modes train --rtt 20 \
 	--systems local,hintfs --out /tmp/hintfs-demo "$@"

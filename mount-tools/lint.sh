@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Lints the Python of hintfs (the package, the tools, the tests) with
-# Debian's pyflakes: unused imports and variables, undefined names, names
-# shadowed by mistake. pyflakes judges no style, so it has nothing to
-# argue about; every report is a defect to fix, not to silence.
+# Lints the Python of hintfs (the package, the tools, the benchmark, the
+# tests) with Debian's pyflakes: unused imports and variables, undefined
+# names, names shadowed by mistake. pyflakes judges no style, so it has
+# nothing to argue about; every report is a defect to fix, not to silence.
 #
 # Usage: mount-tools/lint.sh
 #   exit 0 clean, 1 something reported (printed as FILE:LINE:COL message)
@@ -16,7 +16,7 @@ if ! command -v pyflakes3 >/dev/null 2>&1; then
 	echo "lint.sh: pyflakes3 is missing: run mount-tools/install-deps.sh" >&2
 	exit 1
 fi
-mapfile -t files < <(find mount-tools tests -path tests/data -prune -o \
+mapfile -t files < <(find mount-tools bench tests -path tests/data -prune -o \
 	-name '*.py' -print | sort)
 if [ ${#files[@]} -eq 0 ]; then
 	echo "lint.sh: no Python file found: that is a failure" >&2

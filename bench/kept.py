@@ -13,7 +13,7 @@ over all the hintfs passes. Each --buffering value is one round: 0 opens
 with buffering=0 (no isatty()), -1 as Python's open() and PIL do, which
 ask isatty() of each file: an ioctl the kernel forwards to the daemon.
 
-    HINTFS_BUILD=build /usr/bin/python3 mount-tools/bench/kept.py \
+    HINTFS_BUILD=build /usr/bin/python3 bench/kept.py \
         --workdir /tmp/hintfs-kept [--passes 20] [--buffering 0,-1]
 """
 

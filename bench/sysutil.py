@@ -19,8 +19,8 @@ from pathlib import Path
 from bench import common
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-MOUNT_TOOLS = Path(__file__).resolve().parents[1]
-REPO = MOUNT_TOOLS.parent
+REPO = Path(__file__).resolve().parents[1]
+MOUNT_TOOLS = REPO / "mount-tools"
 
 
 # ------------------------------------------------------------------ /proc

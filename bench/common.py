@@ -1,4 +1,4 @@
-"""Helpers of the benchmark (mount-tools/bench/; the demo is the benchmark
+"""Helpers of the benchmark (bench/; the demo is the benchmark
 cut down): the sample ImageFolder dataset, uploads, the RGW
 env file, dropping the page cache.
 
@@ -25,7 +25,7 @@ def send_hint(root, paths, epoch=None, stream=None):
     @root, written by hintfs.hint.format_hint, through its control socket
     (hintfs.control: the mount itself is read-only)."""
     import sys
-    py = str(Path(__file__).resolve().parents[1] / "python")
+    py = str(Path(__file__).resolve().parents[1] / "mount-tools" / "python")
     if py not in sys.path:
         sys.path.append(py)
     import hintfs
@@ -42,7 +42,7 @@ def hint_answer(root, stream):
     leaves refusals to the stats). A daemon without range hints refuses
     range lines as unknown paths: entries=0 refused=N."""
     import sys
-    py = str(Path(__file__).resolve().parents[1] / "python")
+    py = str(Path(__file__).resolve().parents[1] / "mount-tools" / "python")
     if py not in sys.path:
         sys.path.append(py)
     import hintfs

@@ -1,5 +1,5 @@
 #!/bin/bash
-# mount-tools/bench/gpu_device_run.sh - the GPU helper's tests and figures on
+# bench/gpu_device_run.sh - the GPU helper's tests and figures on
 # a CUDA machine, in one go.
 #
 #   gpu_device_run.sh pack [BUILD]   here: copies what the GPU machine needs
@@ -25,7 +25,7 @@
 #   pytest      pytest.log: tests/integration/test_gpu.py without its
 #               conftest; the one test that needs a hintfs mount and an S3
 #               server (test_cpu_batches_from_a_hintfs_mount) is deselected
-#   bench       bench.log, bench.json: mount-tools/bench/gpu_copy.py
+#   bench       bench.log, bench.json: bench/gpu_copy.py
 #   bench-async bench-async.log, bench-async.json: the same with
 #               --async-reads
 #   decode      decode.log: mount-tools/examples/gpu_decode.py, nvJPEG
@@ -34,7 +34,7 @@
 # At most 8 files, what the device tool brings back; each step's exit
 # status is printed last.
 set -u -o pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/.." || exit 1
 PACK=build-gpudev
 
 pack() {
@@ -144,10 +144,10 @@ run() {
 		--noconftest -p no:cacheprovider -v -rsP \
 		tests/integration/test_gpu.py -k "not hintfs_mount"
 
-	has bench && step bench.log 300 python3 mount-tools/bench/gpu_copy.py \
+	has bench && step bench.log 300 python3 bench/gpu_copy.py \
 		--repeat 20 --json "$OUT/bench.json"
 	has bench-async && step bench-async.log 300 python3 \
-		mount-tools/bench/gpu_copy.py --repeat 20 --async-reads \
+		bench/gpu_copy.py --repeat 20 --async-reads \
 		--json "$OUT/bench-async.json"
 
 	has decode || { printf '%s\n' "${SUMMARY[@]}"; return; }

@@ -58,7 +58,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mount-tools" / "python"))
 
 import hintfs.gpu as hgpu  # noqa: E402
 
@@ -86,7 +86,7 @@ def warm(paths):
 
 
 def make_jpegs(work, n):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mount-tools" / "examples"))
     from gpu_decode import make_jpegs as mk
     mk(work / "jpeg", n)
     return sorted(str(p) for p in (work / "jpeg").rglob("*.jpg"))

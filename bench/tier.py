@@ -15,7 +15,7 @@ dropped) is the yardstick of epoch 2. The kill-9 run kills one mount during
 epoch 2, checks every read of the others byte for byte, remounts the killed
 one on its cache and finishes its epoch.
 
-    /usr/bin/python3 mount-tools/bench/tier.py [--objects 2000] [--out DIR]
+    /usr/bin/python3 bench/tier.py [--objects 2000] [--out DIR]
 
 Runs as root (drops the page cache, mounts). Modest by default: this is a
 shared 2-core machine.
@@ -35,8 +35,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "mount-tools"))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "mount-tools" / "testbed"))
 sys.path.insert(0, str(REPO / "mount-tools" / "python"))
 

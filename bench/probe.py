@@ -12,7 +12,7 @@ machine does not change the figure much) divided by the objects, and, with
 --perf, where those samples fall (perf record of the daemon, by DSO and
 symbol).
 
-    HINTFS_BUILD=build /usr/bin/python3 mount-tools/bench/probe.py \
+    HINTFS_BUILD=build /usr/bin/python3 bench/probe.py \
         --workdir /tmp/probe [--images 2000] [--rtt 20] [--perf]
 """
 

@@ -18,7 +18,7 @@ objects of --size bytes to a bucket of the RGW at --rgw (its env file), then:
 - with --strace, the same two without valgrind under `strace -c -f`:
   system calls per object.
 
-    HINTFS_BUILD=build /usr/bin/python3 mount-tools/bench/cold_ir.py \
+    HINTFS_BUILD=build /usr/bin/python3 bench/cold_ir.py \
         --rgw /tmp/dev-rgw --workdir /tmp/cold-ir [--objects 500] [--strace]
 """
 

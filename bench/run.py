@@ -2,7 +2,7 @@
 """hintfs benchmark (doc/benchmarks.md): local disk, hintfs with and without a hint,
 s3fs and rclone, and the S3 server's own ceiling, side by side in one run on
 one generated dataset, through the project's delay proxy in front of a local
-Ceph RGW. Run it with mount-tools/bench.sh; `--help` lists the options.
+Ceph RGW. Run it with bench/bench.sh; `--help` lists the options.
 
 Per system, mode and round trip: a fresh mount with empty caches, then
 epoch 1 (cold: page cache dropped) and epoch 2 (warm: page cache dropped
@@ -29,16 +29,17 @@ import sys
 import time
 from pathlib import Path
 
-# Run as a script: import from mount-tools/ (bench), python/ (hintfs) and
-# testbed/ (s3proxy) instead of this script's folder.
-_TOOLS = Path(__file__).resolve().parents[1]
-sys.path[0:1] = [str(_TOOLS), str(_TOOLS / "python"),
-                 str(_TOOLS / "testbed")]
+# Run as a script: import from the repository's root (bench),
+# mount-tools/python (hintfs) and mount-tools/testbed (s3proxy) instead of
+# this script's folder.
+_REPO = Path(__file__).resolve().parents[1]
+sys.path[0:1] = [str(_REPO), str(_REPO / "mount-tools" / "python"),
+                 str(_REPO / "mount-tools" / "testbed")]
 
 from bench import common, report, sysutil, systems  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parent
 CLIENT = HERE / "client.py"
 PYTHON = "/usr/bin/python3"
 MODES = ("train", "gpu", "raw")
@@ -64,7 +65,7 @@ def csv_list(conv):
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="bench.sh",
-        description="hintfs vs local disk, s3fs and rclone; see the README. "
+        description="hintfs vs local disk, s3fs and rclone; see bench/README.md. "
         "`bench.sh scale --help`: the namespace-scale benchmark; "
         "`bench.sh packed --help`: packed datasets (zip, tar shards); "
         "`bench.sh report [DIR]`: print and plot DIR/results.json again.")

@@ -43,10 +43,10 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-# mount-tools/ (bench) and mount-tools/python (hintfs) instead of this
-# script's folder.
-_TOOLS = Path(__file__).resolve().parents[1]
-sys.path[0:1] = [str(_TOOLS), str(_TOOLS / "python")]
+# the repository's root (bench) and mount-tools/python (hintfs) instead of
+# this script's folder.
+_REPO = Path(__file__).resolve().parents[1]
+sys.path[0:1] = [str(_REPO), str(_REPO / "mount-tools" / "python")]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

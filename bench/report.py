@@ -357,7 +357,7 @@ def targets(rows, meta):
     if not any5:
         missing("5. hintfs without a hint vs s3fs/rclone")
     out.append("6. daemon RSS and mount time for 10k/100k objects: "
-               "`mount-tools/bench.sh scale`")
+               "`bench/bench.sh scale`")
     return "\n".join(out)
 
 
