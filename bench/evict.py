@@ -3,7 +3,7 @@ cache, against the fewest any cache of that size could make (Belady's
 furthest next use over all the epochs' orders) and against LRU
 (doc/benchmarks.md, "Eviction: a dataset twice the cache").
 
-N objects of one size (default 4,000 of 100 KB) on the testbed's fast
+N objects of one size (default 4,000 of 100 KB) on the test servers' fast
 origin, through the delay proxy (--rtt, 20 ms; 0: straight to the origin),
 one mount with -o cache_size= half the dataset's bytes, so that the cache
 holds K = N/2 objects: the capacity counts each object's own bytes only

@@ -1,5 +1,5 @@
 """`bench.sh fastorigin`: hintfs against the bare libcurl client on the
-testbed's fast origin (doc/design.md section 4), side by side in one run, so
+test servers' fast origin (doc/design.md section 4), side by side in one run, so
 that a small machine measures the client and not the server (the RGW costs
 ~1 ms of CPU per GET).
 

@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 
 # Run as a script: import from the repository's root (bench),
-# mount-tools/python (hintfs) and mount-tools/testbed (s3proxy) instead of
+# mount-tools/python (hintfs) and tests/servers (s3proxy) instead of
 # this script's folder.
 _REPO = Path(__file__).resolve().parents[1]
 sys.path[0:1] = [str(_REPO), str(_REPO / "mount-tools" / "python"),
-                 str(_REPO / "mount-tools" / "testbed")]
+                 str(_REPO / "tests" / "servers")]
 
 from bench import common, report, sysutil, systems  # noqa: E402
 
@@ -305,7 +305,7 @@ class Bench:
     def start_proxies(self, stack):
         from s3proxy import Proxy
         for rtt in self.args.rtt:
-            px = Proxy()  # $HINTFS_BUILD/mount-tools/testbed/s3proxy
+            px = Proxy()  # $HINTFS_BUILD/tests/servers/s3proxy
             stack.callback(px.stop)
             px.start(self.rgw_env["AWS_ENDPOINT_URL"], rtt_ms=rtt)
             self.proxies[rtt] = (px, sysutil.LogTail(px.log_path))

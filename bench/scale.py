@@ -9,7 +9,7 @@ listing and the data come from the cache), read everything again, unmount.
 Reported: mount times, listing time, files/s, GETs the proxy saw, and the
 daemon's RSS after mounting and its peak (VmHWM).
 
-`--origin fast` serves the objects from the testbed's fast origin instead
+`--origin fast` serves the objects from the test servers' fast origin instead
 of the RGW (which cannot hold 1.28 million uploads in reasonable time):
 ImageNet's training layout, `train/nXXXXXXXX/nXXXXXXXX_N.JPEG` in
 --classes folders (default 1,000; 1,281,167 objects make the real set's
@@ -62,7 +62,7 @@ def parse_args(argv):
                     "their own key: 33-37 bytes)")
     ap.add_argument("--origin", choices=("rgw", "fast"), default="rgw",
                     help="rgw: the Ceph RGW, objects in folders of 100 "
-                    "(uploaded once); fast: the testbed's fast origin, "
+                    "(uploaded once); fast: the test servers' fast origin, "
                     "ImageNet's layout (made once on local disk)")
     ap.add_argument("--classes", type=int, default=1000,
                     help="--origin fast: class folders (default 1000)")

@@ -20,7 +20,6 @@ from bench import common
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 REPO = Path(__file__).resolve().parents[1]
-MOUNT_TOOLS = REPO / "mount-tools"
 
 
 # ------------------------------------------------------------------ /proc
@@ -232,7 +231,7 @@ def workdir_lock(workdir):
 
 
 class Rgw:
-    """The single-node Ceph RGW of mount-tools/testbed/rgw.sh in a persistent
+    """The single-node Ceph RGW of tests/servers/rgw.sh in a persistent
     directory, so the buckets survive between benchmark runs (a clean stop
     saves the memstore; a restart takes ~5 s)."""
 
@@ -244,7 +243,7 @@ class Rgw:
 
     def _run(self, cmd):
         env = dict(os.environ, RGW_MEMSTORE_BYTES=str(self.memstore_bytes))
-        rgw_sh = MOUNT_TOOLS / "testbed" / "rgw.sh"
+        rgw_sh = REPO / "tests" / "servers" / "rgw.sh"
         return subprocess.run(["bash", str(rgw_sh), cmd,
                                str(self.dir)], env=env, capture_output=True,
                               text=True)

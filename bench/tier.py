@@ -37,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "mount-tools" / "testbed"))
+sys.path.insert(0, str(REPO / "tests" / "servers"))
 sys.path.insert(0, str(REPO / "mount-tools" / "python"))
 
 from bench import common, sysutil  # noqa: E402

@@ -29,8 +29,6 @@ EXCEPTIONS = {
     ("fs", "prefetch/s3/creds_chain.h"),
     # hintfs-ctl reads and exports the stats rows from the daemon's table.
     ("mount-tools/ctl", "fs/stats.def"),
-    # The fast origin serves HTTP with the proxy's code.
-    ("mount-tools/testbed/origin", "mount-tools/testbed/s3proxy/http.h"),
 }
 SKIP = ("build", "subprojects", ".git", "tests")
 INCLUDERS = re.compile(r"Includers:\s*(.*?)(?:\.\s|\*/|$)", re.S)

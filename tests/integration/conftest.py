@@ -5,9 +5,9 @@ Run from the source tree against a build directory:
     cd <repo> && HINTFS_BUILD=build /usr/bin/python3 -m pytest tests/integration -q
 
 - `rgw` (session): a single-node Ceph RGW on 127.0.0.1 started with
-  mount-tools/testbed/rgw.sh in a temporary directory and always stopped at
+  tests/servers/rgw.sh in a temporary directory and always stopped at
   the end of the session. For quick iterations reuse a running one instead:
-  `mount-tools/testbed/rgw.sh start /tmp/dev-rgw` once, then set
+  `tests/servers/rgw.sh start /tmp/dev-rgw` once, then set
   HINTFS_TEST_RGW_DIR=/tmp/dev-rgw (or HINTFS_TEST_ENDPOINT plus
   HINTFS_TEST_ACCESS_KEY / HINTFS_TEST_SECRET_KEY).
 - `s3`: a boto3 client (path-style, us-east-1); `bucket`: a fresh bucket per
@@ -54,7 +54,7 @@ import botocore.exceptions
 import workload
 
 REPO = Path(__file__).resolve().parents[2]
-RGW_SH = REPO / "mount-tools" / "testbed" / "rgw.sh"
+RGW_SH = REPO / "tests" / "servers" / "rgw.sh"
 # The pair rgw.sh creates unless told otherwise.
 DEFAULT_ACCESS_KEY = "hintfsaccesskey"
 DEFAULT_SECRET_KEY = "hintfssecretkey123"

@@ -1,4 +1,4 @@
-"""The testbed's fast origin (mount-tools/testbed/origin)
+"""The test servers' fast origin (tests/servers/origin)
 behaves as S3 does for what hintfs and the benchmark ask of it: checked with
 boto3, the client whose S3 semantics the RGW tests already trust, and with
 a hintfs mount that reads every file through it.

@@ -1,4 +1,4 @@
-"""The test suite's own S3 proxy (mount-tools/testbed/s3proxy/, doc/design.md
+"""The test suite's own S3 proxy (tests/servers/s3proxy/, doc/design.md
 section 4) between boto3 or a raw socket and the real RGW: bytes pass unchanged, the
 log lists what was asked, the delay is added, and each fault does to a
 client what it claims to: 503 SlowDown and 500 with S3 error documents,

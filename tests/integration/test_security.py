@@ -43,7 +43,7 @@ from proxy import Proxy
 import hintfs
 
 REPO = Path(__file__).resolve().parents[2]
-GEN_CERT = REPO / "mount-tools" / "testbed" / "gen-cert.sh"
+GEN_CERT = REPO / "tests" / "servers" / "gen-cert.sh"
 NOBODY = 65534
 
 

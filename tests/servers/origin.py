@@ -1,4 +1,4 @@
-"""Drive `origin`, the fast S3 origin of the testbed (doc/design.md
+"""Drive `origin`, the fast S3 origin of the test servers (doc/design.md
 section 4), from Python: the tests and the benchmark.
 
     from origin import Origin
@@ -7,7 +7,7 @@ section 4), from Python: the tests and the benchmark.
         o.start(directory, workers=1)   # each subdirectory is a bucket
         ... point a path-style client at o.endpoint, any credentials ...
 
-The binary is $ORIGIN_BIN, else $HINTFS_BUILD/mount-tools/testbed/origin
+The binary is $ORIGIN_BIN, else $HINTFS_BUILD/tests/servers/origin
 (default build dir: <repo>/build). It reads and hashes the directory once,
 at start: files changed later are not seen. Stopping sends SIGTERM and
 waits; the server then prints a summary line, parsed by Origin.summary().
@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from s3proxy import read_port_line, stop_process, testbed_binary
+from s3proxy import read_port_line, stop_process, server_binary
 
 __all__ = ["Origin", "OriginError", "origin_binary"]
 
@@ -33,7 +33,7 @@ class OriginError(RuntimeError):
 
 def origin_binary():
     """Path of the origin executable (it may not exist)."""
-    return testbed_binary("origin", "ORIGIN_BIN")
+    return server_binary("origin", "ORIGIN_BIN")
 
 
 class Origin:

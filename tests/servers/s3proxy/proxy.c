@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/s3proxy/proxy.c - the proxy proper: one thread per client
+ * tests/servers/s3proxy/proxy.c - the proxy proper: one thread per client
  * connection, the delay, the fault decisions, the request log.
  *
  * Owns the connections: each has a thread with blocking I/O, the client

@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/origin/store.h - the fast origin's catalogue: the
+ * tests/servers/origin/store.h - the fast origin's catalogue: the
  * buckets and objects of one directory, read once at start-up.
  * Private to the origin. Immutable once store_open() returns, so any
  * thread may read it without a lock.

@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/origin/s3.h - the S3 requests the fast origin
+ * tests/servers/origin/s3.h - the S3 requests the fast origin
  * answers, turned into responses. Private to the origin. Functions may be
  * called from any thread on the objects that thread owns; the store is
  * only read.

@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/s3proxy/proxy.h - the proxy proper: connections, the
+ * tests/servers/s3proxy/proxy.h - the proxy proper: connections, the
  * delay, the faults, the request log. Private to s3proxy; main.c fills a
  * config from the command line and feeds accepted sockets in.
  */

@@ -9,7 +9,7 @@ the benchmark.
         ... point the client at px.endpoint (path-style) ...
         gets = [r for r in px.requests() if r.method == "GET"]
 
-The binary is $S3PROXY_BIN, else $HINTFS_BUILD/mount-tools/testbed/s3proxy (default
+The binary is $S3PROXY_BIN, else $HINTFS_BUILD/tests/servers/s3proxy (default
 build dir: <repo>/build). Its log has one line per completed request; see
 Request for the fields and `s3proxy --help` for the options.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Proxy", "Request", "ProxyError", "proxy_binary", "parse_log",
-           "read_port_line", "stop_process", "testbed_binary"]
+           "read_port_line", "stop_process", "server_binary"]
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 10
@@ -42,12 +42,12 @@ class ProxyError(RuntimeError):
 
 def proxy_binary():
     """Path of the s3proxy executable (it may not exist)."""
-    return testbed_binary("s3proxy", "S3PROXY_BIN")
+    return server_binary("s3proxy", "S3PROXY_BIN")
 
 
-def testbed_binary(name, env_var):
-    """Path of the testbed executable @name: $@env_var, else
-    $HINTFS_BUILD/mount-tools/testbed/@name (default build dir:
+def server_binary(name, env_var):
+    """Path of the test server executable @name: $@env_var, else
+    $HINTFS_BUILD/tests/servers/@name (default build dir:
     <repo>/build). It may not exist."""
     if os.environ.get(env_var):
         return Path(os.environ[env_var])
@@ -58,7 +58,7 @@ def testbed_binary(name, env_var):
             b = REPO / b
     else:
         b = REPO / "build"
-    return b.resolve() / "mount-tools" / "testbed" / name
+    return b.resolve() / "tests" / "servers" / name
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 # Makes the certificates of the TLS tests: a private CA, a server
 # certificate it signs, and an unrelated CA that must not be trusted.
 #
-# Usage: mount-tools/testbed/gen-cert.sh DIR [SAN]
+# Usage: tests/servers/gen-cert.sh DIR [SAN]
 #   DIR/ca.pem, DIR/ca.key            the private CA (self-signed)
 #   DIR/server.pem, DIR/server.key    the server's, signed by it, for SAN
 #                                     (default IP:127.0.0.1,DNS:localhost)

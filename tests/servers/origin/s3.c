@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/origin/s3.c - the S3 API of the fast origin: object
+ * tests/servers/origin/s3.c - the S3 API of the fast origin: object
  * GET (whole, one byte range, If-Match) and HEAD, bucket HEAD,
  * ListObjectsV2, and S3's XML errors.
  *

@@ -6,12 +6,12 @@
 # settings and why each one is there: doc/ceph-rgw.md.
 #
 # Usage:
-#   mount-tools/testbed/rgw.sh start DIR
+#   tests/servers/rgw.sh start DIR
 #           start (or restart a cleanly stopped) cluster; writes DIR/env and
 #           prints the endpoint
-#   mount-tools/testbed/rgw.sh stop DIR
+#   tests/servers/rgw.sh stop DIR
 #           stop exactly the daemons recorded in DIR/*.pid
-#   mount-tools/testbed/rgw.sh status DIR
+#   tests/servers/rgw.sh status DIR
 #           exit 0 if all three daemons run, 3 if not
 #
 # DIR/env is shell-sourceable: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
@@ -141,7 +141,7 @@ sts_conf() {
 
 write_conf() {
 	cat >"$DIR/ceph.conf" <<EOF
-# Written by mount-tools/testbed/rgw.sh: a single-node cluster on 127.0.0.1.
+# Written by tests/servers/rgw.sh: a single-node cluster on 127.0.0.1.
 [global]
 fsid = $FSID
 mon host = v2:127.0.0.1:$MON_PORT

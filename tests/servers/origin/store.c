@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/origin/store.c - the catalogue of the fast origin.
+ * tests/servers/origin/store.c - the catalogue of the fast origin.
  *
  * Owns the bucket list and, per bucket, the array of its objects sorted
  * by key. Everything is read and hashed before the server listens, so

@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/origin/main.c - origin: a fast S3 origin for
+ * tests/servers/origin/main.c - origin: a fast S3 origin for
  * measuring the client (doc/design.md section 4). Serves
  * one directory, read and hashed at start-up, on 127.0.0.1: its
  * subdirectories are buckets, the files below them objects.

@@ -1,9 +1,10 @@
 /*
- * mount-tools/testbed/s3proxy/http.h - the HTTP/1.1 the test servers need:
+ * tests/servers/s3proxy/http.h - the HTTP/1.1 the test servers need:
  * parsing of message heads, relaying of bodies with their framing tracked,
  * and the listening socket. Shared by s3proxy and the fast origin
- * (testbed/origin); private to the testbed. Every function may be called
- * from any thread on objects that thread owns; none keeps state of its own.
+ * (tests/servers/origin); private to the test servers. Every function may
+ * be called from any thread on objects that thread owns; none keeps state
+ * of its own.
  */
 #ifndef S3PROXY_HTTP_H
 #define S3PROXY_HTTP_H

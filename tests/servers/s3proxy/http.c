@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/s3proxy/http.c - message heads and bodies of HTTP/1.1,
+ * tests/servers/s3proxy/http.c - message heads and bodies of HTTP/1.1,
  * just enough for a proxy that forwards them unchanged.
  *
  * Owns no state: the caller's struct ibuf holds what was received and not

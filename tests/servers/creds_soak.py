@@ -2,11 +2,11 @@
 """A long read run across many credential expiries (doc/benchmarks.md,
 "Credentials across expiries").
 
-    /usr/bin/python3 mount-tools/testbed/creds_soak.py [--minutes 5] [--life 20]
+    /usr/bin/python3 tests/servers/creds_soak.py [--minutes 5] [--life 20]
         [--provider imds|container|web-identity] [--build build]
         [--rgw-dir DIR] [--readers 4] [--files 200]
 
-Starts a Ceph RGW with STS (RGW_STS=1 mount-tools/testbed/rgw.sh, in a
+Starts a Ceph RGW with STS (RGW_STS=1 tests/servers/rgw.sh, in a
 temporary directory unless --rgw-dir names a running one, started so),
 makes a role and a bucket of --files objects, and mounts it with credentials from a loopback provider
 (tests/integration/creds_servers.py) that hands out RGW STS credentials
@@ -49,7 +49,7 @@ def sh(*argv, **kw):
 
 
 def start_rgw(rgw_dir):
-    p = sh("bash", str(REPO / "mount-tools" / "testbed" / "rgw.sh"), "start",
+    p = sh("bash", str(REPO / "tests" / "servers" / "rgw.sh"), "start",
            str(rgw_dir), timeout=300, env=dict(os.environ, RGW_STS="1"))
     if p.returncode:
         sys.exit(f"creds_soak: rgw.sh start failed:\n{p.stderr}")
@@ -233,7 +233,7 @@ def main():
             if s is not None:
                 s.close()
         if own_rgw:
-            sh("bash", str(REPO / "mount-tools" / "testbed" / "rgw.sh"), "stop",
+            sh("bash", str(REPO / "tests" / "servers" / "rgw.sh"), "stop",
                str(rgw_dir), timeout=120)
         shutil.rmtree(work, ignore_errors=True)
     ok = (result.get("failed_reads") == 0 and result.get("wrong_reads") == 0

@@ -1,5 +1,5 @@
 /*
- * mount-tools/testbed/s3proxy/main.c - s3proxy: a delaying, fault-injecting
+ * tests/servers/s3proxy/main.c - s3proxy: a delaying, fault-injecting
  * HTTP/1.1 proxy between an S3 client (hintfs, boto3, curl) and the S3
  * server of the tests, the demo and the benchmark (Ceph RGW). doc/design.md
  * section 4.
