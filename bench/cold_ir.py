@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 
 from bench import common, sysutil  # noqa: E402
+import testbed  # noqa: E402
 
 # Valgrind runs the daemon ~50x slower: the mount (listing) takes seconds.
 MOUNT_TIMEOUT_S = 120
@@ -232,7 +233,7 @@ def main():
     args.hintfs = Path(os.environ.get("HINTFS_BUILD", "build")) / "fs/hintfs"
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    rgw = common.read_env(Path(args.rgw) / "env")
+    rgw = testbed.read_env(Path(args.rgw) / "env")
     keys = keys_of(args.objects)
     upload(common.s3_client(rgw), args.bucket, keys, args.size)
     n = len(keys)

@@ -1,12 +1,11 @@
 """Helpers of the benchmark (bench/; the demo is the benchmark
-cut down): the sample ImageFolder dataset, uploads, the RGW
-env file, dropping the page cache.
+cut down): the sample ImageFolder dataset, uploads, hints. The RGW, its
+env file, the mount table and the page cache are tests/servers/testbed.py's.
 
 Everything here is plain Python plus PIL and boto3 from Debian; nothing
 imports torch.
 """
 
-import os
 import random
 import time
 import zlib
@@ -24,10 +23,6 @@ def send_hint(root, paths, epoch=None, stream=None):
     """Sends @paths (relative to @root) as a hint to the hintfs mounted at
     @root, written by hintfs.hint.format_hint, through its control socket
     (hintfs.control: the mount itself is read-only)."""
-    import sys
-    py = str(Path(__file__).resolve().parents[1] / "mount-tools" / "python")
-    if py not in sys.path:
-        sys.path.append(py)
     import hintfs
     from hintfs.hint import format_hint
     hintfs.control(root, "hint",
@@ -41,10 +36,6 @@ def hint_answer(root, stream):
     "stream=S entries=N refused=M" (write_hint returns only the stream and
     leaves refusals to the stats). A daemon without range hints refuses
     range lines as unknown paths: entries=0 refused=N."""
-    import sys
-    py = str(Path(__file__).resolve().parents[1] / "mount-tools" / "python")
-    if py not in sys.path:
-        sys.path.append(py)
     import hintfs
     last = hintfs.stats(root).get("hint", {}).get("last", {})
     refused = sum(last.get(k, 0) for k in ("unknown", "too_long", "bad_utf8",
@@ -56,16 +47,6 @@ def hint_answer(root, stream):
 def log(msg):
     """One progress line, with the time of day."""
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def read_env(path):
-    """KEY=VALUE lines of a shell-sourceable env file (rgw.sh's DIR/env)."""
-    env = {}
-    for line in Path(path).read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            env[k.strip()] = v.strip()
-    return env
 
 
 def class_dir_name(index, classes):
@@ -179,7 +160,7 @@ def upload(s3, root, bucket, threads=16):
 
 
 def s3_client(rgw_env, pool=16):
-    """A boto3 client for the endpoint and keys of @rgw_env (read_env's
+    """A boto3 client for the endpoint and keys of @rgw_env (testbed.read_env's
     dict), path-style."""
     import boto3
     import botocore.config
@@ -190,17 +171,6 @@ def s3_client(rgw_env, pool=16):
                         config=botocore.config.Config(
                             s3={"addressing_style": "path"},
                             max_pool_connections=pool))
-
-
-def drop_page_cache():
-    """Cold-cache runs: writes back dirty pages and drops the page cache,
-    dentries and inodes. Needs root; returns False where it could not."""
-    try:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def run_bench(bench):

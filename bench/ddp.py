@@ -22,17 +22,13 @@ from pathlib import Path
 from bench import common, scale, sysutil, systems
 
 TRAIN = r'''
-import os, sys, time
+import sys, time
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets, transforms
 
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+from testbed import drop_page_cache  # on PYTHONPATH, as hintfs is
 
 
 def run(rank, world, root, epochs, init):
@@ -45,8 +41,8 @@ def run(rank, world, root, epochs, init):
     dl = DataLoader(ds, batch_size=64, sampler=sampler, num_workers=2)
     for ep in range(epochs):
         sampler.set_epoch(ep)
-        if rank == 0:
-            drop_caches()
+        if rank == 0 and not drop_page_cache():
+            sys.exit("ddp: could not drop the page cache (needs root)")
         dist.barrier()
         if rank == 0:
             print(f"begin {ep + 1}", flush=True)
@@ -93,7 +89,8 @@ def train(cmd, root, tmp, meter):
     script.write_text(TRAIN)
     init = Path(tmp) / f"init-{os.getpid()}-{len(list(Path(tmp).iterdir()))}"
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(sysutil.REPO / "mount-tools" / "python")
+    env["PYTHONPATH"] = os.pathsep.join(
+        str(sysutil.REPO / d) for d in ("mount-tools/python", "tests/servers"))
     err = Path(tmp) / "train.err"
     epochs, s0, out = [], None, []
     with open(err, "w") as errf:

@@ -55,6 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import common, sysutil
+import testbed
 # The fast origin accepts any signature; hintfs signs with these.
 from bench.fastorigin import ENV
 
@@ -431,25 +432,6 @@ def make_objects(root, n, kb, classes, seed):
     return sums
 
 
-def drop_file_pages(mnt, keys):
-    """Drops the kernel's cached pages of @keys under @mnt, only theirs
-    (posix_fadvise DONTNEED). With zero-message opens an open sends no
-    request and a READ at offset 0 stands for it (fs/follow.c), so this
-    moves no hint cursor. Returns how many could not be opened."""
-    failed = 0
-    for k in keys:
-        try:
-            fd = os.open(mnt / k, os.O_RDONLY)
-        except OSError:
-            failed += 1
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return failed
-
-
 class ProxyGets:
     """The object GETs the proxy logged since the last take(), by key."""
 
@@ -610,7 +592,7 @@ def run_mount(a, endpoint, run_dir, keys, sums, orders, tail, cache_bytes):
             write_epoch_hint(fs.mnt, orders[n - 1], epoch=n)
 
         for n in range(1, len(orders) + 1):
-            failed = drop_file_pages(fs.mnt, keys)
+            failed = testbed.drop_file_pages(fs.mnt, keys, missing_ok=True)
             if failed:
                 raise RuntimeError(f"{failed} files could not be opened")
             if tail:

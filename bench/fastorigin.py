@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import common, scale, sysutil, systems
+import testbed
 
 log = common.log
 # The origin accepts any signature; curl and hintfs sign with these.
@@ -126,7 +127,7 @@ def hintfs_pass(ctx, endpoint, run_dir, order, a, sums):
     fs = systems.Hintfs(ctx)
     fs.mount(endpoint, run_dir)
     try:
-        common.drop_page_cache()
+        testbed.drop_page_cache()
         cpu0 = sysutil.proc_cpu_s(fs.pid)
         common.send_hint(fs.mnt, order, epoch=1)
         secs, nbytes, bad = read_all(fs.mnt, order, a.threads, sums)

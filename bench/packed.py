@@ -72,6 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench import common, run, scale, shards, sysutil, systems
+import testbed
 from hintfs.packed import tar_members, zip_members
 
 MIB = 1 << 20
@@ -523,7 +524,7 @@ class PackedBench:
             yield None
             return
         run_dir = self.workdir / "runs" / f"packed-{tag}"
-        common.drop_page_cache()
+        testbed.drop_page_cache()
         try:
             fs.mount(self.px.endpoint, run_dir)
         except RuntimeError as e:
@@ -582,7 +583,7 @@ class PackedBench:
         meter = sysutil.server_meter(self.bench.rgw, self.px,
                                      lambda: self.fs and self.fs.pid)
         if drop:
-            common.drop_page_cache()
+            testbed.drop_page_cache()
         st0 = fs.stats() if fs else None
         self.tail.mark()
         c0 = meter.snapshot()
@@ -883,7 +884,7 @@ class PackedBench:
                     a.shard_mib * MIB if k.startswith("shards-") else
                     a.images * 120_000) for k, p in objs.items())
         need += a.images * 120_000   # the loose files
-        self.bench.rgw = sysutil.Rgw(
+        self.bench.rgw = testbed.Rgw(
             self.workdir / "rgw",
             memstore_bytes=max(4 << 30, int(need * MEMSTORE_SLACK)))
         t_start = time.monotonic()

@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 
 from bench import common, run, sysutil, systems  # noqa: E402
+import testbed  # noqa: E402
 from bench.sysutil import thread_cpu  # noqa: E402
 
 
@@ -203,7 +204,7 @@ def main():
                     results.append(phase("cold", sysobj, root, order,
                                          a.threads, a, run_dir))
                     for i in range(a.warm_rounds):
-                        common.drop_page_cache()
+                        testbed.drop_page_cache()
                         def scan():
                             # As ImageFolder's scan and HintedSampler do
                             # before an epoch: every file looked up, then

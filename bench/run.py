@@ -29,14 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-# Run as a script: import from the repository's root (bench),
-# mount-tools/python (hintfs) and tests/servers (s3proxy) instead of
-# this script's folder.
-_REPO = Path(__file__).resolve().parents[1]
-sys.path[0:1] = [str(_REPO), str(_REPO / "mount-tools" / "python"),
-                 str(_REPO / "tests" / "servers")]
+# Run as a script: import from the repository's root (bench, which puts
+# hintfs and the test servers' wrappers on the path) instead of this
+# script's folder.
+sys.path[0:1] = [str(Path(__file__).resolve().parents[1])]
 
 from bench import common, report, sysutil, systems  # noqa: E402
+import testbed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -205,7 +204,7 @@ class Bench:
         self.data_dir = self.workdir / f"data-{args.images}-c{args.classes}"
         self.sums_path = self.data_dir / ".sums.json"
         self.bucket = f"hintfs-bench-{args.images}-c{args.classes}"
-        self.rgw = sysutil.Rgw(self.workdir / "rgw",
+        self.rgw = testbed.Rgw(self.workdir / "rgw",
                                memstore_bytes=max(4 << 30,
                                                   args.images * 400_000))
         self.rgw_env = None
@@ -260,7 +259,7 @@ class Bench:
 
     def start_rgw(self):
         t0 = time.monotonic()
-        note = self.rgw.start()
+        note = self.rgw.start(wipe_broken=True)
         self.rgw_env = self.rgw.env
         log(f"Ceph RGW ({note}) at {self.rgw_env['AWS_ENDPOINT_URL']} in "
             f"{time.monotonic() - t0:.1f} s")
@@ -353,7 +352,7 @@ class Bench:
         # Enough keys that curl is never short of work before the stop.
         reps = -(-CEILING_RATE_MAX * (span + 8) // len(order))
         for conns in self.args.ceiling_conns:
-            common.drop_page_cache()
+            testbed.drop_page_cache()
             load = sysutil.loadavg()
             s0 = self.snapshot(None, rtt)
             tail.mark()
@@ -420,7 +419,7 @@ class Bench:
         tail = self.proxies[rtt][1] if sysobj.uses_proxy else None
         client = None
         keep_dir = False
-        common.drop_page_cache()
+        testbed.drop_page_cache()
         try:
             try:
                 root = sysobj.mount(endpoint, run_dir)
@@ -460,7 +459,7 @@ class Bench:
                 row.update(mount_s=sysobj.mount_s, setup_s=ready["setup_s"],
                            page_cache="kept" if epoch >= 3 else "dropped")
                 if epoch < 3:
-                    common.drop_page_cache()
+                    testbed.drop_page_cache()
                 row["load"] = sysutil.loadavg()
                 st0 = sysobj.stats()
                 s0 = self.snapshot(sysobj.pid, rtt)

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from bench import common, sysutil, systems
+import testbed
 
 PER_DIR = 100
 UPLOAD_PARALLEL = 64
@@ -328,7 +329,7 @@ def one_pass(ctx, endpoint, tail, run_dir, phase, a, expect, sample=None,
     tail.mark()
     off0 = tail.off
     if drop and not a.no_drop:
-        common.drop_page_cache()
+        testbed.drop_page_cache()
     cpu0 = {name: sysutil.proc_cpu_s(pid) for name, pid in servers}
     fs.mount(endpoint, run_dir, fresh=fresh)
     try:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench import common, scale, sysutil, systems
+import testbed
 
 MIB = 1 << 20
 CHECK_EVERY_MIB = 16
@@ -118,7 +119,7 @@ def hint(mnt, names, readers):
 def fs_pass(fs, names, a, cold, meter):
     st0 = fs.stats() or {}
     if not cold:
-        common.drop_page_cache()
+        testbed.drop_page_cache()
     c0 = meter.snapshot()
     if cold:
         hint(fs.mnt, names, a.readers)
@@ -169,7 +170,7 @@ def main(argv):
         meter = sysutil.server_meter(rgw, px, lambda: fs and fs.pid)
 
         def local(when):
-            common.drop_page_cache()
+            testbed.drop_page_cache()
             c0 = meter.snapshot()
             mbs, secs, bad = read_pass(data, names, a.readers)
             rows.append({"system": "local", "pass": f"page cache dropped, "

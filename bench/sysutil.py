@@ -16,6 +16,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import testbed
+
 from bench import common
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -120,32 +122,13 @@ def loadavg():
 # ------------------------------------------------------------------ mounts
 
 
-def _unescape(s):
-    return (s.replace("\\040", " ").replace("\\011", "\t")
-            .replace("\\012", "\n").replace("\\134", "\\"))
-
-
-def mount_fstype(path):
-    """The filesystem type mounted exactly at @path per
-    /proc/self/mountinfo, or None."""
-    path = os.path.realpath(path)
-    fstype = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            parts = left.split()
-            if len(parts) > 4 and _unescape(parts[4]) == path:
-                fstype = right.split()[0]  # the last mount on top wins
-    return fstype
-
-
 def wait_mounted(path, proc, timeout, log_path=None):
     """Waits until a FUSE filesystem is mounted at @path. Raises
     RuntimeError if @proc (the daemon) exits first or @timeout passes."""
     deadline = time.monotonic() + timeout
     while True:
-        fs = mount_fstype(path)
-        if fs and fs.startswith("fuse"):
+        m = testbed.mount_at(path)
+        if m and m.fstype.startswith("fuse"):
             return
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} "
@@ -185,7 +168,7 @@ def unmount(path, proc, timeout=30):
     Returns a list of problems (strings), empty if all went as expected."""
     problems = []
     for attempt in range(5):
-        if not mount_fstype(path):
+        if not testbed.mounted(path):
             break
         r = subprocess.run(["fusermount3", "-u", str(path)],
                            capture_output=True, text=True)
@@ -203,7 +186,7 @@ def unmount(path, proc, timeout=30):
             problems.append(f"{Path(proc.args[0]).name} (pid {proc.pid}) "
                             f"still running {timeout} s after the unmount")
             stop_process(proc)
-    if mount_fstype(path):
+    if testbed.mounted(path):
         subprocess.run(["fusermount3", "-u", "-z", str(path)],
                        capture_output=True)
     return problems
@@ -230,59 +213,6 @@ def workdir_lock(workdir):
 # ------------------------------------------------------------------ Ceph RGW
 
 
-class Rgw:
-    """The single-node Ceph RGW of tests/servers/rgw.sh in a persistent
-    directory, so the buckets survive between benchmark runs (a clean stop
-    saves the memstore; a restart takes ~5 s)."""
-
-    def __init__(self, directory, memstore_bytes=4 << 30):
-        self.dir = Path(directory)
-        self.memstore_bytes = memstore_bytes
-        self.env = None
-        self.started = False
-
-    def _run(self, cmd):
-        env = dict(os.environ, RGW_MEMSTORE_BYTES=str(self.memstore_bytes))
-        rgw_sh = REPO / "tests" / "servers" / "rgw.sh"
-        return subprocess.run(["bash", str(rgw_sh), cmd,
-                               str(self.dir)], env=env, capture_output=True,
-                              text=True)
-
-    def start(self):
-        """Starts (or restarts) the cluster; a directory that cannot be
-        restarted is wiped and a fresh cluster made (its buckets are then
-        uploaded again). Returns a note about what happened."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fresh = not (self.dir / "env").exists()
-        r = self._run("start")
-        note = "fresh" if fresh else "restarted"
-        if r.returncode != 0 and not fresh:
-            self._run("stop")
-            subprocess.run(["rm", "-rf", "--", str(self.dir)], check=True)
-            self.dir.mkdir(parents=True)
-            r = self._run("start")
-            note = "restart failed, made a fresh one"
-        if r.returncode != 0:
-            raise RuntimeError("rgw.sh start failed:\n" + r.stderr[-2000:])
-        self.started = True
-        self.env = common.read_env(self.dir / "env")
-        return note
-
-    def pids(self):
-        out = {}
-        for d in ("rgw", "osd", "mon"):
-            try:
-                out[d] = int((self.dir / f"{d}.pid").read_text())
-            except (OSError, ValueError):
-                pass
-        return out
-
-    def stop(self):
-        if self.started:
-            self._run("stop")
-            self.started = False
-
-
 # ------------------------------------------------------------------ proxy log
 
 
@@ -292,9 +222,10 @@ def start_servers(stack, workdir, rtt_ms, **rgw_kw):
     both stopped when @stack closes: what each `bench.sh` subcommand reads
     through. Returns (rgw, proxy)."""
     from s3proxy import Proxy
-    rgw = Rgw(workdir / "rgw", **rgw_kw)
+    rgw = testbed.Rgw(workdir / "rgw", **rgw_kw)
     stack.callback(rgw.stop)
-    common.log(f"Ceph RGW ({rgw.start()}) at {rgw.env['AWS_ENDPOINT_URL']}")
+    note = rgw.start(wipe_broken=True)
+    common.log(f"Ceph RGW ({note}) at {rgw.env['AWS_ENDPOINT_URL']}")
     px = Proxy()
     stack.callback(px.stop)
     px.start(rgw.env["AWS_ENDPOINT_URL"], rtt_ms=rtt_ms)

@@ -37,10 +37,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "servers"))
-sys.path.insert(0, str(REPO / "mount-tools" / "python"))
 
-from bench import common, sysutil  # noqa: E402
+from bench import common  # noqa: E402  (it puts tests/servers on the path)
+import testbed  # noqa: E402
 from s3proxy import Proxy  # noqa: E402
 
 import hintfs  # noqa: E402
@@ -50,12 +49,6 @@ WORLD = 4
 
 
 log = common.log
-
-
-def mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split(" ")[4] == path for line in f)
 
 
 class Node:
@@ -79,7 +72,7 @@ class Node:
                                          stdout=log_f, stderr=log_f,
                                          env=self.env, start_new_session=True)
         deadline = time.monotonic() + 60
-        while not mounted(self.path):
+        while not testbed.mounted(self.path):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mount failed: {self.argv}\n"
                                    + Path(self.log_path).read_text()[-2000:])
@@ -98,7 +91,7 @@ class Node:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if mounted(self.path):
+        if testbed.mounted(self.path):
             subprocess.run(["fusermount3", "-u", "-z", self.path], check=False)
 
     def stats(self):
@@ -151,13 +144,13 @@ class Bench:
         self.args = args
         self.rows = []
         self.notes = []
-        self.rgw = sysutil.Rgw(args.workdir / "rgw",
+        self.rgw = testbed.Rgw(args.workdir / "rgw",
                                memstore_bytes=max(4 << 30,
                                                   args.objects * args.size * 4))
 
     def setup(self):
         a = self.args
-        log(f"Ceph RGW: {self.rgw.start()}")
+        log(f"Ceph RGW: {self.rgw.start(wipe_broken=True)}")
         self.env = self.rgw.env
         self.s3 = common.s3_client(self.env, pool=32)
         self.bucket = f"hintfs-tier-origin-{a.objects}-{a.size}"
@@ -226,7 +219,7 @@ class Bench:
 
     def epoch(self, name, nodes, e, tier_bucket, tpx, kill=False):
         a = self.args
-        common.drop_page_cache()
+        testbed.drop_page_cache()
         o0 = object_requests(self.opx, self.bucket, "GET")
         tg0 = object_requests(tpx, tier_bucket, "GET") if tpx else 0
         tp0 = object_requests(tpx, tier_bucket, "PUT") if tpx else 0
@@ -319,7 +312,7 @@ class Bench:
 
     def warm_epoch(self, name, nodes, e):
         """Every rank reads its last shard again: all in its local cache."""
-        common.drop_page_cache()
+        testbed.drop_page_cache()
         times = [None] * WORLD
         st0 = [n.stats() for n in nodes]
         o0 = object_requests(self.opx, self.bucket, "GET")

@@ -51,10 +51,11 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+import testbed
 import workload
 
 REPO = Path(__file__).resolve().parents[2]
-RGW_SH = REPO / "tests" / "servers" / "rgw.sh"
+RGW_SH = testbed.RGW_SH
 # The pair rgw.sh creates unless told otherwise.
 DEFAULT_ACCESS_KEY = "hintfsaccesskey"
 DEFAULT_SECRET_KEY = "hintfssecretkey123"
@@ -119,17 +120,8 @@ class Rgw:
             config=config)
 
 
-def _read_env_file(path):
-    env = {}
-    for line in Path(path).read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            env[k.strip()] = v.strip()
-    return env
-
-
 def _rgw_from_dir(directory):
-    env = _read_env_file(Path(directory) / "env")
+    env = testbed.read_env(Path(directory) / "env")
     return Rgw(env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"],
                env["AWS_SECRET_ACCESS_KEY"])
 

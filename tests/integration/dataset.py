@@ -9,10 +9,14 @@ it. Data is generated from seeded RNGs, so a failure reproduces.
 
 import hashlib
 import io
-import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import testbed
+
+# The tests' name for it: drop_pages(root, keys) drops those files' pages.
+drop_pages = testbed.drop_file_pages
 
 NAME_MAX = 255
 UPLOAD_THREADS = 16
@@ -57,17 +61,6 @@ def list_objects(s3, bucket, prefix=""):
         for o in page.get("Contents", []):
             out[o["Key"]] = o
     return out
-
-
-def drop_pages(root, keys):
-    """Drops the page cache of each file @keys names under @root (no
-    global drop_caches)."""
-    for k in keys:
-        fd = os.open(os.path.join(root, k), os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def sha256(data):

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import conftest
+import testbed
 from dataset import upload
 
 INSTALLED = Path("/usr/local/bin/hintfs")
@@ -142,19 +143,10 @@ def profile_files(tmp_path, rgw, name="train"):
     return cred, conf
 
 
-def mountinfo(path):
-    """(fstype, source) of the mount at @path, from /proc/self/mountinfo."""
-    path = os.path.realpath(path)
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split(" ")
-        if fields[4] == path:
-            rest = fields[fields.index("-") + 1:]
-            return rest[0], rest[1]
-    return None
-
-
 def check_mount(mnt, bucket, prefix, objects):
-    assert mountinfo(mnt) == ("fuse.hintfs", f"s3://{bucket}/{prefix}")
+    info = testbed.mount_at(mnt)
+    assert (info.fstype, info.source) == ("fuse.hintfs",
+                                          f"s3://{bucket}/{prefix}")
     for k, v in objects.items():
         assert Path(mnt, k[len(prefix) + 1:]).read_bytes() == v
     # Read-only, whatever "rw" mount(8) passed.

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 import dataset
+import testbed
 import workload
 from dataset import upload
 from proxy import Proxy
@@ -405,17 +406,6 @@ def public_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def mount_options(path):
-    """The super options of the mount at @path, from mountinfo."""
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] == path:
-                return fields[-1].split(",")
-    return None
-
-
 def read_as_nobody(path):
     return subprocess.run(["cat", str(path)], user=NOBODY,
                           capture_output=True, check=False, timeout=30)
@@ -429,7 +419,7 @@ def test_allow_other_only_when_asked(public_dir, s3, bucket, mount, asked):
     mnt.mkdir()
     m = mount(bucket, mountpoint=mnt,
               options=("allow_other",) if asked else ())
-    assert ("allow_other" in mount_options(m.path)) == asked
+    assert ("allow_other" in testbed.mount_at(m.path).super_options) == asked
     r = read_as_nobody(mnt / "f.txt")
     if asked:
         assert r.returncode == 0 and r.stdout == b"private?", r.stderr

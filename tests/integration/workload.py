@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import testbed
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -70,8 +72,7 @@ def drop_page_cache():
     if os.geteuid() != 0:
         import pytest
         pytest.skip("dropping the page cache needs root")
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    assert testbed.drop_page_cache(), "could not drop the page cache"
 
 
 def wrong_bytes(got, want):

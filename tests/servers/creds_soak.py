@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 import boto3  # noqa: E402
+import testbed  # noqa: E402  (beside this file)
 from creds_servers import (ContainerServer, ExpiryGate, ImdsServer,  # noqa: E402
                            Issuer, StsServer)
 
@@ -46,25 +47,6 @@ ROLE = "hintfs-soak"
 
 def sh(*argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, **kw)
-
-
-def start_rgw(rgw_dir):
-    p = sh("bash", str(REPO / "tests" / "servers" / "rgw.sh"), "start",
-           str(rgw_dir), timeout=300, env=dict(os.environ, RGW_STS="1"))
-    if p.returncode:
-        sys.exit(f"creds_soak: rgw.sh start failed:\n{p.stderr}")
-    env = dict(l.split("=", 1) for l in (rgw_dir / "env").read_text().split()
-               if "=" in l)
-    return env
-
-
-class Rgw:
-    def __init__(self, env, directory):
-        self.endpoint = env["AWS_ENDPOINT_URL"]
-        self.access_key = env["AWS_ACCESS_KEY_ID"]
-        self.secret_key = env["AWS_SECRET_ACCESS_KEY"]
-        self.region = env.get("AWS_REGION", "us-east-1")
-        self.directory = directory
 
 
 def make_role(rgw):
@@ -85,11 +67,6 @@ def make_role(rgw):
     return f"arn:aws:iam:::role/{ROLE}"
 
 
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split(" ")[4] == str(path) for line in f)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=5)
@@ -107,9 +84,14 @@ def main():
     rgw_dir = Path(a.rgw_dir) if a.rgw_dir else work / "rgw"
     own_rgw = not a.rgw_dir
     rgw_dir.mkdir(exist_ok=True)
-    rgw = Rgw(start_rgw(rgw_dir) if own_rgw else
-              dict(l.split("=", 1) for l in (rgw_dir / "env").read_text().split()
-                   if "=" in l), rgw_dir)
+    rgw = testbed.Rgw(rgw_dir, sts=True)
+    if not own_rgw:
+        rgw.attach()
+    else:
+        try:
+            rgw.start()
+        except RuntimeError as e:
+            sys.exit(f"creds_soak: {e}")
     proc = server = gate = None
     mnt = work / "mnt"
     mnt.mkdir()
@@ -158,10 +140,10 @@ def main():
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True)
         deadline = time.monotonic() + 60
-        while not mounted(mnt) and proc.poll() is None and \
+        while not testbed.mounted(mnt) and proc.poll() is None and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
-        if not mounted(mnt):
+        if not testbed.mounted(mnt):
             sys.exit("creds_soak: did not mount:\n" +
                      (work / "hintfs.log").read_text())
 
@@ -221,7 +203,7 @@ def main():
         }
         print(json.dumps(result, indent=2))
     finally:
-        if mounted(mnt):
+        if testbed.mounted(mnt):
             sh("fusermount3", "-u", "-z", str(mnt), timeout=60)
         if proc is not None:
             try:
@@ -232,9 +214,7 @@ def main():
         for s in (server, gate):
             if s is not None:
                 s.close()
-        if own_rgw:
-            sh("bash", str(REPO / "tests" / "servers" / "rgw.sh"), "stop",
-               str(rgw_dir), timeout=120)
+        rgw.stop()  # only the one it started
         shutil.rmtree(work, ignore_errors=True)
     ok = (result.get("failed_reads") == 0 and result.get("wrong_reads") == 0
           and not result.get("secret_in_log"))
