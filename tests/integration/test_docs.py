@@ -173,6 +173,39 @@ def test_man_page_defaults():
                     assert set(got) <= {numbers[name]}, (path.name, name)
 
 
+# A path of the tree as the docs write it: under one of the folders that
+# moved or hold scripts a reader runs (bench/, mount-tools/, tests/...).
+TREE_PATH = re.compile(r"(?<![\w./-])((?:bench|mount-tools|tests/servers|"
+                       r"tests/integration|tests/unit)/[\w./-]*[\w/])")
+# What the docs name that a build makes, not git: pip's outputs.
+GENERATED = ("mount-tools/python/build", "mount-tools/python/hintfs.egg-info")
+
+
+def stale_paths(paths):
+    """(doc, path) for each tree path a doc of @paths names that does not
+    exist: a file or folder moved or removed without its docs."""
+    stale = []
+    for doc in paths:
+        for m in TREE_PATH.finditer(doc.read_text()):
+            rel = m.group(1).rstrip("/.")
+            if "<" in rel or rel in GENERATED or rel.endswith("/test_"):
+                continue  # a pattern ("tests/unit/test_<module>.c")
+            if not (REPO / rel).exists():
+                stale.append((doc.name, rel))
+    return stale
+
+
+def test_docs_name_paths_that_exist(tmp_path):
+    """The commands and files the docs name (bench/bench.sh,
+    tests/servers/rgw.sh...) are where they say; one that moved is caught."""
+    assert stale_paths(docs()) == []
+    moved = tmp_path / "moved.md"
+    moved.write_text("Run `bash mount-tools/bench.sh --quick` and "
+                     "`mount-tools/testbed/rgw.sh start DIR`.\n")
+    assert stale_paths([moved]) == [("moved.md", "mount-tools/bench.sh"),
+                                    ("moved.md", "mount-tools/testbed/rgw.sh")]
+
+
 def test_prose_defaults():
     """"the default `-o pace_ms=1000`": an assignment the word "default"
     comes just before, in any doc, is the table's default."""
