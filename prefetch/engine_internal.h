@@ -352,10 +352,12 @@ struct pf {
 	uint32_t n_blocked;
 	uint32_t ra[PF_RA_MAX]; /* read-ahead slots to fetch, a ring */
 	uint32_t ra_head, ra_n;
-	pthread_t writer; /* the cache writer (writer_main) */
-	bool writer_started;
-	struct pf_net *nets; /* n_nets network threads (engine.c:
-				"Threads") */
+	pthread_t *writers;	/* n_writers cache writers (writer.c) */
+	unsigned int n_writers; /* one per network thread */
+	unsigned int writers_started;
+	unsigned int writers_busy; /* writers in commit_batch(), under mu */
+	struct pf_net *nets;	   /* n_nets network threads (engine.c:
+				      "Threads") */
 	unsigned int n_nets;
 	struct pf_source *src; /* nets[0]'s origin source: its clock is
 				  the engine's */
@@ -371,11 +373,11 @@ struct pf {
 			       the engine stops: waiters recheck
 			       (CLOCK_MONOTONIC) */
 	pthread_cond_t wcv; /* a fetch completed, or the engine stops:
-			       the writer looks */
+			       a writer looks */
 	bool stop;
 	bool writer_stop;	 /* the network threads have ended: the
-				    writer commits what is done, then
-				    ends (pf_stop()) */
+				    writers commit what is done, then
+				    end (pf_stop()) */
 	struct pf_fetch **by_id; /* n_slots entries: the fetch in flight */
 	struct pf_fetch *read_throughs; /* the read-throughs in by_id */
 	struct pf_fetch *ranges;	/* range fetches (readers' jumps into

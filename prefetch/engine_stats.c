@@ -33,6 +33,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	st->inflight = pf->running;
 	st->inflight_limit = pf->limit;
 	st->inflight_cap = pf->cap;
+	st->writers = pf->n_writers;
 	st->get_latency_ns = pf->lat_ns;
 	st->get_rate = pf->rate;
 	st->fetch_mem = pf->mem;

@@ -1,7 +1,10 @@
 /*
- * prefetch/writer.c - the cache writer: the thread that writes completed
- * whole fetches into the cache, so that the network threads never wait on
- * the disk (blob writes, index commits, hole punching, eviction).
+ * prefetch/writer.c - the cache writers: the threads (one per network
+ * thread, engine.c) that write completed whole fetches into the cache, so
+ * that the network threads never wait on the disk (blob writes, index
+ * commits, hole punching, eviction). Each takes its own batches off
+ * pf->done under mu and commits them on its own; the cache serializes
+ * their index commits.
  *
  * Invariant: a fetch leaves the table only after its object is committed
  * (or will not be), so a reader that finds no fetch and misses the cache
@@ -116,28 +119,29 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 }
 
 /*
- * The cache writer: takes completed fetches off the network threads, in
+ * A cache writer: takes completed fetches off the network threads, in
  * batches of up to PF_COMMIT_BATCH objects or PF_COMMIT_BYTES, oldest
- * first. A batch is what completed while the last one was written, so
- * under load one index commit serves many objects, and idle it costs no
- * wait.
+ * first. A batch is what completed while the writers were busy, so under
+ * load one index commit serves many objects, and idle it costs no wait.
  */
 /*
  * The test hook (common/test_hook.h: a test build's only): with
- * HINTFS_FAULT_COMMIT_DELAY_MS=N in the environment, the writer waits N ms
- * before each batch, as a slow disk would; the fetches' memory comes back
- * that much later, off the network threads.
+ * HINTFS_FAULT_COMMIT_DELAY_MS=N in the environment, each writer waits N
+ * ms before each batch, as a slow disk would; the fetches' memory comes
+ * back that much later, off the network threads.
  */
 static long commit_delay_ms(void)
 {
+	static atomic_flag warned = ATOMIC_FLAG_INIT;
 	const char *v = test_hook_env("HINTFS_FAULT_COMMIT_DELAY_MS");
 	long ms = v ? strtol(v, NULL, 10) : 0;
 
 	if (ms <= 0 || ms > 60000)
 		return 0;
-	log_warn("cache writer: HINTFS_FAULT_COMMIT_DELAY_MS=%ld: each commit "
-		 "waits %ld ms (a test hook)",
-		 ms, ms);
+	if (!atomic_flag_test_and_set(&warned))
+		log_warn("cache writer: HINTFS_FAULT_COMMIT_DELAY_MS=%ld: each "
+			 "commit waits %ld ms (a test hook)",
+			 ms, ms);
 	return ms;
 }
 
@@ -167,6 +171,8 @@ void *pf_writer_main(void *arg)
 		}
 		pf->n_done -= n;
 		memmove(pf->done, pf->done + n, pf->n_done * sizeof(*pf->done));
+		if (++pf->writers_busy > pf->st.writers_busy_peak)
+			pf->st.writers_busy_peak = pf->writers_busy;
 		pthread_mutex_unlock(&pf->mu);
 		if (delay_ms)
 			nanosleep(&(struct timespec){.tv_sec = delay_ms / 1000,
@@ -175,6 +181,7 @@ void *pf_writer_main(void *arg)
 				  NULL);
 		commit_batch(pf, batch, n);
 		pthread_mutex_lock(&pf->mu);
+		pf->writers_busy--;
 	}
 	pthread_mutex_unlock(&pf->mu);
 	return NULL;
