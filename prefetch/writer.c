@@ -151,6 +151,9 @@ void *pf_writer_main(void *arg)
 	struct pf_fetch *batch[PF_COMMIT_BATCH];
 	long delay_ms = commit_delay_ms();
 
+	/* Named so that top -H tells the writers from the FUSE workers. */
+	pthread_setname_np(pthread_self(), "hintfs-writer");
+
 	pthread_mutex_lock(&pf->mu);
 	for (;;) {
 		uint64_t bytes = 0;
