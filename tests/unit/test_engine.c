@@ -1433,6 +1433,36 @@ static void test_block_threads(void)
 }
 
 /*
+ * Steps the fake's clock until the writers have committed all @n objects
+ * of @size bytes (a bound on a hang, not a timing), then reads each back:
+ * whether every byte is the fake's.
+ */
+static bool all_committed_right(struct env *e, uint32_t n, uint64_t size)
+{
+	unsigned char *buf = malloc(size);
+	struct pf_stats st;
+	char key[32];
+	bool bytes = buf != NULL;
+
+	for (int i = 0; i < 4000; i++) {
+		pf_get_stats(e->pf, &st);
+		if (st.commit_objects >= n)
+			break;
+		fake_source_advance(e->fs, LATENCY_MS);
+		usleep(1000); /* the writers commit, memory comes back */
+	}
+	committed(e, n);
+	for (uint32_t id = 0; id < n && bytes; id++) {
+		snprintf(key, sizeof(key), "obj/%05u", id);
+		CHECK(pf_read(e->pf, id, buf, size, 0) == (ssize_t)size);
+		for (uint64_t i = 0; i < size && bytes; i++)
+			bytes = buf[i] == fake_source_byte(key, i);
+	}
+	free(buf);
+	return bytes;
+}
+
+/*
  * Several network threads (4): every part of every object (3 parts each)
  * is fetched exactly once, each thread runs some of them, and every
  * object's bytes read back whole and right.
@@ -1441,24 +1471,15 @@ static void test_threads_each_once(void)
 {
 	const uint32_t n = 200;
 	const uint64_t size = 40 * KIB;
-	unsigned char *buf = malloc(size);
 	struct pf_stats st;
 	struct env e;
-	char key[32];
-	bool dup = false, bytes = true;
+	bool dup = false;
 
 	env_start(
 	    &e, n, size,
 	    (struct pf_config){.pace_ms = PF_PACE_OFF, .part_size = 16 * KIB});
 	hint_all(&e, n);
-	for (int i = 0; i < 400; i++) {
-		pf_get_stats(e.pf, &st);
-		if (st.commit_objects >= n)
-			break;
-		fake_source_advance(e.fs, LATENCY_MS);
-		usleep(1000); /* the writer commits, memory comes back */
-	}
-	committed(&e, n);
+	CHECK(all_committed_right(&e, n, size));
 	CHECK(fake_source_starts(e.fs) == 3 * n);
 	for (unsigned i = 0; i < fake_source_starts(e.fs); i++) {
 		uint64_t oi, oj;
@@ -1473,16 +1494,8 @@ static void test_threads_each_once(void)
 	CHECK(!dup);
 	for (unsigned i = 0; i < env_nets; i++)
 		CHECK(fake_source_starts_on(e.fs, i) > 0);
-	for (uint32_t id = 0; id < n && bytes; id++) {
-		snprintf(key, sizeof(key), "obj/%05u", id);
-		CHECK(pf_read(e.pf, id, buf, size, 0) == (ssize_t)size);
-		for (uint64_t i = 0; i < size && bytes; i++)
-			bytes = buf[i] == fake_source_byte(key, i);
-	}
-	CHECK(bytes);
 	pf_get_stats(e.pf, &st);
 	CHECK(st.retries == 0 && st.cache_hits == n);
-	free(buf);
 	env_stop(&e);
 }
 
@@ -1497,32 +1510,20 @@ static void test_threads_each_once(void)
 static void test_writers_in_parallel(void)
 {
 	const uint32_t n = 64;
-	const uint64_t size = 16 * KIB;
-	unsigned char *buf = malloc(size);
 	struct pf_stats st;
 	struct env e;
-	char key[32];
-	bool bytes = true;
 
 	if (!TEST_HOOKS_BUILT) {
 		printf("# test_writers_in_parallel: skipped (no test hooks)\n");
-		free(buf);
 		return;
 	}
 	setenv("HINTFS_FAULT_COMMIT_DELAY_MS", "200", 1);
 	env_start(
-	    &e, n, size,
+	    &e, n, 16 * KIB,
 	    (struct pf_config){.pace_ms = PF_PACE_OFF, .max_inflight = 4});
 	unsetenv("HINTFS_FAULT_COMMIT_DELAY_MS");
 	hint_all(&e, n);
-	for (int i = 0; i < 4000; i++) {
-		pf_get_stats(e.pf, &st);
-		if (st.commit_objects >= n)
-			break;
-		fake_source_advance(e.fs, LATENCY_MS);
-		usleep(1000);
-	}
-	committed(&e, n);
+	CHECK(all_committed_right(&e, n, 16 * KIB));
 	pf_get_stats(e.pf, &st);
 	CHECK(st.writers == env_nets);
 	/* 64 objects, 4 GETs a step, each commit held 200 ms (a step is
@@ -1530,14 +1531,6 @@ static void test_writers_in_parallel(void)
 	 * its own. */
 	CHECK(st.writers_busy_peak >= 2);
 	CHECK(st.writers_busy_peak <= env_nets);
-	for (uint32_t id = 0; id < n && bytes; id++) {
-		snprintf(key, sizeof(key), "obj/%05u", id);
-		CHECK(pf_read(e.pf, id, buf, size, 0) == (ssize_t)size);
-		for (uint64_t i = 0; i < size && bytes; i++)
-			bytes = buf[i] == fake_source_byte(key, i);
-	}
-	CHECK(bytes);
-	free(buf);
 	env_stop(&e);
 }
 
