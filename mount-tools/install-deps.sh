@@ -57,8 +57,10 @@ pkgs=(
 	# the S3 server for tests, demo and benchmark (doc/ceph-rgw.md)
 	ceph-mon ceph-osd radosgw ceph-common
 	# tests and the demo (openssl: the TLS tests' certificates; pyflakes:
-	# mount-tools/lint.sh)
-	python3 python3-pytest python3-pil python3-boto3 openssl python3-pyflakes
+	# mount-tools/lint.sh; xdist: test.sh runs the integration tests in
+	# parallel workers)
+	python3 python3-pytest python3-pytest-xdist python3-pil python3-boto3
+	openssl python3-pyflakes
 	# the format check (mount-tools/format.sh; the version is pinned)
 	clang-format-14
 	# the Python package's install test: pip from the source tree, offline

@@ -20,6 +20,17 @@ Run from the source tree against a build directory:
   or did not stay in the foreground. `module_mount`: the same for mounts
   shared by a module's tests.
 
+Parallel runs: `-n N` (pytest-xdist; mount-tools/test.sh passes it)
+runs the tests in N worker processes. The process that hands them out
+starts the one RGW of the session and gives its directory to the workers
+(HINTFS_TEST_RGW_DIR), so they share it; every other fixture is per test or
+per worker (its own bucket names, mount points, cache directories, proxy
+ports). A test that cannot share the machine with others carries the
+`serial` marker (pytest.ini): test.sh runs those after the parallel part,
+one at a time. At the end of the session (and when a worker dies) every
+mount and process left under the session's temporary folder is unmounted
+and killed, and a clean run that left one fails.
+
 Other knobs: HINTFS_TEST_NET_THREADS (default 2) is the `-o net_threads=`
 every mount gets unless its test names one: the network path runs on
 several threads even on a machine whose cores would give it one (0: none
@@ -83,6 +94,13 @@ HINTFS_BIN = workload.build_dir() / "fs" / "hintfs"
 
 
 def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):
+        # In a parallel run the tests marked slow (a minute each on a
+        # loaded machine) go first, so that they start at once on
+        # different workers instead of queueing behind each other at the
+        # end of the run. The order is the same in every worker, as xdist
+        # requires; a run in one process keeps the modules together.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if os.path.exists("/dev/fuse"):
         return
     here = Path(__file__).parent
@@ -131,6 +149,37 @@ def _stop_rgw(directory):
                    timeout=120, check=False)
 
 
+def _rgw_given():
+    """Whether the environment names a server to use rather than start."""
+    return bool(os.environ.get("HINTFS_TEST_RGW_DIR")
+                or os.environ.get("HINTFS_TEST_ENDPOINT"))
+
+
+def _on_term(signum, frame):
+    # A SIGTERM to pytest becomes KeyboardInterrupt, so the cleanups in
+    # finally blocks and the session's end still run.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _start_rgw():
+    """Starts a cluster in a new temporary folder; returns the folder, or
+    an error text (the folder then removed)."""
+    directory = Path(tempfile.mkdtemp(prefix="hintfs-rgw-"))
+    proc = subprocess.run(["bash", str(RGW_SH), "start", str(directory)],
+                          capture_output=True, text=True, timeout=RGW_START_S)
+    if proc.returncode == 0:
+        return directory, None
+    _remove_rgw(directory)
+    return None, f"rgw.sh start failed ({proc.returncode}):\n{proc.stderr}"
+
+
+def _remove_rgw(directory):
+    _stop_rgw(directory)
+    if not os.environ.get("HINTFS_TEST_KEEP"):
+        subprocess.run(["rm", "-rf", "--one-file-system", str(directory)],
+                       check=False)
+
+
 @pytest.fixture(scope="session")
 def rgw():
     if os.environ.get("HINTFS_TEST_RGW_DIR"):
@@ -142,28 +191,19 @@ def rgw():
                   os.environ.get("HINTFS_TEST_SECRET_KEY", DEFAULT_SECRET_KEY))
         return
 
-    directory = Path(tempfile.mkdtemp(prefix="hintfs-rgw-"))
-    # A SIGTERM to pytest becomes KeyboardInterrupt, so the finally below
-    # still stops the cluster.
-    def on_term(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    old_term = signal.signal(signal.SIGTERM, on_term)
+    old_term = signal.signal(signal.SIGTERM, _on_term)
+    directory = None
     try:
-        proc = subprocess.run(["bash", str(RGW_SH), "start", str(directory)],
-                              capture_output=True, text=True,
-                              timeout=RGW_START_S)
-        if proc.returncode != 0:
-            pytest.fail(f"rgw.sh start failed ({proc.returncode}):\n"
-                        f"{proc.stderr}", pytrace=False)
+        directory, error = _start_rgw()
+        if error:
+            pytest.fail(error, pytrace=False)
         server = _rgw_from_dir(directory)
         server.directory = directory
         yield server
     finally:
-        _stop_rgw(directory)
+        if directory:
+            _remove_rgw(directory)
         signal.signal(signal.SIGTERM, old_term)
-        if not os.environ.get("HINTFS_TEST_KEEP"):
-            subprocess.run(["rm", "-rf", "--one-file-system", str(directory)],
-                           check=False)
 
 
 @pytest.fixture
@@ -246,20 +286,136 @@ def bucket(s3, request):
     delete_bucket(s3, name)
 
 
+# ------------------------------------------------- parallel runs (pytest-xdist)
+
+
+def _xdist_controller(config):
+    """Whether this process hands the tests to pytest-xdist workers (-n N
+    with N > 0) rather than running them."""
+    return (not hasattr(config, "workerinput")
+            and config.pluginmanager.has_plugin("dsession"))
+
+
+# The cluster the controller started for its workers, and its SIGTERM
+# handler to put back; None in every other process.
+_shared_rgw = {"directory": None, "old_term": None}
+
+
+def pytest_sessionstart(session):
+    """The controller of a parallel run starts the one RGW the workers
+    share (one cluster per worker would cost a start and ~130 MB each);
+    the workers, started after this hook, inherit HINTFS_TEST_RGW_DIR."""
+    if not _xdist_controller(session.config) or _rgw_given():
+        return
+    _shared_rgw["old_term"] = signal.signal(signal.SIGTERM, _on_term)
+    directory, error = _start_rgw()
+    if error:
+        pytest.exit(error, returncode=pytest.ExitCode.INTERNAL_ERROR)
+    _shared_rgw["directory"] = directory
+    os.environ["HINTFS_TEST_RGW_DIR"] = str(directory)
+
+
+def _under(path, root):
+    return path == root or path.startswith(root + "/")
+
+
+def sweep(root):
+    """Unmounts every mount under @root and kills every process whose
+    arguments name a path under it: what a test process that died (an
+    xdist worker killed, a crash of pytest) left behind. Returns what it
+    found."""
+    root = os.path.realpath(root)
+    found = []
+    # Deepest first: a mount under another one goes before it.
+    for mnt in sorted((p for p in mount_points() if _under(p, root)),
+                      reverse=True):
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True,
+                       check=False)
+        if mounted(mnt):
+            subprocess.run(["umount", "-l", mnt], capture_output=True,
+                           check=False)
+        found.append(f"mount {mnt}")
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if any(_under(a, root) for a in argv.split("\0") if a):
+            try:
+                os.kill(int(d.name), signal.SIGKILL)
+                found.append(f"process {d.name} ({argv.split(chr(0))[0]})")
+            except ProcessLookupError:
+                pass
+    return found
+
+
+def _report(config, lines):
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None and lines:
+        tr.write_line("")
+    for line in lines:
+        if tr is not None:
+            tr.write_line(line, red=True)
+        else:
+            print(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A worker that died mid-test left its mounts and daemons: they go at
+    once, not at the end of the session."""
+    if not error:
+        return
+    base = getattr(node, "workerinput", {}).get("workerid")
+    if base:
+        root = node.config._tmp_path_factory.getbasetemp() / f"popen-{base}"
+        found = sweep(root)
+        _report(node.config, [f"worker {base} died; cleaned up: {x}"
+                              for x in found])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Every test's mounts are gone by now (the fixtures unmount them); a
+    mount or daemon still there is unmounted and killed here, and fails a
+    run that had passed. The controller of a parallel run does this once
+    its workers are done; then it stops the RGW it started."""
+    if hasattr(session.config, "workerinput"):
+        return
+    try:
+        root = session.config._tmp_path_factory.getbasetemp()
+    except (AttributeError, OSError):
+        root = None
+    found = sweep(root) if root else []
+    if found:
+        _report(session.config, [f"left behind by the tests: {x}"
+                                 for x in found])
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if _shared_rgw["directory"]:
+        _remove_rgw(_shared_rgw["directory"])
+        _shared_rgw["directory"] = None
+        os.environ.pop("HINTFS_TEST_RGW_DIR", None)
+    if _shared_rgw["old_term"] is not None:
+        signal.signal(signal.SIGTERM, _shared_rgw["old_term"])
+        _shared_rgw["old_term"] = None
+
+
 # --------------------------------------------------------------------- mounts
 
 
-def mounted(path):
-    """True if @path is a mount point, read from /proc/self/mountinfo so a
-    hung daemon cannot hang the check (os.path.ismount would stat it)."""
-    path = os.path.realpath(path)
+def mount_points():
+    """Every mount point, read from /proc/self/mountinfo so that a hung
+    daemon cannot hang the reader (os.path.ismount would stat it)."""
     with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mnt = line.split(" ")[4]
-            mnt = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mnt)
-            if mnt == path:
-                return True
-    return False
+        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                       line.split(" ")[4]) for line in f]
+
+
+def mounted(path):
+    """True if @path is a mount point (without touching it)."""
+    return os.path.realpath(path) in mount_points()
 
 
 class Mount:
