@@ -4,7 +4,8 @@
 # Ceph RGW on 127.0.0.1.
 #
 # Usage: mount-tools/test.sh [--asan | --tsan] [--passthrough] [--quick]
-#                            [--invariants] [PYTEST_ARGS...]
+#                            [--invariants] [-n N]
+#                            [--build-only | --no-build] [PYTEST_ARGS...]
 #   --asan   build with AddressSanitizer + UBSan (in build-asan/) and run
 #            the same tests on that build
 #   --tsan   build with ThreadSanitizer (in build-tsan/) and run the C unit
@@ -25,6 +26,16 @@
 #   --quick  the local loop: skip the integration tests marked slow
 #            (pytest -m "not slow"; tests/integration/pytest.ini lists the
 #            marker). CI (.ci/run) never passes it: it runs them all.
+#   -n N     run the integration tests in N pytest-xdist workers (default
+#            4; $HINTFS_TEST_JOBS overrides it): they mostly wait on the
+#            RGW, the proxies and the mounts, so 4 pay on 2 cores. The tests
+#            marked serial (pytest.ini) then run alone, one at a time. -n 1
+#            runs everything in one process, as before xdist.
+#   --build-only  install what is missing, set up and build, no test;
+#   --no-build  the tests only, on the build directory as it is (it fails
+#            when the directory has not been set up). .ci/run builds the
+#            sanitizer and passthrough directories with --build-only while
+#            the first tests run, then tests each with --no-build.
 #
 # Every build here is warning-free or fails (--werror), and but for --tsan
 # compiles in the test hooks (-Dtest_hooks=true, common/test_hook.h) that
@@ -47,6 +58,8 @@ sanitizer=
 passthrough=0
 quick=()
 invariants=false
+jobs=${HINTFS_TEST_JOBS:-4}
+build=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--asan | --tsan)
@@ -59,6 +72,13 @@ while [ $# -gt 0 ]; do
 	--passthrough) passthrough=1 ;;
 	--quick) quick=(-m "not slow") ;;
 	--invariants) invariants=true ;;
+	-n)
+		[ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "test.sh: -n needs a number of workers" >&2; exit 2; }
+		jobs=$2
+		shift
+		;;
+	--no-build) build=0 ;;
+	--build-only) build=2 ;;
 	*) break ;;
 	esac
 	shift
@@ -103,17 +123,23 @@ else
 	meson_args+=(-Dlibfuse=system)
 fi
 
-# A failed fetch of libfuse 3.17 fails here, in one line (not a skip).
-bash mount-tools/install-deps.sh "${deps[@]}"
+if [ $build -ge 1 ]; then
+	# A failed fetch of libfuse 3.17 fails here, in one line (not a skip).
+	bash mount-tools/install-deps.sh "${deps[@]}"
 
-# An existing build directory gets this script's options too (a build made
-# by hand may lack them).
-if [ -f "$builddir/build.ninja" ]; then
-	meson setup --reconfigure "$builddir" "${meson_args[@]}" >/dev/null
-else
-	meson setup "$builddir" "${meson_args[@]}"
+	# An existing build directory gets this script's options too (a build
+	# made by hand may lack them).
+	if [ -f "$builddir/build.ninja" ]; then
+		meson setup --reconfigure "$builddir" "${meson_args[@]}" >/dev/null
+	else
+		meson setup "$builddir" "${meson_args[@]}"
+	fi
+	ninja -C "$builddir"
+	[ $build -eq 1 ] || exit 0
+elif [ ! -f "$builddir/build.ninja" ]; then
+	echo "test.sh: --no-build, but $builddir is not set up" >&2
+	exit 1
 fi
-ninja -C "$builddir"
 
 echo "== C unit tests ($builddir)"
 # A UBSan report fails the unit test that made it (by default UBSan only
@@ -124,20 +150,44 @@ UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
 [ $integration -eq 1 ] || exit 0
 
 echo "== integration tests ($builddir)"
-junit="$builddir/meson-logs/pytest-junit.xml"
-rm -f "$junit"
-set +e
-HINTFS_BUILD="$PWD/$builddir" /usr/bin/python3 -m pytest "${tests[@]}" \
-	-p no:cacheprovider -ra --junitxml="$junit" ${quick[@]+"${quick[@]}"} "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-	echo "test.sh: pytest collected no tests: that is a failure" >&2
-	exit 1
-fi
-[ "$rc" -eq 0 ] || exit "$rc"
-# pytest exits 0 when every test was skipped: count what passed.
-passed=$(/usr/bin/python3 - "$junit" <<'PY'
+# Two runs of pytest: the tests that may share the machine in $jobs
+# workers, then those marked serial alone. Each writes its JUnit report;
+# pytest's exit status 5 (nothing collected) is an error only when neither
+# run collected a test.
+pytest=(/usr/bin/python3 -m pytest "${tests[@]}" -p no:cacheprovider -ra)
+runs=("not serial" "serial")
+[ "$jobs" -gt 1 ] || runs=("")
+collected=0
+passed=0
+part=0
+for sel in "${runs[@]}"; do
+	part=$((part + 1))
+	junit="$builddir/meson-logs/pytest-junit-$part.xml"
+	rm -f "$junit"
+	marks=$sel
+	if [ ${#quick[@]} -gt 0 ]; then
+		marks="not slow${sel:+ and $sel}"
+	fi
+	args=()
+	[ -z "$marks" ] || args=(-m "$marks")
+	if [ "$sel" = "not serial" ]; then
+		args+=(-n "$jobs")
+		echo "== ($builddir) in $jobs workers: the tests not marked serial"
+	elif [ "$sel" = "serial" ]; then
+		echo "== ($builddir) one at a time: the tests marked serial"
+	fi
+	set +e
+	HINTFS_BUILD="$PWD/$builddir" "${pytest[@]}" --junitxml="$junit" \
+		${args[@]+"${args[@]}"} "$@"
+	rc=$?
+	set -e
+	if [ "$rc" -eq 5 ]; then
+		continue
+	fi
+	[ "$rc" -eq 0 ] || exit "$rc"
+	collected=1
+	# pytest exits 0 when every test was skipped: count what passed.
+	n=$(/usr/bin/python3 - "$junit" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 try:
@@ -152,6 +202,12 @@ for suite in root.iter("testsuite"):
 print(n)
 PY
 )
+	passed=$((passed + n))
+done
+if [ $collected -eq 0 ]; then
+	echo "test.sh: pytest collected no tests: that is a failure" >&2
+	exit 1
+fi
 if [ "$passed" -eq 0 ]; then
 	echo "test.sh: no integration test passed (all skipped?): that is a failure" >&2
 	exit 1
