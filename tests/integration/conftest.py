@@ -93,14 +93,32 @@ ERROR_LINE_RE = re.compile(r"hintfs: error:.*")
 HINTFS_BIN = workload.build_dir() / "fs" / "hintfs"
 
 
+def _slow_first(items):
+    """In a parallel run the tests marked slow (a minute or more each on a
+    loaded machine) go first, so that they start at once on different
+    workers instead of queueing behind each other at the end of the run;
+    and among them the modules with the most slow tests first (test_run's
+    torch jobs), because xdist deals the first tests out one per worker in
+    turn: each worker gets one of those, not one worker three in a row. The
+    order is the same in every worker, as xdist requires; a run in one
+    process keeps the modules together."""
+    per_module = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            per_module[item.module.__name__] = \
+                per_module.get(item.module.__name__, 0) + 1
+
+    def key(item):
+        if not item.get_closest_marker("slow"):
+            return (1, 0, "")
+        name = item.module.__name__
+        return (0, -per_module[name], name)
+    items.sort(key=key)
+
+
 def pytest_collection_modifyitems(config, items):
     if hasattr(config, "workerinput"):
-        # In a parallel run the tests marked slow (a minute each on a
-        # loaded machine) go first, so that they start at once on
-        # different workers instead of queueing behind each other at the
-        # end of the run. The order is the same in every worker, as xdist
-        # requires; a run in one process keeps the modules together.
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        _slow_first(items)
     if os.path.exists("/dev/fuse"):
         return
     here = Path(__file__).parent
