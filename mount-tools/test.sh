@@ -171,7 +171,9 @@ for sel in "${runs[@]}"; do
 	args=()
 	[ -z "$marks" ] || args=(-m "$marks")
 	if [ "$sel" = "not serial" ]; then
-		args+=(-n "$jobs")
+		# loadgroup: a test at a time to the first idle worker, and the
+		# tests of an xdist_group (test_creds.py's) all to one.
+		args+=(-n "$jobs" --dist loadgroup)
 		echo "== ($builddir) in $jobs workers: the tests not marked serial"
 	elif [ "$sel" = "serial" ]; then
 		echo "== ($builddir) one at a time: the tests marked serial"

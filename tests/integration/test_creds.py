@@ -46,6 +46,12 @@ def radosgw_admin(rgw, *args):
         capture_output=True, text=True, timeout=60)
 
 
+# In a parallel run (mount-tools/test.sh -n) the module's tests go to one
+# worker (--dist loadgroup), so that one STS cluster serves them all rather
+# than one per worker (a Ceph cluster each: mon, OSD and gateway).
+pytestmark = pytest.mark.xdist_group("sts_rgw")
+
+
 @pytest.fixture(scope="module")
 def sts_rgw():
     """A second RGW, with STS on (RGW_STS=1): the session's keeps it off,
