@@ -171,8 +171,10 @@ for sel in "${runs[@]}"; do
 	args=()
 	[ -z "$marks" ] || args=(-m "$marks")
 	if [ "$sel" = "not serial" ]; then
-		# loadgroup: a test at a time to the first idle worker, and the
-		# tests of an xdist_group (test_creds.py's) all to one.
+		# loadgroup: each worker holds at most two tests and gets the
+		# next when one ends (xdist's load hands out batches, and a batch
+		# of torch tests made one worker the last 6 minutes), and the
+		# tests of an xdist_group (test_creds.py's) all go to one.
 		args+=(-n "$jobs" --dist loadgroup)
 		echo "== ($builddir) in $jobs workers: the tests not marked serial"
 	elif [ "$sel" = "serial" ]; then
