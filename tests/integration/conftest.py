@@ -420,6 +420,19 @@ def pytest_sessionfinish(session, exitstatus):
         _shared_rgw["old_term"] = None
 
 
+@pytest.fixture(autouse=True)
+def _serial_or_parallel(request):
+    """Tells workload.drop_page_cache() whether the running test is marked
+    serial and whether it runs beside others (it refuses to drop the
+    machine's page cache otherwise)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    workload.current_test.update(
+        serial=request.node.get_closest_marker("serial") is not None,
+        parallel=workers > 1)
+    yield
+    workload.current_test.update(serial=False, parallel=False)
+
+
 # --------------------------------------------------------------------- mounts
 
 

@@ -48,6 +48,7 @@ def fill_cache(s3, bucket, mount, proxy, cache, objects):
     return opts
 
 
+@pytest.mark.serial
 def test_epoch_two_and_remount_make_no_request(s3, bucket, mount, proxy,
                                                tmp_path):
     objects = objects_of(50, 30000)
@@ -110,6 +111,7 @@ def test_cold_reads_reply_from_the_fetch_without_a_copy(s3, bucket, mount,
     assert st["stalls"]["wakeups"] <= 2 * st["stalls"]["count"], st["stalls"]
 
 
+@pytest.mark.serial
 def test_relist_sees_a_changed_object_never_the_stale_one(s3, bucket, mount,
                                                          proxy, tmp_path):
     upload(s3, bucket, {"a.bin": b"version one " * 1000, "b.bin": b"b" * 100})
@@ -143,6 +145,7 @@ def test_object_changed_after_listing_fails_with_estale(s3, bucket, mount,
     assert hintfs.stats(m.path)["errors"]["stale"] >= 1
 
 
+@pytest.mark.serial
 def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
                                                       tmp_path):
     objects = objects_of(5, 100000)
@@ -167,6 +170,7 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
 
 
 @pytest.mark.parametrize("fault", ["5", "1:11"], ids=["eio", "eagain"])
+@pytest.mark.serial
 def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
                                                    tmp_path, fault):
     """A cache read that fails for any reason (EIO from a
@@ -193,6 +197,7 @@ def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,
         "the failed reads were not served by the server"
 
 
+@pytest.mark.serial
 def test_another_bucket_never_shares_a_cache_dir(s3, bucket, make_bucket,
                                                  mount, proxy, tmp_path):
     """The cache records its source (endpoint, bucket).
@@ -237,6 +242,7 @@ def damage_index(path, how):
 
 
 @pytest.mark.parametrize("how", ["garbage", "pages", "truncated"])
+@pytest.mark.serial
 def test_damaged_index_is_rebuilt_not_a_crash(s3, bucket, mount, proxy,
                                               tmp_path, how):
     """LMDB under MDB_NOSYNC promises nothing after a
@@ -295,6 +301,7 @@ def wait_stats(m, pred, timeout=30):
         time.sleep(0.05)
 
 
+@pytest.mark.serial
 def test_eviction_drops_what_the_hint_needs_furthest(s3, bucket, mount, proxy,
                                                      tmp_path):
     size = 100000
@@ -332,6 +339,7 @@ def test_eviction_drops_what_the_hint_needs_furthest(s3, bucket, mount, proxy,
         [a, b, c, c, d]
 
 
+@pytest.mark.serial
 def test_store_ahead_puts_hinted_files_in_the_page_cache(s3, bucket, mount,
                                                          proxy, tmp_path):
     """-o store_ahead (on the open-per-file data path, the only one it

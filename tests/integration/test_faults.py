@@ -403,6 +403,7 @@ RSS_LIMIT_ASAN_MB = 1500  # shadow memory and the quarantine come on top
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_64_readers_while_hints_are_replaced(data, mount, hintfs_bin):
     """64 threads read random files for 20 s while the hint is replaced (or
     queued) every second, the page cache dropped with it so that reads

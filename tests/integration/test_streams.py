@@ -186,6 +186,7 @@ def test_replace_in_one_stream_leaves_the_other(s3, bucket, mount, proxy):
     assert len(keys) == 34 and sorted(keys[30:]) == sorted(b[10:14])
 
 
+@pytest.mark.serial
 def test_eviction_keeps_what_the_other_stream_needs_next(s3, bucket, mount,
                                                          proxy, tmp_path):
     size = 100000

@@ -424,6 +424,7 @@ def test_hint_queue_replace_epoch_and_stdin(s3, bucket, mount, ctl_bin,
 # -------------------------------------------------------------------- warm
 
 
+@pytest.mark.serial
 def test_warm_leaves_objects_cached_so_reads_make_no_get(s3, bucket, mount,
                                                          proxy, ctl_bin,
                                                          tmp_path):
@@ -484,6 +485,7 @@ def test_warm_exits_non_zero_when_an_object_fails(s3, bucket, mount, ctl_bin):
 # ------------------------------------------------------------------- evict
 
 
+@pytest.mark.serial
 def test_evict_paths_and_all(s3, bucket, mount, proxy, ctl_bin):
     objects = objects_of(8)
     upload(s3, bucket, objects)
@@ -536,6 +538,7 @@ def test_relist_is_used_by_the_next_mount(s3, bucket, mount, proxy, ctl_bin,
 # ------------------------------------------------------------------ verify
 
 
+@pytest.mark.serial
 def test_verify_finds_a_corrupted_blob(s3, bucket, mount, ctl_bin, tmp_path):
     objects = {f"o{i}.bin": bytes([i]) * 100000 for i in range(5)}
     upload(s3, bucket, objects)
@@ -569,6 +572,7 @@ def test_verify_finds_a_corrupted_blob(s3, bucket, mount, ctl_bin, tmp_path):
 # ------------------------------------------------------- the Python package
 
 
+@pytest.mark.serial
 def test_python_stats_and_warm(s3, bucket, mount, proxy):
     objects = objects_of(12)
     upload(s3, bucket, objects)

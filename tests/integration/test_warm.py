@@ -65,12 +65,11 @@ def scan_and_read(root, objects, isatty=True):
             assert f.read() == objects[k], k
 
 
-# A test that counts the requests of reads from the page cache runs alone
-# (mount-tools/test.sh -n): the tests that drop the page cache
-# (/proc/sys/vm/drop_caches, workload.drop_page_cache) drop it for the
-# whole machine, and a drop beside such a test sent its reads to the
-# daemon.
-PAGE_CACHE_KEPT = pytest.mark.serial
+# These tests count the requests of reads from the page cache, so a drop
+# of the whole machine's page cache beside them would change their counts
+# (it sent 11 and 23 reads to the daemon). They run in parallel all the
+# same: no test drops it there (workload.drop_page_cache() fails one not
+# marked serial, and mount-tools/test.sh runs those alone, after).
 
 @pytest.fixture
 def warm_mount(s3, bucket, mount):
@@ -85,7 +84,6 @@ def warm_mount(s3, bucket, mount):
     return make
 
 
-@PAGE_CACHE_KEPT
 def test_second_pass_in_page_cache_costs_only_isatty(warm_mount):
     """A pass over files kept in the page cache sends the daemon no
     LOOKUP, OPEN, READ, FLUSH, RELEASE, nor GETATTR, from the very first
@@ -139,7 +137,6 @@ def test_pass_with_pages_dropped_costs_a_read_per_file(warm_mount):
             ("read", "ioctl", "forget")} == {}, got
 
 
-@PAGE_CACHE_KEPT
 def test_open_per_file_keeps_an_open_and_release_per_file(warm_mount):
     """-o open_per_file: the older data path, named in stats; each open is
     an OPEN and a RELEASE (keep_cache: no READ), and no FLUSH (noflush)."""
@@ -243,7 +240,6 @@ def test_control_files_left_open_are_capped(s3, bucket, mount):
             time.sleep(0.05)
 
 
-@PAGE_CACHE_KEPT
 def test_epochs_read_from_the_page_cache_do_not_fill_the_queue(warm_mount):
     """Epochs read wholly from the page cache consume none of their hint
     (the daemon never sees them): the trainer's helper replaces the full
