@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -558,9 +559,11 @@ static void test_slow_tier_stays_closed(void)
 	tier_stop(t);
 }
 
-/* Reads back "k/1"'s bytes for a key-only held PUT (tier_config.load). */
+/* Reads back "k/1"'s bytes for a key-only held PUT (tier_config.load).
+ * The PUT workers call it, two of them at once at times: the count is
+ * atomic (ThreadSanitizer reported the race of a plain int in CI). */
 static char held_data[3000];
-static int held_loads;
+static atomic_int held_loads;
 
 static int load_held(void *arg, const char *key, size_t key_len,
 		     const char *etag, uint64_t size, void *buf)
