@@ -421,16 +421,33 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(autouse=True)
-def _serial_or_parallel(request):
-    """Tells workload.drop_page_cache() whether the running test is marked
-    serial and whether it runs beside others (it refuses to drop the
-    machine's page cache otherwise)."""
+def _page_cache_drops_are_serial(request, monkeypatch):
+    """A drop of the whole machine's page cache (testbed.drop_page_cache(),
+    which workload.drop_page_cache() calls) also drops the pages and
+    dentries of the tests beside it in a parallel run: their reads reach
+    their daemons (a test counting the requests of page-cache reads got 11
+    and 23 READs more) and their files leave the page cache (one counting
+    what -o store_ahead put there found it gone). So within a test it fails
+    unless the test is marked serial and runs in no parallel run
+    (mount-tools/test.sh runs those alone, after the others): a new test
+    that drops it is caught on its first run, not as a flake beside it. A
+    test that only needs its own files read again by the daemon drops
+    their pages alone (dataset.drop_pages) and stays parallel."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    workload.current_test.update(
-        serial=request.node.get_closest_marker("serial") is not None,
-        parallel=workers > 1)
-    yield
-    workload.current_test.update(serial=False, parallel=False)
+    if not request.node.get_closest_marker("serial"):
+        why = ("drops the whole machine's page cache: mark the test "
+               "@pytest.mark.serial, or drop only its own files' pages "
+               "(dataset.drop_pages)")
+    elif workers > 1:
+        why = ("drops the whole machine's page cache in a parallel run: "
+               "run the tests marked serial alone (mount-tools/test.sh "
+               "does; by hand, -m serial without -n)")
+    else:
+        return
+
+    def refused():
+        pytest.fail(f"drop_page_cache() {why}", pytrace=False)
+    monkeypatch.setattr(testbed, "drop_page_cache", refused)
 
 
 # --------------------------------------------------------------------- mounts

@@ -56,5 +56,6 @@ def test_drop_file_pages(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="drop_caches needs root")
+@pytest.mark.serial
 def test_drop_page_cache_as_root():
     assert testbed.drop_page_cache()

@@ -66,37 +66,13 @@ def shuffled(keys, seed):
     return order
 
 
-# The running test: whether it carries the serial marker and whether it
-# runs in a parallel run (pytest-xdist, more than one worker). Set by
-# conftest's autouse fixture before each test, cleared after it.
-current_test = {"serial": False, "parallel": False}
-
-
 def drop_page_cache():
     """So that reads reach hintfs instead of the kernel's page cache. Needs
-    root: without it the calling test is skipped.
-
-    The drop is the whole machine's: in a parallel run it also drops the
-    pages and dentries of the tests beside the caller, whose reads then
-    reach their daemons (a test counting the requests of page-cache reads
-    got 11 and 23 READs more) and whose files leave the page cache (one
-    counting what -o store_ahead put there found it gone). So only a test
-    marked serial may drop it, and never in a parallel run:
-    mount-tools/test.sh runs those tests alone after the others, and this
-    fails a test that is not marked, so that a new one is caught on its
-    first run rather than as a flake beside it. A test that only needs its
-    own files read again by the daemon drops their pages alone
-    (dataset.drop_pages) and stays parallel."""
-    import pytest
-    if not current_test["serial"]:
-        pytest.fail("drop_page_cache() drops the whole machine's page cache: "
-                    "mark the test @pytest.mark.serial, or drop only its "
-                    "own files' pages (dataset.drop_pages)", pytrace=False)
-    if current_test["parallel"]:
-        pytest.fail("a serial test ran in a parallel run: run the tests "
-                    "marked serial alone (mount-tools/test.sh does; by hand, "
-                    "-m serial without -n)", pytrace=False)
+    root: without it the calling test is skipped. The drop is the whole
+    machine's: only a test marked serial may call it (conftest's
+    _page_cache_drops_are_serial says why and fails any other)."""
     if os.geteuid() != 0:
+        import pytest
         pytest.skip("dropping the page cache needs root")
     assert testbed.drop_page_cache(), "could not drop the page cache"
 
