@@ -345,11 +345,6 @@ size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
 /* The tier's clock: the engine's, so that the start times the engine
  * hands the breaker and tier_hung() compare with the tier's answers on one
  * clock (a unit test's virtual one too). Any thread. */
-static uint64_t tier_clock(void *arg)
-{
-	return pf_now(arg);
-}
-
 static ssize_t copy_ref(void *arg, const struct cache_ref *ref)
 {
 	if (ref->mem) {
@@ -470,16 +465,12 @@ static int nets_create(struct pf *pf)
 	}
 	if (cfg->source || cfg->sources) {
 		/* A test's sources: a tier's GETs on their siblings. */
-		if (cfg->tier_s3 && !cfg->tier_source && !cfg->tier_sources)
-			return -EINVAL;
 		for (unsigned int i = 0; i < n; i++) {
 			struct pf_net *net = &pf->nets[i];
 
 			net->src = cfg->sources ? cfg->sources[i] : cfg->source;
-			if (cfg->tier_s3)
-				net->tier_src = cfg->tier_sources
-						    ? cfg->tier_sources[i]
-						    : cfg->tier_source;
+			net->tier_src = cfg->tier_sources ? cfg->tier_sources[i]
+							  : cfg->tier_source;
 		}
 		pf->src = pf->nets[0].src;
 		return 0;
@@ -635,9 +626,11 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (rc)
 		goto fail;
 	pf_limit_init(pf, pf_now(pf));
-	if (cfg->tier_s3) {
+	if (pf->nets[0].tier_src) {
+		/* Its PUTs and clock on the first thread's tier source (any
+		 * thread may PUT through one, source.h). */
 		struct tier_config tc = {
-		    .s3 = cfg->tier_s3,
+		    .src = pf->nets[0].tier_src,
 		    .origin_bucket =
 			cfg->origin_bucket ? cfg->origin_bucket : "",
 		    .prefix = cfg->tier_prefix ? cfg->tier_prefix : "",
@@ -645,8 +638,6 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		    .put_mem = cfg->tier_put_mem,
 		    .mac_key = (const unsigned char *)cfg->tier_key,
 		    .mac_key_len = cfg->tier_key_len,
-		    .clock_ns = tier_clock,
-		    .clock_arg = pf,
 		    .load = tier_load,
 		    .load_arg = pf,
 		};

@@ -374,8 +374,8 @@ void pf_fetch_fail(struct pf *pf, struct pf_fetch *f, int err,
 	}
 }
 
-/* The mount's one retry budget (common/retry.h). */
+/* The mount's one retry budget (common/retry.h): the origin source's. */
 const struct retry_policy *pf_retry(const struct pf *pf)
 {
-	return s3_client_retry(pf->cfg.s3);
+	return pf_source_retry(pf->src);
 }

@@ -5,8 +5,9 @@
  * cache ahead of the readers along the hinted order, and serves reads that
  * miss, through S3 clients (s3_*, prefetch/s3/s3.h, included here for
  * them). With a shared cache tier (pf_config.tier_s3: a second client,
- * another bucket) the engine reads an object there before the origin and
- * writes what the origin served back to it (prefetch/tier.h).
+ * another bucket; or a test's tier_source) the engine reads an object there
+ * before the origin and writes what the origin served back to it
+ * (prefetch/tier.h).
  *
  * Errors are -errno values, as the S3 client (prefetch/s3/s3_error.c) or
  * the cache gave them.
@@ -67,11 +68,14 @@ typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
 #define PF_PACE_OFF UINT32_MAX
 
 /**
- * The engine's configuration. Its GETs follow the client's retry policy
- * (s3_config.max_attempts, retry_time_ms): one budget per mount.
+ * The engine's configuration. Its GETs follow its origin source's retry
+ * policy (the client's s3_config.max_attempts, retry_time_ms): one budget
+ * per mount.
  */
 struct pf_config {
-	struct s3_client *s3; /**< not owned */
+	struct s3_client *s3; /**< the origin's client, that the engine's
+				   curl sources run on (the daemon); NULL
+				   with a test's sources; not owned */
 	struct cache *cache;  /**< not owned; its next-use callback is
 				   the engine's from pf_start() to
 				   pf_stop() */
@@ -103,7 +107,8 @@ struct pf_config {
 					(512 MiB); at least 2 parts */
 	/* The shared cache tier (-o shared_cache): objects that fit in one
 	 * part are read from it first, and written to it after a miss. */
-	struct s3_client *tier_s3;  /**< NULL: no tier; not owned */
+	struct s3_client *tier_s3;  /**< the tier's client (the daemon's
+					 curl sources), or NULL; not owned */
 	const char *tier_prefix;    /**< "" or ending in '/'; copied */
 	const char *origin_bucket;  /**< names tier objects; copied */
 	unsigned int tier_hedge_ms; /**< a reader waits this long on the
@@ -114,11 +119,12 @@ struct pf_config {
 	size_t tier_key_len;
 	uint64_t tier_put_mem; /**< bytes queued for PUT to the tier
 				    at most; 0: 256 MiB */
-	/* What the GETs run on (prefetch/source.h): NULL, curl over s3
-	 * (the daemon); a unit test's fake, then also the engine's clock,
-	 * and with a tier, tier_source (a sibling of source: its GETs end
-	 * through source's) carries the tier's GETs. Not owned; they
-	 * outlive pf_stop(). */
+	/* What every object-store call runs on (prefetch/source.h): NULL,
+	 * curl over s3 and tier_s3 (the daemon); a unit test's fake, then
+	 * also the engine's clock and retry policy, and with a tier,
+	 * tier_source (a sibling of source: its GETs end through source's)
+	 * carries the tier's GETs and PUTs; no S3 client then. Not owned;
+	 * they outlive pf_stop(). */
 	struct pf_source *source;
 	struct pf_source *tier_source;
 	/* Network threads (-o net_threads): 0 = from the cores (half of

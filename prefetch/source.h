@@ -1,8 +1,11 @@
 /**
- * prefetch/source.h - what the engine's GETs run on: a *source* starts a
- * ranged GET into a caller's buffer, cancels it, and reports its end with
- * the bytes received or an error kind (private to prefetch and its unit
- * tests).
+ * prefetch/source.h - the one seam between hintfs's engine and an object
+ * store: a *source* starts a ranged GET into a caller's buffer, cancels it,
+ * and reports its end with the bytes received or an error kind; it writes
+ * an object (the shared cache tier's PUTs), gives the retry policy the GETs
+ * follow, and keeps the clock (private to prefetch and its unit tests).
+ * Every object-store call of the engine and of the tier (tier.c) goes
+ * through one.
  *
  * Two implement it: the curl source (source_curl.c: s3_xfer transfers in
  * one curl multi handle driven by netloop.c, what the daemon runs), and
@@ -10,9 +13,12 @@
  * test's virtual clock says so), on which the engine's policies are
  * unit-tested without a mount or a server. The engine's clock is its
  * origin source's (pf_source_now()): retry due times, the SlowDown cut,
- * the hedge and the hint pacing all run on it.
+ * the hedge, the hint pacing and the tier's breaker all run on it; so
+ * does its retry policy (pf_source_retry()).
  *
- * Threads: pf_source_wake() and pf_source_now() from any thread;
+ * Threads: pf_source_wake(), pf_source_now() and pf_source_retry() from
+ * any thread; pf_source_put() from any thread but a network thread (the
+ * tier's PUT workers call it, and it blocks for the whole request);
  * everything else from the one thread that drives the source (one of the
  * engine's network threads, each with its own source and tier sibling),
  * after its creation and before its destroy. A GET not running belongs to
@@ -68,6 +74,11 @@ struct pf_source_ops {
 	void (*release)(struct pf_source *s, struct pf_get *g);
 	void (*wake)(struct pf_source *s);
 	uint64_t (*now_ns)(const struct pf_source *s);
+	int (*put)(struct pf_source *s, const char *name, size_t name_len,
+		   const void *data, size_t len,
+		   const struct s3_meta_header *meta, size_t n_meta,
+		   struct s3_status *st);
+	const struct retry_policy *(*retry)(const struct pf_source *s);
 	void (*destroy)(struct pf_source *s);
 };
 
@@ -155,6 +166,29 @@ static inline uint64_t pf_source_now(const struct pf_source *s)
 	return s->ops->now_ns(s);
 }
 
+/**
+ * Writes @len bytes at @data as object @name (@name_len bytes) with the
+ * x-amz-meta- headers @meta (@n_meta of them), within the retry policy;
+ * returns when it is written or refused: 0, or -errno with the error's
+ * kind in @st (st->http nonzero when the store answered). Blocks: any
+ * thread but the one that drives @s (the tier's PUT workers).
+ */
+static inline int pf_source_put(struct pf_source *s, const char *name,
+				size_t name_len, const void *data, size_t len,
+				const struct s3_meta_header *meta,
+				size_t n_meta, struct s3_status *st)
+{
+	return s->ops->put(s, name, name_len, data, len, meta, n_meta, st);
+}
+
+/** The retry policy of @s's requests: the mount's one budget of attempts
+ *  and time (common/retry.h). Any thread. */
+static inline const struct retry_policy *
+pf_source_retry(const struct pf_source *s)
+{
+	return s->ops->retry(s);
+}
+
 /** Frees @s; every GET on it released first. Accepts NULL. */
 static inline void pf_source_destroy(struct pf_source *s)
 {
@@ -165,7 +199,9 @@ static inline void pf_source_destroy(struct pf_source *s)
 /**
  * The curl source: GETs of @client as s3_xfer transfers (If-Match, Range,
  * a fresh connection per retry), driven by curl's multi interface through
- * netloop.c; its clock is mono_ns(). @max_connects: connections open
+ * netloop.c; its PUTs s3_put_object() of @client (blocking, on the
+ * caller's thread), its retry policy @client's, its clock mono_ns().
+ * @max_connects: connections open
  * at most, all of them kept alive between requests (with a sibling's).
  * Returns 0 or -errno; *@out is the caller's to destroy.
  */
@@ -174,8 +210,9 @@ int pf_source_curl_create(struct s3_client *client, long max_connects,
 
 /**
  * A second curl source for @client that shares @origin's multi handle
- * (its GETs end through @origin's pf_source_run() and next_done). The
- * engine's tier client runs on one. Destroy it before @origin.
+ * (its GETs end through @origin's pf_source_run() and next_done; its PUTs
+ * and retry policy are @client's). The engine's tier client runs on one.
+ * Destroy it before @origin.
  */
 int pf_source_curl_sibling(struct pf_source *origin, struct s3_client *client,
 			   struct pf_source **out);

@@ -3,7 +3,8 @@
  * transfer of the S3 client, all of them in one curl multi handle driven
  * by its network thread through netloop.c. The daemon's engine runs on
  * one per network thread; a sibling source (the shared cache tier's client)
- * shares the handle.
+ * shares the handle. PUTs are the client's blocking requests, on the
+ * caller's thread (the tier's PUT workers), outside the multi handle.
  *
  * Invariant: a GET's easy handle is in the multi handle exactly while its
  * attempt runs; an attempt leaves it once, through next_done() (curl said
@@ -147,6 +148,22 @@ static void sc_destroy(struct pf_source *s)
 	free(sc);
 }
 
+/* A blocking PUT of the client (its own easy handle, off the multi
+ * handle): the tier's PUT workers call it. */
+static int sc_put(struct pf_source *s, const char *name, size_t name_len,
+		  const void *data, size_t len,
+		  const struct s3_meta_header *meta, size_t n_meta,
+		  struct s3_status *st)
+{
+	return s3_put_object(sc_of(s)->client, name, name_len, data, len, meta,
+			     n_meta, st);
+}
+
+static const struct retry_policy *sc_retry(const struct pf_source *s)
+{
+	return s3_client_retry(sc_of(s)->client);
+}
+
 static const struct pf_source_ops sc_ops = {
     .start = sc_start,
     .cancel = sc_cancel,
@@ -157,6 +174,8 @@ static const struct pf_source_ops sc_ops = {
     .release = sc_release,
     .wake = sc_wake,
     .now_ns = sc_now_ns,
+    .put = sc_put,
+    .retry = sc_retry,
     .destroy = sc_destroy,
 };
 

@@ -20,7 +20,6 @@
  *   drops; the workers own the network side. Nothing here deletes.
  */
 #include "prefetch/tier.h"
-#include "common/clock.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -379,10 +378,10 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 
 /* ---- the breaker and the counters ---------------------------------------- */
 
-/* The tier's clock: mono_ns(), or the one a test set (tier_config). */
+/* The tier's clock: its source's (tier_config.src). */
 static uint64_t now_ns(const struct tier *t)
 {
-	return t->cfg.clock_ns ? t->cfg.clock_ns(t->cfg.clock_arg) : mono_ns();
+	return pf_source_now(t->cfg.src);
 }
 
 /* Opens the breaker for the next open period (doubling up to 30 s while
@@ -772,7 +771,7 @@ static enum put_end put_one(struct tier *t, struct tier_job *j)
 
 	if (!tier_mac_hex(&w, j->data, mac))
 		n_meta--; /* no key: no MAC header */
-	rc = s3_put_object(t->cfg.s3, j->name, strlen(j->name), j->data,
+	rc = pf_source_put(t->cfg.src, j->name, strlen(j->name), j->data,
 			   j->size, meta, n_meta, &st);
 	if (!rc || st.http) {
 		/* Any answer is the tier making progress (tier_hung(),
@@ -997,11 +996,6 @@ void tier_stop(struct tier *t)
 		OPENSSL_cleanse(t->mac_key, t->cfg.mac_key_len);
 	free(t->mac_key);
 	free(t);
-}
-
-struct s3_client *tier_client(const struct tier *t)
-{
-	return t->cfg.s3;
 }
 
 const char *tier_prefix(const struct tier *t)

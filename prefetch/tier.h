@@ -22,6 +22,7 @@
 #define HINTFS_PREFETCH_TIER_H
 
 #include "prefetch/prefetch.h"
+#include "prefetch/source.h"
 #include "prefetch/s3/s3_xfer.h"
 
 #include <stdbool.h>
@@ -115,7 +116,13 @@ enum tier_verdict tier_judge(ssize_t got, const struct s3_status *st,
 			     const struct tier_want *w, const void *body);
 
 struct tier_config {
-	struct s3_client *s3;	      /**< the tier's client; not owned */
+	/** The tier's source (prefetch/source.h): its PUTs go through it
+	 *  (from the PUT workers), and it is the breaker's and tier_hung()'s
+	 *  clock: the engine's tier source, whose clock is its origin
+	 *  source's (the one a unit test moves), so that the start times the
+	 *  engine passes and the answers' times are on one clock. Not owned;
+	 *  it outlives tier_stop(). */
+	struct pf_source *src;
 	const char *origin_bucket;    /**< names tier objects */
 	const char *prefix;	      /**< "" or ending in '/' */
 	unsigned int hedge_ms;	      /**< see tier_hedge_ms() */
@@ -124,12 +131,6 @@ struct tier_config {
 	const unsigned char *mac_key; /**< -o shared_cache_key's bytes, or
 					   NULL; copied */
 	size_t mac_key_len;
-	/** The breaker's and tier_hung()'s clock, called with
-	 *  @clock_arg: the engine's (its source's, which a unit test moves
-	 *  itself), so that the start times it passes and the answers'
-	 *  times are on one clock; NULL: mono_ns(). */
-	uint64_t (*clock_ns)(void *arg);
-	void *clock_arg;
 	/** Reads object @key, version @etag, @size bytes, into @buf from
 	 *  the local cache (called with @load_arg by a PUT worker, without
 	 *  any of the tier's locks): 0, or -ENODATA when the cache no longer
@@ -151,9 +152,6 @@ int tier_start(const struct tier_config *cfg, struct tier **out);
 /** Stops the workers (a PUT under way ends first) and frees @t, dropping
  *  what is still queued. NULL ok. */
 void tier_stop(struct tier *t);
-
-/** The tier's client. */
-struct s3_client *tier_client(const struct tier *t);
 
 /** The tier's bucket naming inputs, for tier_name(). */
 const char *tier_prefix(const struct tier *t);

@@ -7,19 +7,26 @@
  * run() and next_done() of the instance it last started on, as a curl
  * transfer ends in its thread's multi handle.
  *
- * Invariant: the virtual clock moves only in fake_source_advance(), and
- * only while every network thread waits in run(); so which GETs have
+ * The tier's bucket is one in-memory store for the whole test (as a
+ * bucket outlives the mounts that use it): the tier's PUTs write it, its
+ * GETs read it, under its own mutex (a leaf; taken inside fs->mu).
+ *
+ * Invariant: the virtual clock moves only in fake_source_advance() (and
+ * fake_source_jump(), with no engine), and only while every network
+ * thread waits in run(); so which GETs have
  * ended between two settles depends on the test's calls alone, not on
  * how the threads were scheduled. One mutex guards everything; it is a
  * leaf (the engine calls wake() with its own mutex held, never the other
  * way).
  */
 #include "fake_source.h"
-#include "prefetch/s3/s3_internal.h"
+#include "prefetch/s3/s3.h"
 #include "common/clock.h"
+#include "common/retry.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -78,8 +85,30 @@ struct fake_source {
 	unsigned tier_starts;
 	unsigned starts_on[NETS]; /* origin starts per instance */
 	unsigned cancels[SIDES], taken_down;
-	struct s3_client *tier_store; /* the tier answers from it, or NULL */
+	struct retry_policy retry; /* the default budget */
 };
+
+/* One object of the tier's bucket, with what its PUT gave as
+ * x-amz-meta-hintfs-* ("" if nothing). */
+struct fobj {
+	char *name;
+	unsigned char *data;
+	size_t len;
+	struct s3_obj_meta meta;
+};
+
+/* The tier's bucket: every fake's tier side, for the whole test. */
+static struct {
+	pthread_mutex_t mu;
+	struct fobj *objs;
+	unsigned n, cap;
+	unsigned puts;
+	struct {
+		enum s3_err_kind kind; /* the next times PUTs fail */
+		int err, times;
+		long http; /* 0: no answer (a reset) */
+	} fail;
+} store = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct fake_source *fs_of(const struct pf_source *s)
 {
@@ -259,30 +288,45 @@ static uint64_t f_run(struct pf_source *s, int timeout_ms, bool *timed_out)
 	return mono_ns() - t0;
 }
 
-/* The answer of client @c's bucket to @fg's whole GET, into its buffer, as
- * the curl source gives it: the bytes or a -errno with @st, and the
- * metadata. fs->mu held (fake_s3's lock is a leaf too). */
-static ssize_t store_get(struct s3_client *c, struct fget *fg,
-			 struct s3_status *st)
+/* The object named @name in the store, or NULL. store.mu held. */
+static struct fobj *store_find(const char *name, size_t name_len)
+{
+	for (unsigned i = 0; i < store.n; i++)
+		if (strlen(store.objs[i].name) == name_len &&
+		    !memcmp(store.objs[i].name, name, name_len))
+			return &store.objs[i];
+	return NULL;
+}
+
+/* The store's answer to @fg's whole GET, into its buffer, as the curl
+ * source gives it: the bytes or a -errno with @st, and the metadata. */
+static ssize_t store_get(struct fget *fg, struct s3_status *st)
 {
 	struct pf_get *g = fg->g;
-	struct s3_xfer *x = NULL;
+	struct fobj *o;
 	ssize_t got;
-	int rc;
 
-	rc = s3_xfer_create(c, fg->key, strlen(fg->key), NULL, 0, g->len,
-			    g->buf, NULL, &x);
-	if (rc)
-		return rc;
-	s3_xfer_whole_object(x);
-	s3_xfer_want_meta(x);
-	rc = s3_perform(x, st);
-	got = rc ? rc : (ssize_t)x->body.b.len;
-	if (s3_xfer_meta(x)) {
-		fg->meta = *s3_xfer_meta(x);
+	pthread_mutex_lock(&store.mu);
+	o = store_find(fg->key, strlen(fg->key));
+	if (!o) {
+		st->kind = S3_ERR_STALE;
+		st->http = 404;
+		snprintf(st->code, sizeof(st->code), "NoSuchKey");
+		got = -ENOENT;
+	} else if (o->len > g->len) {
+		/* What s3_xfer says of a body longer than the buffer. */
+		st->kind = S3_ERR_OTHER;
+		snprintf(st->code, sizeof(st->code), "BodyTooLarge");
+		got = -EPROTO;
+	} else {
+		memcpy(g->buf, o->data, o->len);
+		fg->meta = o->meta;
+		fg->meta.length = o->len;
+		fg->meta.has_length = true;
 		fg->has_meta = true;
+		got = (ssize_t)o->len;
 	}
-	s3_xfer_destroy(x);
+	pthread_mutex_unlock(&store.mu);
 	return got;
 }
 
@@ -310,8 +354,8 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 						       : 500;
 		*got = -fs->fail[fg->side].err;
 		*retryable = fs->fail[fg->side].retryable;
-	} else if (fg->side == SIDE_TIER && fs->tier_store) {
-		*got = store_get(fs->tier_store, fg, st);
+	} else if (fg->side == SIDE_TIER) {
+		*got = store_get(fg, st);
 		*retryable = false;
 	} else {
 		unsigned char *b = g->buf;
@@ -372,6 +416,90 @@ static uint64_t f_now_ns(const struct pf_source *s)
 	return now;
 }
 
+/* Stores (or replaces) object @name, with metadata @meta as the tier's
+ * GETs give it back. store.mu held. */
+static int store_set(const char *name, size_t name_len, const void *data,
+		     size_t len, const struct s3_obj_meta *meta)
+{
+	struct fobj *o = store_find(name, name_len);
+	unsigned char *d = malloc(len ? len : 1);
+
+	if (!d)
+		return -ENOMEM;
+	memcpy(d, data, len);
+	if (!o) {
+		if (store.n == store.cap) {
+			unsigned cap = store.cap ? 2 * store.cap : 64;
+			void *p =
+			    realloc(store.objs, cap * sizeof(*store.objs));
+
+			if (!p) {
+				free(d);
+				return -ENOMEM;
+			}
+			store.objs = p;
+			store.cap = cap;
+		}
+		o = &store.objs[store.n];
+		o->name = strndup(name, name_len);
+		if (!o->name) {
+			free(d);
+			return -ENOMEM;
+		}
+		store.n++;
+	} else {
+		free(o->data);
+	}
+	o->data = d;
+	o->len = len;
+	o->meta = *meta;
+	return 0;
+}
+
+static int f_put(struct pf_source *s, const char *name, size_t name_len,
+		 const void *data, size_t len,
+		 const struct s3_meta_header *meta, size_t n_meta,
+		 struct s3_status *st)
+{
+	struct s3_obj_meta m;
+	int rc;
+
+	memset(&m, 0, sizeof(m));
+	*st = (struct s3_status){.kind = S3_ERR_NONE};
+	for (size_t i = 0; i < n_meta; i++) {
+		const char *n = meta[i].name, *v = meta[i].value;
+		char *end;
+
+		if (!strcmp(n, "hintfs-etag"))
+			snprintf(m.origin_etag, sizeof(m.origin_etag), "%s", v);
+		else if (!strcmp(n, "hintfs-xxh3"))
+			snprintf(m.sum, sizeof(m.sum), "%s", v);
+		else if (!strcmp(n, "hintfs-mac"))
+			snprintf(m.mac, sizeof(m.mac), "%s", v);
+		else if (!strcmp(n, "hintfs-size")) {
+			m.origin_size = strtoull(v, &end, 10);
+			m.has_origin_size = *v && !*end;
+		}
+	}
+	pthread_mutex_lock(&store.mu);
+	store.puts++;
+	if (store.fail.times > 0) {
+		store.fail.times--;
+		st->kind = store.fail.kind;
+		st->http = store.fail.http;
+		rc = -store.fail.err;
+	} else {
+		rc = store_set(name, name_len, data, len, &m);
+	}
+	pthread_mutex_unlock(&store.mu);
+	return rc;
+}
+
+static const struct retry_policy *f_retry(const struct pf_source *s)
+{
+	return &fs_of(s)->retry;
+}
+
 /* The engine does not own a test's source: fake_source_destroy() frees it. */
 static void f_destroy(struct pf_source *s)
 {
@@ -387,6 +515,8 @@ static const struct pf_source_ops f_ops = {
     .release = f_release,
     .wake = f_wake,
     .now_ns = f_now_ns,
+    .put = f_put,
+    .retry = f_retry,
     .destroy = f_destroy,
 };
 
@@ -414,6 +544,7 @@ struct fake_source *fake_source_create_n(uint64_t latency_ms, unsigned n)
 	pthread_cond_init(&fs->idle_cv, NULL);
 	/* Far from 0: the engine's "last SlowDown cut" starts at 0. */
 	fs->now = 1000000 * MS;
+	retry_policy_init(&fs->retry, 0, 0);
 	fake_source_latency(fs, latency_ms);
 	fake_source_tier_latency(fs, latency_ms);
 	return fs;
@@ -505,11 +636,50 @@ void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 	set_fail(fs, SIDE_ORIGIN, kind, err, retryable, times);
 }
 
-void fake_source_tier_store(struct fake_source *fs, struct s3_client *c)
+void fake_source_store_reset(void)
 {
-	pthread_mutex_lock(&fs->mu);
-	fs->tier_store = c;
-	pthread_mutex_unlock(&fs->mu);
+	pthread_mutex_lock(&store.mu);
+	for (unsigned i = 0; i < store.n; i++) {
+		free(store.objs[i].name);
+		free(store.objs[i].data);
+	}
+	free(store.objs);
+	store.objs = NULL;
+	store.n = store.cap = store.puts = 0;
+	store.fail.times = 0;
+	pthread_mutex_unlock(&store.mu);
+}
+
+int fake_source_store_put(const char *name, const void *data, size_t len)
+{
+	struct s3_obj_meta none;
+	int rc;
+
+	memset(&none, 0, sizeof(none));
+	pthread_mutex_lock(&store.mu);
+	rc = store_set(name, strlen(name), data, len, &none);
+	pthread_mutex_unlock(&store.mu);
+	return rc;
+}
+
+void fake_source_put_fail(enum s3_err_kind kind, int err, long http, int times)
+{
+	pthread_mutex_lock(&store.mu);
+	store.fail.kind = kind;
+	store.fail.err = err;
+	store.fail.http = http;
+	store.fail.times = times;
+	pthread_mutex_unlock(&store.mu);
+}
+
+unsigned fake_source_puts(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&store.mu);
+	n = store.puts;
+	pthread_mutex_unlock(&store.mu);
+	return n;
 }
 
 void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
@@ -580,6 +750,13 @@ void fake_source_advance(struct fake_source *fs, uint64_t ms)
 		if (next >= target)
 			break;
 	}
+}
+
+void fake_source_jump(struct fake_source *fs, uint64_t ns)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->now += ns;
+	pthread_mutex_unlock(&fs->mu);
 }
 
 void fake_source_hold(struct fake_source *fs, bool on)

@@ -7,9 +7,12 @@
  * its byte at offset i is fake_source_byte(key, i). A GET started at
  * virtual time t answers at t + latency: it ends only when the test moves
  * the clock past that (fake_source_advance()). Errors are queued for the
- * next starts (fake_source_fail()). The engine's network threads run as in
- * the daemon; fake_source_settle() waits until they have nothing left to
- * do at the current virtual time, so what a test sees next is determined.
+ * next starts (fake_source_fail()). The tier side is a bucket in memory:
+ * its PUTs write it and its GETs read it back, metadata included. The
+ * retry policy is the default budget (common/retry.h). The engine's network
+ * threads run as in the daemon; fake_source_settle() waits until they have
+ * nothing left to do at the current virtual time, so what a test sees next is
+ * determined.
  */
 #ifndef HINTFS_TESTS_FAKE_SOURCE_H
 #define HINTFS_TESTS_FAKE_SOURCE_H
@@ -49,14 +52,29 @@ void fake_source_latency(struct fake_source *fs, uint64_t ms);
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times);
 void fake_source_tier_latency(struct fake_source *fs, uint64_t ms);
-/** From now on the tier's GETs that end with no error queued answer as
- *  client @c's bucket does (tests/unit/fake_s3.c: what the tier's PUTs
- *  wrote, with their metadata; NoSuchKey when absent), so that a test sees
- *  what the engine wrote to the tier read back. NULL: the fake's bytes,
- *  no metadata (the default). */
-void fake_source_tier_store(struct fake_source *fs, struct s3_client *c);
 void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
 			   int err, bool retryable, int times);
+
+/*
+ * The tier's bucket, one for the whole test (a second engine reads what
+ * the first wrote): its GETs that end with no error queued answer what
+ * the PUTs wrote, with their metadata (NoSuchKey when absent; a body
+ * longer than the GET's buffer fails as BodyTooLarge). Any thread.
+ */
+/** Empties it, its counter and its queued failures. */
+void fake_source_store_reset(void);
+/** Stores @len bytes at @data as @name with no metadata, as a writer
+ *  other than hintfs would. 0 or -ENOMEM. */
+int fake_source_store_put(const char *name, const void *data, size_t len);
+/** The next @times PUTs fail with kind @kind, -@err and HTTP status @http
+ *  (0: no answer). */
+void fake_source_put_fail(enum s3_err_kind kind, int err, long http, int times);
+/** PUTs tried so far (failed ones included). */
+unsigned fake_source_puts(void);
+
+/** Moves the virtual clock on by @ns at once, waiting for no thread: for
+ *  a test that runs no engine on @fs (a bare tier). */
+void fake_source_jump(struct fake_source *fs, uint64_t ns);
 
 /** Moves the virtual clock on by @ms, in steps that end GETs in their due
  *  order, settling after each. */

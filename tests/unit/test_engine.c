@@ -27,7 +27,6 @@
  *   with no GET.
  */
 #include "fake_source.h"
-#include "fake_s3.h"
 #include "check.h"
 #include "prefetch/prefetch.h"
 #include "cache/cache.h"
@@ -52,8 +51,6 @@ static unsigned env_nets = 1;
 struct env {
 	struct fake_source *fs;
 	struct pf_source *srcs[NETS_MAX], *tier_srcs[NETS_MAX];
-	struct s3_client *s3;
-	struct s3_client *tier_s3; /* with a tier: its PUTs go nowhere */
 	struct cache *cache;
 	struct pf *pf;
 	char dir[64];
@@ -96,10 +93,14 @@ static uint32_t key_id(void *arg, const char *key, size_t key_len)
 	return PF_NO_ID;
 }
 
-/* @cfg's sources: the fake's, one instance per network thread (env_nets). */
+/* @cfg's sources: the fake's, one instance per network thread (env_nets);
+ * with a hedge set (cfg->tier_hedge_ms), a tier on the fake's tier side
+ * (its GETs and PUTs). */
 static void env_sources(struct env *e, struct pf_config *cfg)
 {
 	cfg->source = fake_source_base(e->fs);
+	if (cfg->tier_hedge_ms)
+		cfg->tier_source = fake_source_tier(e->fs);
 	if (env_nets == 1)
 		return;
 	for (unsigned i = 0; i < env_nets; i++) {
@@ -108,7 +109,8 @@ static void env_sources(struct env *e, struct pf_config *cfg)
 	}
 	cfg->net_threads = env_nets;
 	cfg->sources = e->srcs;
-	cfg->tier_sources = e->tier_srcs;
+	if (cfg->tier_hedge_ms)
+		cfg->tier_sources = e->tier_srcs;
 }
 
 /* An engine over @n objects of @size bytes on a fake source; @cfg's
@@ -117,12 +119,6 @@ static void env_start_big(struct env *e, uint32_t n, uint64_t size,
 			  struct pf_config cfg, uint32_t big_id,
 			  uint64_t big_size)
 {
-	struct s3_config sc = {
-	    /* The retry policy only: no request goes out. */
-	    .bucket = "b",	   .endpoint = "http://127.0.0.1:9",
-	    .region = "us-east-1", .path_style = true,
-	    .no_sign = true,
-	};
 	char err[256];
 
 	memset(e, 0, sizeof(*e));
@@ -134,11 +130,9 @@ static void env_start_big(struct env *e, uint32_t n, uint64_t size,
 	CHECK(e->fs != NULL);
 	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
 	CHECK(mkdtemp(e->dir) != NULL);
-	CHECK(s3_client_create(&sc, &e->s3, err, sizeof(err)) == 0);
 	struct cache_config cc = {
 	    .dir = e->dir, .capacity = cache_cap ? cache_cap : 1024 * MIB};
 	CHECK(cache_open(&cc, &e->cache, err, sizeof(err)) == 0);
-	cfg.s3 = e->s3;
 	cfg.cache = e->cache;
 	cfg.describe = describe;
 	cfg.key_id = key_id;
@@ -146,15 +140,8 @@ static void env_start_big(struct env *e, uint32_t n, uint64_t size,
 	cfg.arg = e;
 	cfg.n_ids = n;
 	env_sources(e, &cfg);
-	if (cfg.tier_hedge_ms) {
-		sc.bucket = "tier";
-		sc.max_attempts = 1;
-		CHECK(s3_client_create(&sc, &e->tier_s3, err, sizeof(err)) ==
-		      0);
-		cfg.tier_s3 = e->tier_s3;
-		cfg.tier_source = fake_source_tier(e->fs);
+	if (cfg.tier_hedge_ms)
 		cfg.origin_bucket = "b";
-	}
 	CHECK(pf_start(&cfg, &e->pf) == 0);
 }
 
@@ -173,8 +160,6 @@ static unsigned env_stop(struct env *e)
 	pf_stop(e->pf);
 	down = fake_source_taken_down(e->fs);
 	cache_close(e->cache);
-	s3_client_destroy(e->s3);
-	s3_client_destroy(e->tier_s3);
 	fake_source_destroy(e->fs);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
 	if (system(cmd))
@@ -738,16 +723,15 @@ static void test_tier_owed_puts(void)
 	struct pf_stats st;
 	struct env e;
 
-	fake_s3_reset();
+	fake_source_store_reset();
 	env_start(&e, n, 16 * KIB, cfg);
-	fake_source_tier_store(e.fs, e.tier_s3);
 	/* Epoch 1: the tier accepts GETs and never answers. */
 	fake_source_tier_latency(e.fs, UINT64_MAX);
 	epoch(&e, n);
 	pf_get_stats(e.pf, &st);
 	CHECK(st.tier_st.breaker_opens == 1 && st.tier_st.hits == 0);
 	CHECK(fake_source_starts(e.fs) == n);
-	CHECK(st.tier_st.puts == 0 && fake_s3_puts() == 0);
+	CHECK(st.tier_st.puts == 0 && fake_source_puts() == 0);
 	/* It answers again; the open period (1 s) ends. */
 	fake_source_tier_latency(e.fs, LATENCY_MS);
 	fake_source_advance(e.fs, 1000);
@@ -762,7 +746,6 @@ static void test_tier_owed_puts(void)
 
 	/* Another node, its local cache empty: all from the tier. */
 	env_start(&e, n, 16 * KIB, cfg);
-	fake_source_tier_store(e.fs, e.tier_s3);
 	epoch(&e, n);
 	pf_get_stats(e.pf, &st);
 	CHECK(fake_source_starts(e.fs) == 0);
@@ -1363,7 +1346,6 @@ static void test_block_restart(void)
 	fake_source_advance(e.fs, 2 * LATENCY_MS);
 	committed(&e, 1);
 	pf_stop(e.pf);
-	cfg.s3 = e.s3;
 	cfg.cache = e.cache;
 	cfg.describe = describe;
 	cfg.key_id = key_id;

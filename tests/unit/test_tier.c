@@ -1,14 +1,13 @@
 /*
  * tests/unit/test_tier.c - the shared cache tier without a mount
  * (prefetch/tier.c): the names of tier objects, the judgement of what a
- * tier GET returned, and a PUT and its read back through the S3 client
- * over the in-memory S3 (fake_s3.c): what the tier holds is served only
- * when it is the origin's version, byte for byte.
+ * tier GET returned, and a PUT and its read back through the tier's source
+ * (fake_source.c: a bucket in memory, a virtual clock, no S3 client): what
+ * the tier holds is served only when it is the origin's version, byte for
+ * byte; the budget, the breaker and the hung tier on that clock.
  */
-#include "fake_s3.h"
-#include "prefetch/s3/s3_internal.h"
+#include "fake_source.h"
 #include "prefetch/tier.h"
-#include "common/clock.h"
 #include "check.h"
 
 #include <errno.h>
@@ -230,21 +229,25 @@ static void test_judge(void)
 	CHECK(tier_judge(-ETIMEDOUT, &st, &m, &w, body) == TIER_ERROR);
 }
 
-static struct s3_client *client(void)
-{
-	struct s3_config cfg = {
-	    .bucket = "tier",
-	    .endpoint = "http://127.0.0.1:9",
-	    .region = "us-east-1",
-	    .path_style = true,
-	    .no_sign = true,
-	    .max_attempts = 2,
-	};
-	struct s3_client *c = NULL;
-	char err[256];
+/* The tier's source: the fake's tier side (its bucket, answering at once)
+ * and clock, moved by the tests alone (jump()). */
+static struct fake_source *F;
 
-	CHECK(s3_client_create(&cfg, &c, err, sizeof(err)) == 0);
-	return c;
+static struct pf_source *tier_src(void)
+{
+	return fake_source_tier(F);
+}
+
+/* The tier's clock now. */
+static uint64_t now(void)
+{
+	return pf_source_now(tier_src());
+}
+
+/* Moves the tier's clock on by @ns. */
+static void jump(uint64_t ns)
+{
+	fake_source_jump(F, ns);
 }
 
 /* Waits (5 s at most) for @t's queued PUTs to end; their stats in @ts. */
@@ -265,24 +268,26 @@ static enum tier_verdict get_back(struct tier *t, const char *name,
 				  const char *etag, const void *want,
 				  size_t len)
 {
-	struct s3_client *c = tier_client(t);
 	char *buf = calloc(1, len);
+	struct pf_get g = {.key = name,
+			   .key_len = strlen(name),
+			   .len = len,
+			   .buf = buf,
+			   .whole = true,
+			   .want_meta = true};
 	struct s3_status st = {0};
-	struct s3_xfer *x = NULL;
 	enum tier_verdict v;
-	ssize_t got;
-	int rc;
+	bool retryable;
+	ssize_t got = -EIO;
 
-	CHECK(s3_xfer_create(c, name, strlen(name), NULL, 0, len, buf, NULL,
-			     &x) == 0);
-	s3_xfer_whole_object(x);
-	s3_xfer_want_meta(x);
-	rc = s3_perform(x, &st);
-	got = rc ? rc : (ssize_t)x->body.b.len;
-	v = tier_check(t, got, &st, s3_xfer_meta(x), "k/1", 3, etag, len, buf);
+	CHECK(pf_source_start(tier_src(), &g, false, 2000) == 0);
+	/* Due at once: it ends through the origin side's next_done(). */
+	CHECK(pf_source_next_done(fake_source_base(F), &got, &retryable, &st) ==
+	      &g);
+	v = tier_check(t, got, &st, pf_get_meta(&g), "k/1", 3, etag, len, buf);
 	if (v == TIER_HIT)
 		CHECK(!memcmp(buf, want, len));
-	s3_xfer_destroy(x);
+	pf_get_release(&g);
 	free(buf);
 	return v;
 }
@@ -299,14 +304,13 @@ static void put_settled(struct tier *t, const char *etag, const void *data,
 
 static void test_put_and_read_back(void)
 {
-	struct s3_client *c = client();
 	struct tier_config tc = {
-	    .s3 = c, .origin_bucket = "origin", .prefix = "shared/"};
+	    .src = tier_src(), .origin_bucket = "origin", .prefix = "shared/"};
 	struct pf_tier_stats ts;
 	struct tier *t = NULL;
 	char name[TIER_NAME_MAX], data[3000], etag[48];
 
-	fake_s3_reset();
+	fake_source_store_reset();
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (char)(i * 7);
 	etag_of(data, sizeof(data), 0, etag);
@@ -317,19 +321,20 @@ static void test_put_and_read_back(void)
 	/* Not there yet: a miss. */
 	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_MISS);
 	put_settled(t, etag, data, sizeof(data), &ts);
-	CHECK(ts.puts == 1 && ts.put_errors == 0 && fake_s3_puts() == 1);
+	CHECK(ts.puts == 1 && ts.put_errors == 0 && fake_source_puts() == 1);
 	/* Written under its name, with its metadata: read back, a hit. */
 	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_HIT);
 	/* Someone overwrites it without hintfs's metadata: never served. */
-	CHECK(fake_s3_put(name, data, sizeof(data)) == 0);
+	CHECK(fake_source_store_put(name, data, sizeof(data)) == 0);
 	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_MISMATCH);
 	/* A tier that answers 503: an error (the engine reads the origin). */
-	fake_s3_fail(name, 503, "SlowDown", -1);
+	fake_source_tier_fail(F, S3_ERR_SLOWDOWN, EAGAIN, true, 1);
 	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_ERROR);
 	/* A PUT the tier refuses is counted, not retried for ever. */
+	fake_source_put_fail(S3_ERR_SLOWDOWN, EAGAIN, 503, 1);
 	put_settled(t, etag, data, sizeof(data), &ts);
 	CHECK(ts.put_errors == 1);
-	fake_s3_reset();
+	fake_source_store_reset();
 	/* Without a key: an ETag that binds nothing keeps the object off the
 	 * tier, and bytes that are not their MD5 ETag's (SSE-KMS) are never
 	 * written. */
@@ -337,7 +342,7 @@ static void test_put_and_read_back(void)
 	data[0] ^= 1;
 	put_settled(t, etag, data, sizeof(data), &ts);
 	data[0] ^= 1;
-	CHECK(ts.unbound == 2 && ts.puts == 1 && fake_s3_puts() == 0);
+	CHECK(ts.unbound == 2 && ts.puts == 1 && fake_source_puts() == 0);
 	tier_stop(t);
 
 	/* With the cluster's key, an opaque ETag is bound by the MAC the
@@ -348,7 +353,7 @@ static void test_put_and_read_back(void)
 	CHECK(tier_wants(t, "k/1", 3, "\"v1\""));
 	tier_name("shared/", "origin", "k/1", 3, "\"v1\"", name, sizeof(name));
 	put_settled(t, "\"v1\"", data, sizeof(data), &ts);
-	CHECK(ts.puts == 1 && fake_s3_puts() == 1);
+	CHECK(ts.puts == 1 && fake_source_puts() == 1);
 	CHECK(get_back(t, name, "\"v1\"", data, sizeof(data)) == TIER_HIT);
 	tier_stop(t);
 	tc.mac_key = OTHER_KEY;
@@ -370,27 +375,16 @@ static void test_put_and_read_back(void)
 	tier_get_stats(t, &ts);
 	CHECK(ts.put_dropped == 1 && ts.put_pending == 0);
 	tier_stop(t);
-	s3_client_destroy(c);
 }
 
-/* The bare tiers' clock: moved by the tests, never by the scheduler
- * (atomic: the PUT workers read it). */
-static _Atomic uint64_t fake_now = 1000000000000ull;
-
-static uint64_t fake_clock(void *arg)
-{
-	return fake_now;
-}
-
-/* A tier without a client (no GET or PUT is sent), hedging past
- * @hedge_ms, on fake_clock(): its budget, breaker and counters. */
+/* A tier to which nothing is PUT, hedging past @hedge_ms, on the fake's
+ * clock: its budget, breaker and counters. */
 static struct tier *bare_tier(unsigned int hedge_ms)
 {
-	struct tier_config tc = {.s3 = NULL,
+	struct tier_config tc = {.src = tier_src(),
 				 .origin_bucket = "o",
 				 .prefix = "",
-				 .hedge_ms = hedge_ms,
-				 .clock_ns = fake_clock};
+				 .hedge_ms = hedge_ms};
 	struct tier *t = NULL;
 
 	CHECK(tier_start(&tc, &t) == 0);
@@ -433,19 +427,17 @@ static void test_breaker(void)
 
 	/* An answer between failures resets the count. */
 	for (int i = 0; i < 7; i++)
-		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false,
-				  fake_now);
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, now());
 	tier_note_answer_ns(t, 1000000ull);
-	tier_note_verdict(t, TIER_MISS, TIER_CUT_NONE, false, fake_now);
-	fake_now += 1000000ull;
+	tier_note_verdict(t, TIER_MISS, TIER_CUT_NONE, false, now());
+	jump(1000000ull);
 	CHECK(tier_use(t));
 	/* Hedges are a reader's impatience: 8 errors in a row open it
 	 * whatever hedges come between. */
 	for (int i = 0; i < 8; i++) {
-		tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true,
-				  fake_now);
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true, now());
 		CHECK(!tier_open(t));
-		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, true, fake_now);
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, true, now());
 	}
 	CHECK(tier_open(t) && !tier_use(t));
 	tier_get_stats(t, &ts);
@@ -453,9 +445,9 @@ static void test_breaker(void)
 	CHECK(ts.hedged == 8 && ts.fallbacks == 15 && ts.reader_stalls == 16);
 	/* Still open just before 1 s, half-open at 1 s: one probe, the
 	 * others still bypass. */
-	fake_now += 999999999ull;
+	jump(999999999ull);
 	CHECK(tier_open(t) && !tier_use(t));
-	fake_now += 1;
+	jump(1);
 	CHECK(!tier_open(t));
 	CHECK(tier_use(t));
 	CHECK(!tier_use(t) && !tier_use(t));
@@ -463,7 +455,7 @@ static void test_breaker(void)
 	CHECK(tier_hedge_take(t));
 	/* Its reader hedged it: no verdict on the tier, not reopened; the
 	 * next fetch probes. */
-	tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true, fake_now);
+	tier_note_verdict(t, TIER_ERROR, TIER_CUT_HEDGE, true, now());
 	CHECK(!tier_open(t));
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 1 && ts.breaker_open && ts.hedged == 9);
@@ -471,16 +463,16 @@ static void test_breaker(void)
 	CHECK(!tier_use(t));
 	/* That probe failed on its own (an error, a timeout): open again,
 	 * for 2 s now. */
-	tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, fake_now);
+	tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, now());
 	CHECK(tier_open(t) && !tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(ts.breaker_opens == 2);
-	fake_now += 1999999999ull;
+	jump(1999999999ull);
 	CHECK(tier_open(t));
-	fake_now += 1;
+	jump(1);
 	CHECK(!tier_open(t) && tier_use(t));
 	/* An answer closes it: every fetch uses the tier again. */
-	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, false, fake_now);
+	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, false, now());
 	CHECK(!tier_open(t) && tier_use(t) && tier_use(t));
 	tier_get_stats(t, &ts);
 	CHECK(!ts.breaker_open);
@@ -493,12 +485,12 @@ static void test_breaker(void)
 static void test_hung(void)
 {
 	struct tier *t = bare_tier(100);
-	uint64_t t0 = fake_now, due;
+	uint64_t t0 = now(), due;
 
-	fake_now += 600000000ull;
-	CHECK(!tier_hung(t, t0, 3, fake_now, &due));
-	CHECK(!tier_hung(t, fake_now - 100000000ull, 64, fake_now, &due));
-	CHECK(due == fake_now + 400000000ull);
+	jump(600000000ull);
+	CHECK(!tier_hung(t, t0, 3, now(), &due));
+	CHECK(!tier_hung(t, now() - 100000000ull, 64, now(), &due));
+	CHECK(due == now() + 400000000ull);
 	/* The engine thread stalled: its last poll began 100 ms after the
 	 * GETs, 400 ms before due. Their answers may wait unread in the
 	 * sockets: not hung yet, and due is past (poll at once). */
@@ -506,19 +498,19 @@ static void test_hung(void)
 	CHECK(due == t0 + 500000000ull && !tier_open(t));
 	/* That poll read an answer: not hung while these GETs run. */
 	tier_note_answer_ns(t, 1000000ull);
-	CHECK(!tier_hung(t, t0, 64, fake_now, &due));
+	CHECK(!tier_hung(t, t0, 64, now(), &due));
 	CHECK(due == UINT64_MAX && !tier_open(t));
 	/* GETs started after it, and a poll begun past their due found
 	 * them all silent: hung. */
-	t0 = fake_now + 1000000ull;
-	fake_now = t0 + 600000000ull;
+	t0 = now() + 1000000ull;
+	jump(t0 + 600000000ull - now());
 	CHECK(!tier_hung(t, t0, 4, t0 + 499999999ull, &due));
 	CHECK(tier_hung(t, t0, 4, t0 + 500000000ull, &due));
 	CHECK(tier_open(t));
 	tier_stop(t);
 	/* With hedging off, readers wait for the timeout: never hung. */
 	t = bare_tier(0);
-	CHECK(!tier_hung(t, t0, 64, fake_now, &due));
+	CHECK(!tier_hung(t, t0, 64, now(), &due));
 	tier_stop(t);
 }
 
@@ -531,14 +523,14 @@ static void test_slow_tier_stays_closed(void)
 {
 	struct tier *t = bare_tier(100);
 	struct pf_tier_stats ts;
-	uint64_t start = fake_now;
+	uint64_t start = now();
 
 	/* 64 GETs queue behind a busy server: one answers after 1.5 s, then
 	 * 16 time out at 2 s in a row, and 16 are hedged in a row. */
-	fake_now += 1500000000ull;
+	jump(1500000000ull);
 	tier_note_answer_ns(t, 1500000000ull);
 	tier_note_verdict(t, TIER_HIT, TIER_CUT_NONE, true, start);
-	fake_now += 500000000ull;
+	jump(500000000ull);
 	for (int i = 0; i < 16; i++)
 		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, true, start);
 	for (int i = 0; i < 16; i++)
@@ -548,9 +540,9 @@ static void test_slow_tier_stays_closed(void)
 	CHECK(ts.breaker_opens == 0 && ts.fallbacks == 16 && ts.hedged == 16);
 	/* GETs started after the last answer, none answered since: 8
 	 * timeouts open it. */
-	fake_now += 1000000ull;
-	start = fake_now;
-	fake_now += 2000000000ull;
+	jump(1000000ull);
+	start = now();
+	jump(2000000000ull);
 	for (int i = 0; i < 7; i++)
 		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, start);
 	CHECK(!tier_open(t));
@@ -594,26 +586,23 @@ static int load_held(void *arg, const char *key, size_t key_len,
  * past the queue's memory wait as the key and are read back. */
 static void test_held_puts(void)
 {
-	struct s3_client *c = client();
-	struct tier_config tc = {.s3 = c,
+	struct tier_config tc = {.src = tier_src(),
 				 .origin_bucket = "origin",
 				 .prefix = "",
 				 .hedge_ms = 100,
 				 .put_mem = 2 * sizeof(held_data),
-				 .clock_ns = fake_clock,
 				 .load = load_held};
 	char name[TIER_NAME_MAX], etag[48], key[8];
 	struct pf_tier_stats ts;
 	struct tier *t = NULL;
 
-	fake_s3_reset();
+	fake_source_store_reset();
 	for (size_t i = 0; i < sizeof(held_data); i++)
 		held_data[i] = (char)(i * 13);
 	etag_of(held_data, sizeof(held_data), 0, etag);
 	CHECK(tier_start(&tc, &t) == 0);
 	for (int i = 0; i < 8; i++)
-		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false,
-				  fake_now);
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, now());
 	CHECK(tier_open(t));
 
 	/* Four objects read from the origin meanwhile: two fit the queue's
@@ -628,13 +617,13 @@ static void test_held_puts(void)
 	usleep(150000); /* past a worker's look (TIER_HELD_POLL_MS) */
 	tier_get_stats(t, &ts);
 	CHECK(ts.put_deferred == 4 && ts.put_pending == 4 && ts.puts == 0);
-	CHECK(ts.put_dropped == 0 && fake_s3_puts() == 0);
+	CHECK(ts.put_dropped == 0 && fake_source_puts() == 0);
 
 	/* The period ends; the probe's PUT is refused by a tier that does
 	 * not answer (a reset): open again, for 2 s, nothing lost. */
 	tier_name("", "origin", "k/0", 3, etag, name, sizeof(name));
-	fake_s3_fail(name, 0, "", 2); /* both of its attempts */
-	fake_now += 1000000000ull;
+	fake_source_put_fail(S3_ERR_NETWORK, ECONNRESET, 0, 1);
+	jump(1000000000ull);
 	CHECK(!tier_use(t)); /* PUTs held: one of them probes */
 	WAIT_STATS(t, &ts, ts.breaker_opens == 2);
 	CHECK(ts.breaker_opens == 2 && tier_open(t));
@@ -642,7 +631,7 @@ static void test_held_puts(void)
 
 	/* It answers again: the probe's PUT closes it, all four written,
 	 * two with their bytes read back. */
-	fake_now += 2000000000ull;
+	jump(2000000000ull);
 	WAIT_STATS(t, &ts, !ts.put_pending);
 	CHECK(ts.puts == 4 && ts.put_pending == 0 && !ts.breaker_open);
 	CHECK(ts.put_reloaded == 2 && held_loads == 2);
@@ -650,11 +639,13 @@ static void test_held_puts(void)
 	      TIER_HIT);
 	CHECK(tier_use(t));
 	tier_stop(t);
-	s3_client_destroy(c);
 }
 
 int main(void)
 {
+	/* Its GETs answer at once (get_back()). */
+	F = fake_source_create(0);
+	CHECK(F != NULL);
 	test_name();
 	test_etag_kind();
 	test_judge();
@@ -665,5 +656,7 @@ int main(void)
 	test_hung();
 	test_slow_tier_stays_closed();
 	test_held_puts();
+	fake_source_store_reset();
+	fake_source_destroy(F);
 	return check_done();
 }
