@@ -67,9 +67,15 @@ void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 			const struct s3_status *st)
 {
 	struct pf_fetch *f = p->f;
+	bool was_open = tier_open(pf->tier);
 
 	pf_tier_run_remove(pf, p);
 	tier_note_verdict(pf->tier, v, cut, f->demand, p->start_ns);
+	/* This answer opened the breaker: the other threads cut their tier
+	 * GETs now (pf_tier_hedge()), not at their next look (the hung
+	 * time, or never), even when this one has none left to cut. */
+	if (!was_open && tier_open(pf->tier))
+		pf_wake_others(pf, &pf->nets[p->net]);
 	if (v != TIER_ERROR)
 		tier_note_answer_ns(pf->tier, pf_now(pf) - p->start_ns);
 	if (v == TIER_HIT) {

@@ -14,6 +14,10 @@
  * - the hint's prefetch is paced by its readers (PF_PACE_MIN at least);
  * - a reader waiting on the shared cache tier goes to the origin at the
  *   hedge, within the hedge budget;
+ * - a hung tier (GETs taken, never answered) is read around at the hung
+ *   time, every running tier GET cut; 8 failures open the breaker, cut
+ *   what runs, bypass the tier while open, and the tier is probed and
+ *   used again once the open period ends;
  * - pf_cancel() ends a reader's wait at once, and pf_stop() takes down
  *   the GETs still running;
  * - what the origin served while the tier's breaker was open reaches the
@@ -750,6 +754,142 @@ static void test_tier_owed_puts(void)
 	pf_get_stats(e.pf, &st);
 	CHECK(fake_source_starts(e.fs) == 0);
 	CHECK(st.tier_st.hits == n && st.tier_st.puts == 0);
+	env_stop(&e);
+}
+
+/* Hints ids [@from, @from + @n) to stream @stream, queued behind its
+ * hints (another stream's fetches keep running). */
+static void hint_ids(struct env *e, const char *stream, uint32_t from,
+		     uint32_t n)
+{
+	uint32_t *ids = malloc(n * sizeof(*ids));
+
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = from + i;
+	CHECK(pf_hint(e->pf, stream, ids, n, 0, false, 0) == 0);
+	free(ids);
+	CHECK(fake_source_settle(e->fs));
+}
+
+/* Joins reader @t, which must have ended by now: the virtual clock stands
+ * still, so nothing more would end its wait (10 s of real time at most;
+ * past that it is cancelled and the check fails). */
+static void reader_ended(struct env *e, pthread_t t)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	if (pthread_timedjoin_np(t, NULL, &ts)) {
+		CHECK(!"the reader had its bytes by now");
+		pf_cancel(e->pf);
+		pthread_join(t, NULL);
+	}
+}
+
+/*
+ * A tier that takes GETs and never answers (hung): when the oldest has
+ * waited the hung time (500 ms) and nothing answered, the breaker opens
+ * and every tier GET still running is cut and read from the origin, the
+ * hint's prefetches with the reader's. The reader (its hedge denied: no
+ * budget earned yet) has its bytes by 500 ms and the origin's latency,
+ * not at the attempt's timeout (2 s) nor never; nothing goes to the
+ * origin before.
+ */
+static void test_tier_hung(void)
+{
+	const uint32_t n = 64;
+	struct pf_stats st;
+	struct reader r;
+	pthread_t t;
+	struct env e;
+
+	env_start(&e, n, 16 * KIB,
+		  (struct pf_config){.max_inflight = 64,
+				     .pace_ms = PF_PACE_OFF,
+				     .tier_hedge_ms = 50});
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	hint_ids(&e, "rank0", 0, n - 1);
+	reader_start(&e, &r, &t, n - 1);
+	CHECK(fake_source_tier_starts(e.fs) == n);
+	fake_source_advance(e.fs, 490);
+	pf_get_stats(e.pf, &st);
+	CHECK(fake_source_starts(e.fs) == 0 && !st.tier_st.breaker_open);
+	CHECK(fake_source_tier_cancels(e.fs) == 0);
+	/* 500 ms: hung; the origin answers 10 ms later. */
+	fake_source_advance(e.fs, 10 + 2 * LATENCY_MS);
+	reader_ended(&e, t);
+	CHECK(r.rc == (ssize_t)r.len && bytes_ok(&r));
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.breaker_opens == 1 && st.tier_st.breaker_open);
+	CHECK(fake_source_tier_cancels(e.fs) == n);
+	CHECK(st.tier_st.bypassed == n && st.tier_st.hits == 0);
+	CHECK(fake_source_starts(e.fs) == n);
+	committed(&e, n);
+	env_stop(&e);
+}
+
+/*
+ * The breaker: 8 tier GETs that fail with nothing answered between open
+ * it, and the tier GETs still running are cut at once and read from the
+ * origin; while it is open every fetch bypasses the tier; once the open
+ * period (1 s) ends the tier is probed again (a PUT owed meanwhile), and
+ * answering, it is used again by the next fetches.
+ */
+static void test_tier_breaker(void)
+{
+	struct pf_stats st;
+	struct env e;
+
+	fake_source_store_reset();
+	/* A key: the fake's bytes are not their ETag's MD5, and only what
+	 * is bound is PUT. */
+	env_start(
+	    &e, 40, 16 * KIB,
+	    (struct pf_config){.max_inflight = 64,
+			       .pace_ms = PF_PACE_OFF,
+			       .tier_hedge_ms = 50,
+			       .tier_key = "the cluster's 32-byte secret key",
+			       .tier_key_len = 32});
+	/* 8 tier GETs that fail (500) at 10 ms, 8 that never answer. */
+	fake_source_tier_fail(e.fs, S3_ERR_SERVER, EIO, false, 8);
+	hint_ids(&e, "rank0", 0, 8);
+	fake_source_tier_latency(e.fs, UINT64_MAX);
+	hint_ids(&e, "rank1", 8, 8);
+	CHECK(fake_source_tier_starts(e.fs) == 16);
+	CHECK(fake_source_starts(e.fs) == 0);
+	fake_source_advance(e.fs, LATENCY_MS);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.breaker_opens == 1 && st.tier_st.breaker_open);
+	CHECK(st.tier_st.fallbacks == 8);
+	/* The 8 running were cut then, not at the hung time. */
+	CHECK(fake_source_tier_cancels(e.fs) == 8);
+	CHECK(st.tier_st.bypassed == 8);
+	CHECK(fake_source_starts(e.fs) == 16);
+	fake_source_advance(e.fs, LATENCY_MS);
+	committed(&e, 16);
+
+	/* Open: the next fetches go straight to the origin. */
+	fake_source_tier_latency(e.fs, LATENCY_MS);
+	hint_ids(&e, "rank2", 16, 8);
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 24);
+	pf_get_stats(e.pf, &st);
+	CHECK(fake_source_tier_starts(e.fs) == 16);
+	CHECK(fake_source_starts(e.fs) == 24 && st.tier_st.bypassed == 16);
+	CHECK(st.tier_st.puts == 0 && st.tier_st.breaker_open);
+
+	/* The period ends: a held PUT probes, the tier answers, the breaker
+	 * closes and what was owed is written. */
+	fake_source_advance(e.fs, 1000);
+	tier_puts_settled(&e, &st);
+	CHECK(!st.tier_st.breaker_open && st.tier_st.puts == 16);
+	/* The next fetches use the tier again. */
+	hint_ids(&e, "rank3", 24, 8);
+	CHECK(fake_source_tier_starts(e.fs) == 24);
+	fake_source_advance(e.fs, 2 * LATENCY_MS);
+	committed(&e, 32);
+	CHECK(fake_source_starts(e.fs) == 32); /* misses: read there */
 	env_stop(&e);
 }
 
@@ -1560,6 +1700,8 @@ int main(void)
 	test_cancel();
 	test_hedge_budget();
 	test_tier_owed_puts();
+	test_tier_hung();
+	test_tier_breaker();
 	test_latency_scaling();
 	test_cold_start_ramp();
 	test_hung_server_grows_nothing();
@@ -1579,6 +1721,8 @@ int main(void)
 	test_cancel();
 	test_hedge_budget();
 	test_tier_owed_puts();
+	test_tier_hung();
+	test_tier_breaker();
 	test_cold_start_ramp();
 	test_limit_bounds();
 	block_tests();
