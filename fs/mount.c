@@ -401,6 +401,7 @@ int fs_create(const struct fs_config *cfg, struct fs **out, char *err,
 #endif
 
 	pc.s3 = fs->s3;
+	pc.make_source = pf_source_curl_make;
 	pc.cache = fs->cache;
 	pc.describe = describe_cb;
 	pc.key_id = key_id_cb;

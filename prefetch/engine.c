@@ -111,14 +111,12 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
 #include "prefetch/order.h"
-#include "prefetch/s3/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/retry.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -443,10 +441,11 @@ static unsigned int nets_count(const struct pf_config *cfg)
 }
 
 /*
- * Creates the network threads' sources (not the threads): a test's, or a
- * curl multi handle per thread, with the tier's client on a sibling of
- * each. The connections are split between the threads: each runs at
- * most its share of the in-flight limit (pf_take_parts()).
+ * Creates the network threads' sources (not the threads): a test's, or
+ * make_source's per thread (the daemon's: a curl multi handle), with the
+ * tier's client on a sibling of each. The connections are split between the
+ * threads: each runs at most its share of the in-flight limit
+ * (pf_take_parts()).
  */
 static int nets_create(struct pf *pf)
 {
@@ -475,6 +474,8 @@ static int nets_create(struct pf *pf)
 		pf->src = pf->nets[0].src;
 		return 0;
 	}
+	if (!cfg->make_source || !cfg->s3)
+		return -EINVAL;
 	/* One connection per transfer, kept alive between requests: to the
 	 * tier as well as to the origin when there is one (a fetch moves
 	 * from one to the other, so both sides may have the cap in use). */
@@ -484,10 +485,10 @@ static int nets_create(struct pf *pf)
 	for (unsigned int i = 0; i < n; i++) {
 		struct pf_net *net = &pf->nets[i];
 
-		rc = pf_source_curl_create(cfg->s3, conns, &net->src);
+		rc = cfg->make_source(cfg->s3, NULL, conns, &net->src);
 		if (!rc && cfg->tier_s3)
-			rc = pf_source_curl_sibling(net->src, cfg->tier_s3,
-						    &net->tier_src);
+			rc = cfg->make_source(cfg->tier_s3, net->src, conns,
+					      &net->tier_src);
 		if (rc)
 			return rc;
 	}

@@ -22,14 +22,11 @@
 #ifndef HINTFS_PREFETCH_ENGINE_INTERNAL_H
 #define HINTFS_PREFETCH_ENGINE_INTERNAL_H
 
-#include "prefetch/netloop.h"
 #include "prefetch/order.h"
 #include "prefetch/prefetch.h"
-#include "prefetch/s3/s3_xfer.h"
 #include "prefetch/source.h"
 #include "prefetch/tier.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -10,14 +10,12 @@
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
 #include "prefetch/order.h"
-#include "prefetch/s3/s3_xfer.h"
 #include "cache/cache.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/retry.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

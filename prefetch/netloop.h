@@ -1,7 +1,8 @@
 /**
  * prefetch/netloop.h - a network thread's event loop: curl's multi
  * handle driven through its socket interface over one epoll set (private
- * to prefetch: the engine and its unit test).
+ * to prefetch: the curl source and its unit test; the engine links no
+ * curl). Includers: prefetch/netloop.c, prefetch/source_curl.c.
  *
  * Why not curl_multi_perform() + curl_multi_poll(): each perform call
  * looks at every transfer, and libcurl 7.88 polls each one's socket (a

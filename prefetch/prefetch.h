@@ -24,6 +24,22 @@
 #include <sys/types.h>
 
 struct cache;
+struct pf_source;
+
+/**
+ * Makes a source (prefetch/source.h) over @client: with @origin NULL, a
+ * network thread's origin source of @max_connects connections at most;
+ * else a sibling of @origin that ends its GETs through it (the tier's).
+ * Returns 0 or -errno; *@out is the engine's to destroy.
+ */
+typedef int (*pf_source_make_cb)(struct s3_client *client,
+				 struct pf_source *origin, long max_connects,
+				 struct pf_source **out);
+
+/** The daemon's sources: curl's (prefetch/source_curl.c), the one part of
+ *  prefetch that links libcurl. A pf_source_make_cb. */
+int pf_source_curl_make(struct s3_client *client, struct pf_source *origin,
+			long max_connects, struct pf_source **out);
 
 /**
  * Objects are named by the caller's ids (0 .. n_ids-1; hintfs uses its
@@ -73,12 +89,15 @@ typedef uint32_t (*pf_key_id_cb)(void *arg, const char *key, size_t key_len);
  * per mount.
  */
 struct pf_config {
-	struct s3_client *s3; /**< the origin's client, that the engine's
-				   curl sources run on (the daemon); NULL
-				   with a test's sources; not owned */
-	struct cache *cache;  /**< not owned; its next-use callback is
-				   the engine's from pf_start() to
-				   pf_stop() */
+	struct s3_client *s3; /**< the origin's client, that the sources
+				   make_source makes run on (the daemon);
+				   NULL with a test's sources; not owned */
+	pf_source_make_cb make_source; /**< with s3: makes each network
+					    thread's sources (the daemon:
+					    pf_source_curl_make) */
+	struct cache *cache;	       /**< not owned; its next-use callback is
+					    the engine's from pf_start() to
+					    pf_stop() */
 	pf_describe_cb describe;
 	pf_key_id_cb key_id;
 	pf_size_cb size;	   /**< NULL: no object is cached by
@@ -107,8 +126,8 @@ struct pf_config {
 					(512 MiB); at least 2 parts */
 	/* The shared cache tier (-o shared_cache): objects that fit in one
 	 * part are read from it first, and written to it after a miss. */
-	struct s3_client *tier_s3;  /**< the tier's client (the daemon's
-					 curl sources), or NULL; not owned */
+	struct s3_client *tier_s3;  /**< the tier's client (make_source's
+					 siblings), or NULL; not owned */
 	const char *tier_prefix;    /**< "" or ending in '/'; copied */
 	const char *origin_bucket;  /**< names tier objects; copied */
 	unsigned int tier_hedge_ms; /**< a reader waits this long on the
@@ -120,8 +139,8 @@ struct pf_config {
 	uint64_t tier_put_mem; /**< bytes queued for PUT to the tier
 				    at most; 0: 256 MiB */
 	/* What every object-store call runs on (prefetch/source.h): NULL,
-	 * curl over s3 and tier_s3 (the daemon); a unit test's fake, then
-	 * also the engine's clock and retry policy, and with a tier,
+	 * make_source's over s3 and tier_s3 (the daemon); a unit test's fake,
+	 * then also the engine's clock and retry policy, and with a tier,
 	 * tier_source (a sibling of source: its GETs end through source's)
 	 * carries the tier's GETs and PUTs; no S3 client then. Not owned;
 	 * they outlive pf_stop(). */

@@ -30,7 +30,8 @@
 #ifndef HINTFS_PREFETCH_SOURCE_H
 #define HINTFS_PREFETCH_SOURCE_H
 
-#include "prefetch/s3/s3_xfer.h"
+#include "prefetch/s3/s3.h"
+#include "common/retry.h"
 
 #include <stdbool.h>
 #include <stddef.h>

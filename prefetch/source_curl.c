@@ -13,6 +13,8 @@
  */
 #include "prefetch/source.h"
 #include "prefetch/netloop.h"
+#include "prefetch/prefetch.h"
+#include "prefetch/s3/s3_xfer.h"
 #include "common/clock.h"
 
 #include <curl/curl.h>
@@ -227,4 +229,11 @@ int pf_source_curl_sibling(struct pf_source *origin, struct s3_client *client,
 	sc->net = sc_of(origin)->net;
 	*out = &sc->base;
 	return 0;
+}
+
+int pf_source_curl_make(struct s3_client *client, struct pf_source *origin,
+			long max_connects, struct pf_source **out)
+{
+	return origin ? pf_source_curl_sibling(origin, client, out)
+		      : pf_source_curl_create(client, max_connects, out);
 }

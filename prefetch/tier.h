@@ -23,7 +23,6 @@
 
 #include "prefetch/prefetch.h"
 #include "prefetch/source.h"
-#include "prefetch/s3/s3_xfer.h"
 
 #include <stdbool.h>
 #include <stddef.h>

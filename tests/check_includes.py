@@ -12,6 +12,10 @@ wrong include, when:
   comment), and a file that matches none of them includes it. Unit tests under tests/
   may reach into any folder: they test its private parts.
 
+- a file of the engine (ENGINE: everything in prefetch/ but the curl
+  source, its loop and the S3 client) includes <curl/...>: the engine links
+  no curl, and runs on any source (prefetch/source.h).
+
 Registered in tests/meson.build (suite unit), so CI runs it in every build.
 """
 
@@ -31,6 +35,11 @@ EXCEPTIONS = {
     ("mount-tools/ctl", "fs/stats.def"),
 }
 SKIP = ("build", "subprojects", ".git", "tests")
+# The engine's files, which include no curl header: prefetch/ but these.
+ENGINE = "prefetch/"
+CURL_SIDE = ("prefetch/s3/", "prefetch/netloop.c", "prefetch/netloop.h",
+             "prefetch/source_curl.c")
+CURL_INCLUDE = re.compile(r'^\s*#\s*include\s+<curl/', re.M)
 INCLUDERS = re.compile(r"Includers:\s*(.*?)(?:\.\s|\*/|$)", re.S)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -80,7 +89,14 @@ def main(argv):
     bad = []
     includers = {}
     for src in sources(root):
-        for name in INCLUDE.findall((root / src).read_text(errors="replace")):
+        text = (root / src).read_text(errors="replace")
+        if (inside(src, ENGINE) and CURL_INCLUDE.search(text) and
+                not any(inside(src, c) if c.endswith("/") else
+                        str(src) == c for c in CURL_SIDE)):
+            bad.append(f"{src}: includes a curl header; the engine links "
+                       "no curl (only prefetch/source_curl.c, netloop.c "
+                       "and s3/ do)")
+        for name in INCLUDE.findall(text):
             hdr = resolve(root, src, name)
             if hdr is None or hdr.parts[0] in SKIP:
                 continue

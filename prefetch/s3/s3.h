@@ -72,6 +72,23 @@ enum s3_err_kind {
 			      answer */
 };
 
+/**
+ * What a GET's answer said about its object, from its headers: filled
+ * after s3_xfer_want_meta() (s3_xfer.h), reset by each attempt. The
+ * x-amz-meta-hintfs-* fields are those a shared cache tier's objects carry
+ * (prefetch/tier.h);
+ * "" or has_* false when the answer did not carry them.
+ */
+struct s3_obj_meta {
+	char origin_etag[128]; /**< x-amz-meta-hintfs-etag */
+	char sum[32];	       /**< x-amz-meta-hintfs-xxh3, hex */
+	char mac[72];	       /**< x-amz-meta-hintfs-mac, hex (64) */
+	uint64_t origin_size;  /**< x-amz-meta-hintfs-size */
+	bool has_origin_size;
+	uint64_t length; /**< Content-Length of a 2xx answer */
+	bool has_length;
+};
+
 /** What the server or the connection said when a request failed. */
 struct s3_status {
 	enum s3_err_kind kind; /**< S3_ERR_NONE when no request failed */

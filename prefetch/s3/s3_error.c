@@ -2,8 +2,8 @@
  * prefetch/s3/s3_error.c - the one place where foreign codes become ours:
  * HTTP statuses, S3 error codes and curl codes become an errno (s3_errno())
  * and an error kind (s3_kind()); whether a failure is worth another
- * attempt; and the one-line description a user reads. No code outside the
- * S3 client knows an HTTP status.
+ * attempt (the one-line description a user reads is s3_status.c's). No
+ * code outside the S3 client knows an HTTP status.
  */
 #include "prefetch/s3/s3_internal.h"
 
@@ -102,39 +102,6 @@ bool s3_retryable(int err, long http)
 	default:
 		return false;
 	}
-}
-
-void s3_status_describe(const struct s3_status *st, int err, char *buf,
-			size_t len)
-{
-	const char *hint = "";
-
-	switch (err) {
-	case -EACCES:
-		if (!strcmp(st->code, "SignatureDoesNotMatch"))
-			hint = " (check AWS_SECRET_ACCESS_KEY)";
-		else if (!strcmp(st->code, "InvalidAccessKeyId"))
-			hint = " (check AWS_ACCESS_KEY_ID)";
-		else if (!strcmp(st->code, "RequestTimeTooSkewed"))
-			hint = " (check the system clock)";
-		else if (!strcmp(st->code, "ExpiredToken"))
-			hint = " (no fresh credentials came; see the log)";
-		break;
-	case -ECONNREFUSED:
-	case -EHOSTUNREACH:
-		hint = " (is the endpoint right and the server up?)";
-		break;
-	default:
-		break;
-	}
-	if (st->http)
-		snprintf(buf, len, "%s%s%s (HTTP %ld)%s",
-			 st->code[0] ? st->code : "error",
-			 st->message[0] ? ": " : "", st->message, st->http,
-			 hint);
-	else
-		snprintf(buf, len, "%s%s",
-			 st->message[0] ? st->message : strerror(-err), hint);
 }
 
 void s3_status_from_curl(struct s3_status *st, CURLcode cc,

@@ -1,6 +1,7 @@
 /**
  * prefetch/s3/s3_xfer.h - one ranged GET as a curl easy handle, for the
- * engine's multi handle (private to prefetch).
+ * curl source's multi handle (private to prefetch: the engine itself
+ * links no curl). Includers: prefetch/s3/, prefetch/source_curl.c.
  *
  * The S3 client builds, signs and interprets the request; the caller only
  * drives the transfer: s3_xfer_arm() gives an easy handle to add to a
@@ -68,22 +69,6 @@ void s3_xfer_whole_object(struct s3_xfer *x);
  * its transfers by it as s3_perform() does. Valid while @c lives.
  */
 const struct retry_policy *s3_client_retry(const struct s3_client *c);
-
-/**
- * What a GET's answer said about its object, from its headers: filled
- * after s3_xfer_want_meta(), reset by each attempt. The x-amz-meta-hintfs-*
- * fields are those a shared cache tier's objects carry (prefetch/tier.h);
- * "" or has_* false when the answer did not carry them.
- */
-struct s3_obj_meta {
-	char origin_etag[128]; /**< x-amz-meta-hintfs-etag */
-	char sum[32];	       /**< x-amz-meta-hintfs-xxh3, hex */
-	char mac[72];	       /**< x-amz-meta-hintfs-mac, hex (64) */
-	uint64_t origin_size;  /**< x-amz-meta-hintfs-size */
-	bool has_origin_size;
-	uint64_t length; /**< Content-Length of a 2xx answer */
-	bool has_length;
-};
 
 /** Asks @x to keep its answers' headers (s3_xfer_meta()). */
 void s3_xfer_want_meta(struct s3_xfer *x);
