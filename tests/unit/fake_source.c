@@ -75,10 +75,10 @@ struct fake_source {
 	struct fget **run; /* running GETs */
 	unsigned n_run, cap_run, running_max, seq;
 	struct {
-		enum s3_err_kind kind; /* the next times answers fail */
+		enum s3_err_kind kind; /* the next times origin answers fail */
 		int err, times;
 		bool retryable;
-	} fail[SIDES];
+	} fail;
 	char **log_key; /* every origin start, in order */
 	uint64_t *log_off;
 	unsigned n_log, cap_log;
@@ -346,14 +346,14 @@ static struct pf_get *f_next_done(struct pf_source *s, ssize_t *got,
 	run_remove(fs, fg);
 	g = fg->g;
 	*st = (struct s3_status){.kind = S3_ERR_NONE};
-	if (fs->fail[fg->side].times > 0) {
-		fs->fail[fg->side].times--;
-		st->kind = fs->fail[fg->side].kind;
+	if (fg->side == SIDE_ORIGIN && fs->fail.times > 0) {
+		fs->fail.times--;
+		st->kind = fs->fail.kind;
 		st->http = st->kind == S3_ERR_SLOWDOWN ? 503
 			   : st->kind == S3_ERR_STALE  ? 404
 						       : 500;
-		*got = -fs->fail[fg->side].err;
-		*retryable = fs->fail[fg->side].retryable;
+		*got = -fs->fail.err;
+		*retryable = fs->fail.retryable;
 	} else if (fg->side == SIDE_TIER) {
 		*got = store_get(fg, st);
 		*retryable = false;
@@ -619,21 +619,15 @@ void fake_source_tier_latency(struct fake_source *fs, uint64_t ms)
 	set_latency(fs, SIDE_TIER, ms);
 }
 
-static void set_fail(struct fake_source *fs, int side, enum s3_err_kind kind,
-		     int err, bool retryable, int times)
-{
-	pthread_mutex_lock(&fs->mu);
-	fs->fail[side].kind = kind;
-	fs->fail[side].err = err;
-	fs->fail[side].retryable = retryable;
-	fs->fail[side].times = times;
-	pthread_mutex_unlock(&fs->mu);
-}
-
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times)
 {
-	set_fail(fs, SIDE_ORIGIN, kind, err, retryable, times);
+	pthread_mutex_lock(&fs->mu);
+	fs->fail.kind = kind;
+	fs->fail.err = err;
+	fs->fail.retryable = retryable;
+	fs->fail.times = times;
+	pthread_mutex_unlock(&fs->mu);
 }
 
 void fake_source_store_reset(void)
@@ -680,12 +674,6 @@ unsigned fake_source_puts(void)
 	n = store.puts;
 	pthread_mutex_unlock(&store.mu);
 	return n;
-}
-
-void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
-			   int err, bool retryable, int times)
-{
-	set_fail(fs, SIDE_TIER, kind, err, retryable, times);
 }
 
 /* Until every thread waits with nothing to do, for 5 s at most (false

@@ -6,8 +6,10 @@
  * Every object exists and has its size from the test's describe callback;
  * its byte at offset i is fake_source_byte(key, i). A GET started at
  * virtual time t answers at t + latency: it ends only when the test moves
- * the clock past that (fake_source_advance()). Errors are queued for the
- * next starts (fake_source_fail()). The tier side is a bucket in memory:
+ * the clock past that (fake_source_advance()). Errors of the origin's
+ * answers are queued (fake_source_fail()); any other misbehaviour (a
+ * tier that fails, hangs or cuts its bodies short) is a failure wrapper's
+ * over it (source_fail.h). The tier side is a bucket in memory:
  * its PUTs write it and its GETs read it back, metadata included. The
  * retry policy is the default budget (common/retry.h). The engine's network
  * threads run as in the daemon; fake_source_settle() waits until they have
@@ -47,13 +49,11 @@ unsigned char fake_source_byte(const char *key, uint64_t off);
 /** GETs answer after @ms from now on (UINT64_MAX: never, until cancelled). */
 void fake_source_latency(struct fake_source *fs, uint64_t ms);
 
-/** The next @times answers end with error kind @kind (-@err, retryable
- *  as @retryable) instead of the bytes; the tier's alike. */
+/** The next @times origin answers end with error kind @kind (-@err,
+ *  retryable as @retryable) instead of the bytes. */
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,
 		      bool retryable, int times);
 void fake_source_tier_latency(struct fake_source *fs, uint64_t ms);
-void fake_source_tier_fail(struct fake_source *fs, enum s3_err_kind kind,
-			   int err, bool retryable, int times);
 
 /*
  * The tier's bucket, one for the whole test (a second engine reads what

@@ -31,6 +31,7 @@
  *   with no GET.
  */
 #include "fake_source.h"
+#include "source_fail.h"
 #include "check.h"
 #include "prefetch/prefetch.h"
 #include "cache/cache.h"
@@ -54,6 +55,10 @@ static unsigned env_nets = 1;
 
 struct env {
 	struct fake_source *fs;
+	/* Each network thread's pair of the fake's sources under a failure
+	 * wrapper (source_fail.h), all on the one plan: passes by default. */
+	struct sf_plan plan;
+	struct source_fail *sf[NETS_MAX];
 	struct pf_source *srcs[NETS_MAX], *tier_srcs[NETS_MAX];
 	struct cache *cache;
 	struct pf *pf;
@@ -97,20 +102,28 @@ static uint32_t key_id(void *arg, const char *key, size_t key_len)
 	return PF_NO_ID;
 }
 
-/* @cfg's sources: the fake's, one instance per network thread (env_nets);
- * with a hedge set (cfg->tier_hedge_ms), a tier on the fake's tier side
- * (its GETs and PUTs). */
+/* @cfg's sources: the fake's, one instance per network thread (env_nets),
+ * each pair under its failure wrapper; with a hedge set
+ * (cfg->tier_hedge_ms), a tier on the fake's tier side (its GETs and
+ * PUTs). */
 static void env_sources(struct env *e, struct pf_config *cfg)
 {
-	cfg->source = fake_source_base(e->fs);
-	if (cfg->tier_hedge_ms)
-		cfg->tier_source = fake_source_tier(e->fs);
+	bool tier = cfg->tier_hedge_ms != 0;
+
+	for (unsigned i = 0; i < env_nets; i++) {
+		if (!e->sf[i])
+			e->sf[i] = source_fail_create(
+			    fake_source_base_n(e->fs, i),
+			    tier ? fake_source_tier_n(e->fs, i) : NULL,
+			    sf_plan_rule, &e->plan);
+		CHECK(e->sf[i] != NULL);
+		e->srcs[i] = source_fail_origin(e->sf[i]);
+		e->tier_srcs[i] = source_fail_tier(e->sf[i]);
+	}
+	cfg->source = e->srcs[0];
+	cfg->tier_source = e->tier_srcs[0];
 	if (env_nets == 1)
 		return;
-	for (unsigned i = 0; i < env_nets; i++) {
-		e->srcs[i] = fake_source_base_n(e->fs, i);
-		e->tier_srcs[i] = fake_source_tier_n(e->fs, i);
-	}
 	cfg->net_threads = env_nets;
 	cfg->sources = e->srcs;
 	if (cfg->tier_hedge_ms)
@@ -132,6 +145,7 @@ static void env_start_big(struct env *e, uint32_t n, uint64_t size,
 	e->big_size = big_size;
 	e->fs = fake_source_create_n(LATENCY_MS, env_nets);
 	CHECK(e->fs != NULL);
+	sf_plan_init(&e->plan);
 	strcpy(e->dir, "/tmp/hintfs-test-engine-XXXXXX");
 	CHECK(mkdtemp(e->dir) != NULL);
 	struct cache_config cc = {
@@ -163,6 +177,9 @@ static unsigned env_stop(struct env *e)
 
 	pf_stop(e->pf);
 	down = fake_source_taken_down(e->fs);
+	for (unsigned i = 0; i < NETS_MAX; i++)
+		source_fail_destroy(e->sf[i]);
+	pthread_mutex_destroy(&e->plan.mu);
 	cache_close(e->cache);
 	fake_source_destroy(e->fs);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
@@ -639,9 +656,9 @@ static void test_hedge_budget(void)
 	pf_get_stats(e.pf, &st);
 	CHECK(st.tier_st.hedge_denied == 1);
 
-	/* 400 prefetches: each a tier miss, then the origin. */
+	/* 400 prefetches: each a tier miss (nothing there), then the
+	 * origin. */
 	fake_source_tier_latency(e.fs, LATENCY_MS);
-	fake_source_tier_fail(e.fs, S3_ERR_STALE, ENOENT, false, 400);
 	for (uint32_t i = 0; i < 400; i++)
 		ids[i] = 1 + i;
 	CHECK(pf_hint(e.pf, "rank0", ids, 400, 0, false, 0) == 0);
@@ -808,21 +825,22 @@ static void test_tier_hung(void)
 		  (struct pf_config){.max_inflight = 64,
 				     .pace_ms = PF_PACE_OFF,
 				     .tier_hedge_ms = 50});
-	fake_source_tier_latency(e.fs, UINT64_MAX);
+	sf_plan_set(&e.plan, SF_TIER, sf_hang(), 0, sf_hang());
 	hint_ids(&e, "rank0", 0, n - 1);
 	reader_start(&e, &r, &t, n - 1);
-	CHECK(fake_source_tier_starts(e.fs) == n);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.gets == n);
 	fake_source_advance(e.fs, 490);
 	pf_get_stats(e.pf, &st);
 	CHECK(fake_source_starts(e.fs) == 0 && !st.tier_st.breaker_open);
-	CHECK(fake_source_tier_cancels(e.fs) == 0);
+	CHECK(st.tier_st.bypassed == 0);
 	/* 500 ms: hung; the origin answers 10 ms later. */
 	fake_source_advance(e.fs, 10 + 2 * LATENCY_MS);
 	reader_ended(&e, t);
 	CHECK(r.rc == (ssize_t)r.len && bytes_ok(&r));
 	pf_get_stats(e.pf, &st);
 	CHECK(st.tier_st.breaker_opens == 1 && st.tier_st.breaker_open);
-	CHECK(fake_source_tier_cancels(e.fs) == n);
+	/* Every one cut by the breaker (counted as bypassed). */
 	CHECK(st.tier_st.bypassed == n && st.tier_st.hits == 0);
 	CHECK(fake_source_starts(e.fs) == n);
 	committed(&e, n);
@@ -852,30 +870,33 @@ static void test_tier_breaker(void)
 			       .tier_key = "the cluster's 32-byte secret key",
 			       .tier_key_len = 32});
 	/* 8 tier GETs that fail (500) at 10 ms, 8 that never answer. */
-	fake_source_tier_fail(e.fs, S3_ERR_SERVER, EIO, false, 8);
+	sf_plan_set(&e.plan, SF_TIER,
+		    sf_error(S3_ERR_SERVER, EIO, 500, LATENCY_MS), 8,
+		    sf_hang());
 	hint_ids(&e, "rank0", 0, 8);
-	fake_source_tier_latency(e.fs, UINT64_MAX);
 	hint_ids(&e, "rank1", 8, 8);
-	CHECK(fake_source_tier_starts(e.fs) == 16);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.gets == 16);
 	CHECK(fake_source_starts(e.fs) == 0);
 	fake_source_advance(e.fs, LATENCY_MS);
 	pf_get_stats(e.pf, &st);
 	CHECK(st.tier_st.breaker_opens == 1 && st.tier_st.breaker_open);
 	CHECK(st.tier_st.fallbacks == 8);
-	/* The 8 running were cut then, not at the hung time. */
-	CHECK(fake_source_tier_cancels(e.fs) == 8);
+	/* The 8 running were cut then (by the breaker: counted as
+	 * bypassed), not at the hung time. */
 	CHECK(st.tier_st.bypassed == 8);
 	CHECK(fake_source_starts(e.fs) == 16);
 	fake_source_advance(e.fs, LATENCY_MS);
 	committed(&e, 16);
 
-	/* Open: the next fetches go straight to the origin. */
-	fake_source_tier_latency(e.fs, LATENCY_MS);
+	/* Open: the next fetches go straight to the origin. The tier
+	 * answers again from now on. */
+	sf_plan_set(&e.plan, SF_TIER, sf_pass(), 0, sf_pass());
 	hint_ids(&e, "rank2", 16, 8);
 	fake_source_advance(e.fs, 2 * LATENCY_MS);
 	committed(&e, 24);
 	pf_get_stats(e.pf, &st);
-	CHECK(fake_source_tier_starts(e.fs) == 16);
+	CHECK(st.tier_st.gets == 16);
 	CHECK(fake_source_starts(e.fs) == 24 && st.tier_st.bypassed == 16);
 	CHECK(st.tier_st.puts == 0 && st.tier_st.breaker_open);
 
@@ -886,7 +907,8 @@ static void test_tier_breaker(void)
 	CHECK(!st.tier_st.breaker_open && st.tier_st.puts == 16);
 	/* The next fetches use the tier again. */
 	hint_ids(&e, "rank3", 24, 8);
-	CHECK(fake_source_tier_starts(e.fs) == 24);
+	pf_get_stats(e.pf, &st);
+	CHECK(st.tier_st.gets == 24 && fake_source_tier_starts(e.fs) == 8);
 	fake_source_advance(e.fs, 2 * LATENCY_MS);
 	committed(&e, 32);
 	CHECK(fake_source_starts(e.fs) == 32); /* misses: read there */

@@ -7,6 +7,7 @@
  * byte; the budget, the breaker and the hung tier on that clock.
  */
 #include "fake_source.h"
+#include "source_fail.h"
 #include "prefetch/tier.h"
 #include "check.h"
 
@@ -232,6 +233,9 @@ static void test_judge(void)
 /* The tier's source: the fake's tier side (its bucket, answering at once)
  * and clock, moved by the tests alone (jump()). */
 static struct fake_source *F;
+/* The fake's pair under a failure wrapper, for the GETs read back. */
+static struct sf_plan plan;
+static struct source_fail *W;
 
 static struct pf_source *tier_src(void)
 {
@@ -280,10 +284,10 @@ static enum tier_verdict get_back(struct tier *t, const char *name,
 	bool retryable;
 	ssize_t got = -EIO;
 
-	CHECK(pf_source_start(tier_src(), &g, false, 2000) == 0);
+	CHECK(pf_source_start(source_fail_tier(W), &g, false, 2000) == 0);
 	/* Due at once: it ends through the origin side's next_done(). */
-	CHECK(pf_source_next_done(fake_source_base(F), &got, &retryable, &st) ==
-	      &g);
+	CHECK(pf_source_next_done(source_fail_origin(W), &got, &retryable,
+				  &st) == &g);
 	v = tier_check(t, got, &st, pf_get_meta(&g), "k/1", 3, etag, len, buf);
 	if (v == TIER_HIT)
 		CHECK(!memcmp(buf, want, len));
@@ -328,7 +332,8 @@ static void test_put_and_read_back(void)
 	CHECK(fake_source_store_put(name, data, sizeof(data)) == 0);
 	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_MISMATCH);
 	/* A tier that answers 503: an error (the engine reads the origin). */
-	fake_source_tier_fail(F, S3_ERR_SLOWDOWN, EAGAIN, true, 1);
+	sf_plan_set(&plan, SF_TIER, sf_error(S3_ERR_SLOWDOWN, EAGAIN, 503, 0),
+		    1, sf_pass());
 	CHECK(get_back(t, name, etag, data, sizeof(data)) == TIER_ERROR);
 	/* A PUT the tier refuses is counted, not retried for ever. */
 	fake_source_put_fail(S3_ERR_SLOWDOWN, EAGAIN, 503, 1);
@@ -641,11 +646,83 @@ static void test_held_puts(void)
 	tier_stop(t);
 }
 
+/* One attempt of a whole GET of "w/1" (100 bytes in the store) through
+ * the failure wrapper under action @a: starts it, and (after @ms of the
+ * clock, each run through the wrapper) returns how it ended in *@got,
+ * or false if it has not. */
+static bool wrapped_get(struct sf_action a, uint64_t ms, ssize_t *got,
+			struct s3_status *st, bool cancel)
+{
+	unsigned char buf[100];
+	struct pf_get g = {.key = "w/1",
+			   .key_len = 3,
+			   .len = sizeof(buf),
+			   .buf = buf,
+			   .whole = true,
+			   .want_meta = true};
+	bool retryable, timed_out, ended;
+
+	sf_plan_set(&plan, SF_TIER, a, 1, sf_pass());
+	CHECK(pf_source_start(source_fail_tier(W), &g, false, 2000) == 0);
+	pf_source_run(source_fail_origin(W), 0, &timed_out);
+	if (ms) {
+		CHECK(!pf_source_next_done(source_fail_origin(W), got,
+					   &retryable, st));
+		jump(ms * 1000000ull);
+		pf_source_run(source_fail_origin(W), 0, &timed_out);
+	}
+	ended = pf_source_next_done(source_fail_origin(W), got, &retryable,
+				    st) == &g;
+	if (!ended && cancel) {
+		CHECK(pf_get_running(&g));
+		pf_source_cancel(&g, st);
+		CHECK(!pf_get_running(&g));
+	}
+	if (ended && *got == 100)
+		CHECK(buf[99] == 99);
+	pf_get_release(&g);
+	return ended;
+}
+
+/* The failure wrapper (source_fail.h) on its own: each action does what
+ * it says to an attempt, on the inner source's clock. */
+static void test_fail_wrapper(void)
+{
+	unsigned char data[100];
+	struct s3_status st;
+	ssize_t got = 0;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)i;
+	fake_source_store_reset();
+	CHECK(fake_source_store_put("w/1", data, sizeof(data)) == 0);
+	CHECK(wrapped_get(sf_pass(), 0, &got, &st, false) && got == 100);
+	/* Delayed 50 ms: nothing before, the object after. */
+	CHECK(wrapped_get((struct sf_action){.act = SF_DELAY, .delay_ms = 50},
+			  50, &got, &st, false) &&
+	      got == 100);
+	/* An error 20 ms after the start. */
+	CHECK(wrapped_get(sf_error(S3_ERR_SERVER, EIO, 500, 20), 20, &got, &st,
+			  false) &&
+	      got == -EIO && st.kind == S3_ERR_SERVER && st.http == 500);
+	/* Cut short after 10 bytes: a reset, never the bytes. */
+	CHECK(wrapped_get((struct sf_action){.act = SF_TRUNCATE, .keep = 10}, 0,
+			  &got, &st, false) &&
+	      got == -ECONNRESET && st.kind == S3_ERR_NETWORK);
+	/* Hung: nothing ends it but a cancel, however long it waits. */
+	CHECK(!wrapped_get(sf_hang(), 60000, &got, &st, true));
+	fake_source_store_reset();
+}
+
 int main(void)
 {
 	/* Its GETs answer at once (get_back()). */
 	F = fake_source_create(0);
 	CHECK(F != NULL);
+	sf_plan_init(&plan);
+	W = source_fail_create(fake_source_base(F), fake_source_tier(F),
+			       sf_plan_rule, &plan);
+	CHECK(W != NULL);
 	test_name();
 	test_etag_kind();
 	test_judge();
@@ -656,7 +733,9 @@ int main(void)
 	test_hung();
 	test_slow_tier_stays_closed();
 	test_held_puts();
+	test_fail_wrapper();
 	fake_source_store_reset();
+	source_fail_destroy(W);
 	fake_source_destroy(F);
 	return check_done();
 }
