@@ -5,7 +5,17 @@
 # reader of a call knows which folder and file to open, and two modules
 # cannot both define queue_push. Registered per library in tests/meson.build
 # (suite unit), so every build, sanitizers included, checks it.
+#
+# tests/check_symbols.sh --needs-none LIB PREFIX... : fails when LIB needs
+# (leaves undefined) a symbol that starts with one of the PREFIXes: a
+# library that must not depend on another module (the engine on curl)
+# stays so.
 set -euo pipefail
+mode=defines
+if [ "$1" = --needs-none ]; then
+	mode=needs
+	shift
+fi
 lib=$1
 shift
 if [ ! -f "$lib" ]; then
@@ -13,6 +23,17 @@ if [ ! -f "$lib" ]; then
 	exit 1
 fi
 pattern="^($(printf '%s|' "$@" | sed 's/|$//'))"
+if [ "$mode" = needs ]; then
+	bad=$(nm -u "$lib" | awk '{ print $NF }' | grep -E "$pattern" |
+		sort -u || true)
+	if [ -n "$bad" ]; then
+		echo "check_symbols: $(basename "$lib") needs names it must not ($*):" >&2
+		echo "$bad" | sed 's/^/  /' >&2
+		exit 1
+	fi
+	echo "check_symbols: $(basename "$lib"): needs none of $*"
+	exit 0
+fi
 # Names that start with "__" are the implementation's (a sanitizer's
 # __odr_asan.NAME beside each global): no code of ours may define one.
 bad=$(nm -g --defined-only "$lib" |
