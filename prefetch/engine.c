@@ -340,9 +340,7 @@ size_t pf_hint_ahead(struct pf *pf, size_t *at, uint32_t *ids, size_t max)
 /* ---- lifecycle
  * ---------------------------------------------------------------- */
 
-/* The tier's clock: the engine's, so that the start times the engine
- * hands the breaker and tier_hung() compare with the tier's answers on one
- * clock (a unit test's virtual one too). Any thread. */
+/* Copies the bytes @ref names into the buffer @arg (tier_load()). */
 static ssize_t copy_ref(void *arg, const struct cache_ref *ref)
 {
 	if (ref->mem) {
