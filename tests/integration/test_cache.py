@@ -330,13 +330,22 @@ def test_eviction_drops_what_the_hint_needs_furthest(s3, bucket, mount, proxy,
         drop_page_cache()
         assert Path(m / k).read_bytes() == objects[k]
     # Evicted, c is fetched again, ahead of its read: the lead stopped
-    # before it (the cache held no more), and d's read made room.
-    assert sorted(r.key for r in gets_settled(proxy, bucket, 5)) == \
-        [a, b, c, c, d]
+    # before it (the cache held no more), and d's read made room. Once
+    # more at most: the kernel sends d's RELEASE after the close returns,
+    # and a commit of c that comes before it finds d still open (never
+    # evicted), so c is refused and fetched again once d is released
+    # (seen once, in CI's serial part beside the builds). a, b and d are
+    # never fetched again.
+    def settled(want):
+        keys = sorted(r.key for r in gets_settled(proxy, bucket, want))
+        assert keys.count(c) in (2, 3) and \
+            [k for k in keys if k != c] == [a, b, d], keys
+        return keys
+
+    settled(5)
     drop_page_cache()
     assert Path(m / c).read_bytes() == objects[c]
-    assert sorted(r.key for r in gets_settled(proxy, bucket)) == \
-        [a, b, c, c, d]
+    settled(None)
 
 
 @pytest.mark.serial
