@@ -538,6 +538,7 @@ static void nets_destroy(struct pf *pf)
 static int start_writers(struct pf *pf)
 {
 	pf->n_writers = pf->n_nets ? pf->n_nets : 1;
+	pf->commit_delay_ms = pf_writer_delay_ms();
 	pf->writers = calloc(pf->n_writers, sizeof(*pf->writers));
 	if (!pf->writers)
 		return -ENOMEM;

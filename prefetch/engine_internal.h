@@ -353,6 +353,8 @@ struct pf {
 	unsigned int n_writers; /* one per network thread */
 	unsigned int writers_started;
 	unsigned int writers_busy; /* writers in commit_batch(), under mu */
+	long commit_delay_ms;	   /* the test hook's, read once at the start
+				      (pf_writer_delay_ms()) */
 	struct pf_net *nets;	   /* n_nets network threads (engine.c:
 				      "Threads") */
 	unsigned int n_nets;
@@ -566,6 +568,9 @@ ssize_t pf_block_read(struct pf *pf, struct pf_blocked *b, void *buf,
 size_t pf_pick_read_ahead(struct pf *pf, uint32_t *ids, size_t room);
 uint64_t pf_slot_size(void *pf, uint32_t slot);
 
+/* The test hook's hold before each commit, in ms (0: none), with its one
+ * warning (writer.c). */
+long pf_writer_delay_ms(void);
 /* The cache writer thread's body (writer.c); @arg is the struct pf. */
 void *pf_writer_main(void *arg);
 

@@ -130,18 +130,16 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
  * ms before each batch, as a slow disk would; the fetches' memory comes
  * back that much later, off the network threads.
  */
-static long commit_delay_ms(void)
+long pf_writer_delay_ms(void)
 {
-	static atomic_flag warned = ATOMIC_FLAG_INIT;
 	const char *v = test_hook_env("HINTFS_FAULT_COMMIT_DELAY_MS");
 	long ms = v ? strtol(v, NULL, 10) : 0;
 
 	if (ms <= 0 || ms > 60000)
 		return 0;
-	if (!atomic_flag_test_and_set(&warned))
-		log_warn("cache writer: HINTFS_FAULT_COMMIT_DELAY_MS=%ld: each "
-			 "commit waits %ld ms (a test hook)",
-			 ms, ms);
+	log_warn("cache writer: HINTFS_FAULT_COMMIT_DELAY_MS=%ld: each "
+		 "commit waits %ld ms (a test hook)",
+		 ms, ms);
 	return ms;
 }
 
@@ -149,7 +147,7 @@ void *pf_writer_main(void *arg)
 {
 	struct pf *pf = arg;
 	struct pf_fetch *batch[PF_COMMIT_BATCH];
-	long delay_ms = commit_delay_ms();
+	long delay_ms = pf->commit_delay_ms;
 
 	/* Named so that top -H tells the writers from the FUSE workers. */
 	pthread_setname_np(pthread_self(), "hintfs-writer");
