@@ -21,6 +21,7 @@ fastorigin.json into --out. Timing is reported, never asserted.
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import random
 import threading
@@ -58,6 +59,13 @@ def parse_args(argv):
                     help="-o net_threads values, e.g. 1,2 (default: 0, "
                     "the daemon's own: half the cores, 1 to 8)")
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--reader-procs", type=int, default=1,
+                    help="processes the reader threads are spread over "
+                    "(default 1; on many cores one Python process's lock "
+                    "caps the files opened per second)")
+    ap.add_argument("--local", action="store_true",
+                    help="first read the origin's own directory with the "
+                    "same readers (their ceiling without hintfs)")
     ap.add_argument("--workers", type=int, default=1,
                     help="the origin's event-loop threads")
     ap.add_argument("--seed", type=int, default=1)
@@ -94,9 +102,10 @@ def make_objects(root, n, kb, classes, seed):
     return sums
 
 
-def read_all(mnt, order, threads, sums):
-    """Each file of @order once by @threads threads. Returns (seconds,
-    bytes, problems)."""
+def read_slice(mnt, items, threads, sums):
+    """Each (index, key) of @items read once by @threads threads; every
+    CHECK_EVERY-th index also checked against its CRC. Returns (bytes,
+    problems)."""
     lock = threading.Lock()
     state = {"bytes": 0, "bad": []}
 
@@ -116,27 +125,107 @@ def read_all(mnt, order, threads, sums):
             if bad:
                 state["bad"].append(f"{rel}: wrong bytes")
 
-    t0 = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(read, enumerate(order)):
+        for _ in pool.map(read, items):
             pass
-    return time.monotonic() - t0, state["bytes"], state["bad"]
+    return state["bytes"], state["bad"]
 
 
-def hintfs_pass(ctx, endpoint, run_dir, order, a, sums):
+def _reader_proc(mnt, items, threads, sums, go, conn):
+    go.wait()
+    conn.send(read_slice(mnt, items, threads, sums))
+    conn.close()
+
+
+def read_all(mnt, order, threads, sums, procs=1):
+    """Each file of @order once by @threads threads, in @procs processes
+    (the Nth takes every @procs-th file of the order, so all follow it;
+    several processes take the readers' own CPU off one interpreter's lock
+    when the daemon serves more files per second than one Python process
+    opens). Returns (seconds, bytes, problems)."""
+    items = list(enumerate(order))
+    if procs <= 1:
+        t0 = time.monotonic()
+        nbytes, bad = read_slice(mnt, items, threads, sums)
+        return time.monotonic() - t0, nbytes, bad
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    kids = []
+    for p in range(procs):
+        parent, child = ctx.Pipe(duplex=False)
+        kid = ctx.Process(target=_reader_proc, args=(
+            mnt, items[p::procs], max(1, threads // procs), sums, go, child))
+        kid.start()
+        child.close()
+        kids.append((kid, parent))
+    t0 = time.monotonic()
+    go.set()
+    nbytes, bad = 0, []
+    for kid, parent in kids:
+        try:
+            b, problems = parent.recv()
+        except EOFError:
+            b, problems = 0, [f"reader process {kid.pid} died"]
+        nbytes += b
+        bad += problems
+    secs = time.monotonic() - t0
+    for kid, _ in kids:
+        kid.join()
+    return secs, nbytes, bad
+
+
+def cores(split):
+    """A CpuMeter split as cores busy over its wall time."""
+    wall = max(split["wall"], 1e-9)
+    return {k: round(v / wall, 2) for k, v in split.items()
+            if k != "wall" and v is not None}
+
+
+def local_pass(root, order, a, sums):
+    """The readers alone: the same files, order and reader threads over
+    the origin's own directory (@root), page cache dropped first (a tmpfs
+    keeps it): what the readers open per second without hintfs."""
+    testbed.drop_page_cache()
+    meter = sysutil.CpuMeter({})
+    m0 = meter.snapshot()
+    secs, nbytes, bad = read_all(root, order, a.threads, sums,
+                                 a.reader_procs)
+    return {"objects_s": len(order) / secs, "seconds": secs,
+            "bad": len(bad), "machine_cores":
+            cores(sysutil.CpuMeter.split(m0, meter.snapshot()))}
+
+
+def hintfs_pass(ctx, endpoint, run_dir, order, a, sums, origin_pid=None):
     fs = systems.Hintfs(ctx)
     fs.mount(endpoint, run_dir)
+    meter = sysutil.CpuMeter({"fs": lambda: [fs.pid],
+                              "origin": lambda: [origin_pid]})
     try:
         testbed.drop_page_cache()
         cpu0 = sysutil.proc_cpu_s(fs.pid)
+        th0 = sysutil.proc_threads_cpu_s(fs.pid)
+        m0 = meter.snapshot()
         common.send_hint(fs.mnt, order, epoch=1)
-        secs, nbytes, bad = read_all(fs.mnt, order, a.threads, sums)
+        secs, nbytes, bad = read_all(fs.mnt, order, a.threads, sums,
+                                     a.reader_procs)
+        m1 = meter.snapshot()
         cpu = sysutil.proc_cpu_s(fs.pid) - cpu0
+        th1 = sysutil.proc_threads_cpu_s(fs.pid)
     finally:
         problems = fs.unmount()
+    # Each thread name's CPU per object over the pass: which thread stops
+    # the daemon (the network threads, the writers, the FUSE workers).
+    per_thread = {k: round((v - th0.get(k, 0.0)) / len(order) * 1e3, 4)
+                  for k, v in sorted(th1.items())
+                  if v - th0.get(k, 0.0) > 0}
     return {"objects_s": len(order) / secs, "seconds": secs,
             "cpu_ms_per_obj": cpu / len(order) * 1e3, "bad": len(bad),
-            "first_bad": bad[:1], "problems": problems, "bytes": nbytes}
+            "first_bad": bad[:1], "problems": problems, "bytes": nbytes,
+            "threads_cpu_ms_per_obj": per_thread,
+            "cpu_cores": cpu / secs,
+            # the machine's cores over the pass: the daemon, the origin,
+            # the rest (the readers, their kernel work, the proxy), idle
+            "machine_cores": cores(sysutil.CpuMeter.split(m0, m1))}
 
 
 def ceiling_pass(endpoint, bucket, order, conns):
@@ -156,6 +245,7 @@ def main(argv):
     out.mkdir(parents=True, exist_ok=True)
     bucket = f"fast-{a.objects}x{a.kb}"
     rows = []
+    local = None
     with contextlib.ExitStack() as stack:
         stack.enter_context(sysutil.workdir_lock(workdir))
         data = workdir / "fastorigin"
@@ -169,6 +259,11 @@ def main(argv):
         user_opts = a.hintfs_opts
         order = sorted(sums)
         random.Random(a.seed).shuffle(order)
+        if a.local:
+            local = local_pass(data / bucket, order, a, sums)
+            log(f"local (the readers alone, {data}): "
+                f"{local['objects_s']:.0f}/s, {local['bad']} bad; machine "
+                f"cores: {local['machine_cores']}")
         for rtt in a.rtt:
             endpoint = org.endpoint
             if rtt:
@@ -191,21 +286,28 @@ def main(argv):
                         x for x in (user_opts, f"max_inflight={inflight}",
                                     f"net_threads={nt}" if nt else "") if x)
                     h = hintfs_pass(ctx, endpoint, workdir / "runs" /
-                                    "fastorigin", order, a, sums)
+                                    "fastorigin", order, a, sums, org.pid)
                     log(f"{rtt:>3} ms hintfs max_inflight={inflight} "
                         f"net_threads={nt or 'default'}: "
                         f"{h['objects_s']:.0f}/s, "
                         f"{h['cpu_ms_per_obj']:.3f} ms "
-                        f"CPU per object, {h['bad']} bad")
+                        f"CPU per object ({h['cpu_cores']:.1f} cores), "
+                        f"{h['bad']} bad")
+                    log(f"  machine cores: {h['machine_cores']}")
+                    log("  per thread, ms/object: " + ", ".join(
+                        f"{k} {v:.3f}" for k, v in
+                        h["threads_cpu_ms_per_obj"].items()))
                     for p in h["problems"]:
                         log(p)
                     rows.append({"rtt_ms": rtt, "inflight": inflight,
+                                 "local": local,
                                  "net_threads": nt, "conns": conns,
                                  "hintfs": h, "ceiling": c})
             if rtt:
                 px.stop()
     lines = [f"fast origin ({a.workers} worker), {a.objects} objects of "
-             f"{a.kb} KB, raw cold (hintfs: {a.threads} reader threads, each "
+             f"{a.kb} KB, raw cold (hintfs: {a.threads} reader threads"
+             f" in {a.reader_procs} process(es), each "
              f"file once in hint order), {os.cpu_count()} CPUs, "
              f"{time.strftime('%Y-%m-%d')}, load {sysutil.loadavg()}; 0 ms: "
              "straight to the origin, else through the delay proxy", "",
@@ -224,6 +326,9 @@ def main(argv):
             f"| {h['cpu_ms_per_obj']:.3f} | {c['cpu_ms_per_obj']:.3f} "
             f"| {h['cpu_ms_per_obj'] / max(c['cpu_ms_per_obj'], 1e-9):.2f}x "
             f"| {c['origin_ms_per_obj']:.3f} | {h['bad'] + c['bad']} |")
+    if local:
+        lines += ["", f"The readers alone over the origin's own directory "
+                  f"(--local): {local['objects_s']:,.0f} files/s."]
     text = "\n".join(lines) + "\n"
     (out / "fastorigin.md").write_text(text)
     (out / "fastorigin.json").write_text(json.dumps(rows, indent=1))

@@ -39,6 +39,29 @@ def proc_user_sys(pid):
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def proc_threads_cpu_s(pid):
+    """{thread name: utime+stime in seconds} of @pid's live threads,
+    summed over threads of the same name (the FUSE workers share one);
+    {} if gone. A thread that ended is missing: take it before the
+    unmount."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, _, tail = f.read().rpartition(")")
+        except OSError:
+            continue
+        name = head.partition("(")[2]
+        fields = tail.split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) +
+                                          int(fields[12])) / CLK_TCK
+    return out
+
+
 def proc_cpu_s(pid):
     """utime+stime of @pid (all its threads) in seconds; None if gone."""
     us = proc_user_sys(pid)
