@@ -384,7 +384,9 @@ static int opt_set(struct hintfs_opts *o, const struct opt_desc *d,
 			    d->lo, d->hi);
 		break;
 	case OPT_SIZE:
-		if (!d->lo && !strcmp(s, "0"))
+		/* 0: off where there is no least value, the layer below's
+		 * own where 0 is the default. */
+		if (!strcmp(s, "0") && (!d->lo || !strcmp(d->def, "0")))
 			break;
 		if (!parse_size(s, &bytes, &pct) || pct || bytes < d->lo) {
 			format_size(d->lo, min, sizeof(min));
@@ -392,7 +394,10 @@ static int opt_set(struct hintfs_opts *o, const struct opt_desc *d,
 			    err, err_len,
 			    "-o %s=%s: expected bytes with an "
 			    "optional K, M, G or T%s%s%s",
-			    d->name, s, d->lo ? "" : ", or 0 for off",
+			    d->name, s,
+			    !d->lo		   ? ", or 0 for off"
+			    : !strcmp(d->def, "0") ? ", or 0 for the default"
+						   : "",
 			    d->lo > 1 ? ", at least " : "",
 			    d->lo > 1 ? min : "");
 		}

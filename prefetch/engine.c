@@ -584,8 +584,11 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		pf->cfg.pace_ms = PF_PACE_DEFAULT_MS;
 	if (!pf->cfg.part_size)
 		pf->cfg.part_size = PF_PART_DEFAULT;
-	if (!pf->cfg.fetch_mem)
-		pf->cfg.fetch_mem = PF_FETCH_MEM_DEFAULT;
+	if (!pf->cfg.fetch_mem) {
+		pf->cfg.fetch_mem = PF_FETCH_MEM_PER_NET * nets_count(cfg);
+		if (pf->cfg.fetch_mem < PF_FETCH_MEM_DEFAULT)
+			pf->cfg.fetch_mem = PF_FETCH_MEM_DEFAULT;
+	}
 	/* Room for a part a reader waits on and one of read-ahead. */
 	if (pf->cfg.fetch_mem < 2 * pf->cfg.part_size)
 		pf->cfg.fetch_mem = 2 * pf->cfg.part_size;

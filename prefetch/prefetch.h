@@ -123,7 +123,9 @@ struct pf_config {
 					(256 MiB, at most fetch_mem / 2) */
 	uint64_t fetch_mem;	   /**< bytes of fetch buffers at most
 					(-o fetch_mem); 0 = default
-					(512 MiB); at least 2 parts */
+					(256 MiB per network thread,
+					512 MiB at least); at least 2
+					parts */
 	/* The shared cache tier (-o shared_cache): objects that fit in one
 	 * part are read from it first, and written to it after a miss. */
 	struct s3_client *tier_s3;  /**< the tier's client (make_source's

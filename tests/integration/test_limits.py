@@ -9,6 +9,8 @@ readers or the server do.
   with max_inflight=4 never have more than 4 GETs in flight (counted from
   the proxy's log), and the memory held by fetches stays under
   `fetch_mem` (its peak, from the stats).
+- Without `-o fetch_mem` its bound follows the network threads (256 MiB
+  each, 512 MiB at least); asked for, it is what was asked.
 - A 1-byte read at a random offset of a 40 MiB object that does not fit
   the fetch memory (cached by blocks) fetches the page holding that byte:
   not its 8 MiB block, not the whole object.
@@ -152,6 +154,20 @@ def test_max_inflight_caps_demand_and_memory_stays_bounded(s3, bucket, mount,
     assert req["fetch_mem_limit"] == 64 << 20
     assert 0 < req["fetch_mem_peak"] <= req["fetch_mem_limit"], req
     assert req["in_flight"] == 0 and req["fetch_mem"] == 0, req
+
+
+def test_fetch_mem_follows_the_network_threads(s3, bucket, mount):
+    """Without -o fetch_mem the daemon leaves the bound to the engine: 256
+    MiB per network thread, 512 MiB at least (an option table's own
+    default would pin it to one number)."""
+    upload(s3, bucket, {"a.bin": b"a"})
+    for opts, want in ((("net_threads=1",), 512 << 20),
+                       (("net_threads=4",), 1 << 30),
+                       (("net_threads=4", "fetch_mem=32M"), 32 << 20)):
+        m = mount(bucket, options=opts)
+        limit = hintfs.stats(m.path)["requests"]["fetch_mem_limit"]
+        m.unmount()
+        assert limit == want, f"{opts}: fetch_mem_limit {limit}"
 
 
 def test_one_byte_of_a_large_object_fetches_its_page(s3, bucket, mount,

@@ -5,7 +5,8 @@
  * memory on a virtual clock. No server, no mount; each test runs in
  * milliseconds and would fail with its policy broken:
  * - a reader's miss starts before the hint's prefetches queued before it;
- * - fetch buffers stay within fetch_mem, however wide the window;
+ * - fetch buffers stay within fetch_mem, however wide the window; without
+ *   one asked for, it follows the network threads;
  * - the in-flight limit halves on SlowDown (once for a burst);
  * - GETs in flight follow the work (engine_limit.c): readers needing
  *   2,000 objects/s get them at 100 ms as at 20 ms; a cold start runs 64
@@ -1643,6 +1644,27 @@ static void test_threads_each_once(void)
 	env_stop(&e);
 }
 
+/* Without -o fetch_mem the bound follows the network threads (256 MiB
+ * each, 512 MiB at least): on many threads, readers waited for room. */
+static void test_fetch_mem_default(void)
+{
+	uint64_t want = (uint64_t)env_nets * 256 * MIB;
+	struct pf_stats st;
+	struct env e;
+
+	env_start(&e, 4, 16 * KIB, (struct pf_config){.pace_ms = PF_PACE_OFF});
+	pf_get_stats(e.pf, &st);
+	CHECK(st.fetch_mem_limit == (want < 512 * MIB ? 512 * MIB : want));
+	env_stop(&e);
+	/* Asked for, it is what was asked for. */
+	env_start(
+	    &e, 4, 16 * KIB,
+	    (struct pf_config){.pace_ms = PF_PACE_OFF, .fetch_mem = 64 * MIB});
+	pf_get_stats(e.pf, &st);
+	CHECK(st.fetch_mem_limit == 64 * MIB);
+	env_stop(&e);
+}
+
 /*
  * The cache writers: one per network thread, and they write at once. Each
  * commit is held 200 ms (the test hook, a slow disk) while GETs keep
@@ -1715,6 +1737,7 @@ int main(void)
 	test_demand_first();
 	test_wake_own_fetch();
 	test_fetch_mem_bound();
+	test_fetch_mem_default();
 	test_slowdown_halves();
 	test_pacing();
 	test_lead_within_cache();
@@ -1735,6 +1758,7 @@ int main(void)
 	/* The network path on 4 threads: the same policies hold. */
 	env_nets = 4;
 	test_threads_each_once();
+	test_fetch_mem_default();
 	test_writers_in_parallel();
 	test_stop_in_flight();
 	test_demand_first();

@@ -230,6 +230,7 @@ static void test_bad(void)
 	    {"s3://bkt", "/mnt", "-o", "max_threads=x", "max_threads=x"},
 	    {"s3://bkt", "/mnt", "-o", "ca_file=", "ca_file= needs"},
 	    {"s3://bkt", "/mnt", "-o", "fetch_mem=8M", "at least 16M"},
+	    {"s3://bkt", "/mnt", "-o", "fetch_mem=8M", "or 0 for the default"},
 	    {"s3://bkt", "/mnt", "-o", "fetch_mem=10%", "fetch_mem=10%"},
 	    {"s3://bkt", "/mnt", "-o", "pace_ms=60001",
 	     "-o pace_ms=60001: expected ms from 0"},
@@ -311,7 +312,7 @@ static void test_defaults(void)
 	CHECK(PARSE(&o, err, "s3://bkt", "/mnt") == 0);
 	CHECK(o.max_threads == 64 && o.max_inflight == 2048);
 	CHECK(o.window == 4096 && o.pace_ms == 1000);
-	CHECK(o.fetch_mem == 512ull << 20 && o.store_ahead == 64ull << 20);
+	CHECK(o.fetch_mem == 0 && o.store_ahead == 64ull << 20);
 	CHECK(o.cache_size == 0 && o.cache_size_pct == 10);
 	CHECK(o.retries == 10 && o.retry_time_s == 60);
 	CHECK(o.stall_timeout_s == 5 && o.list_workers == 16);
@@ -321,7 +322,8 @@ static void test_defaults(void)
 	 * are the same numbers (their reasons are written by them). */
 	CHECK(o.window == PF_WINDOW_DEFAULT && o.pace_ms == PF_PACE_DEFAULT_MS);
 	CHECK(o.max_inflight == PF_INFLIGHT_DEFAULT);
-	CHECK(o.fetch_mem == PF_FETCH_MEM_DEFAULT);
+	/* fetch_mem: 0, the engine's, which follows the network threads
+	 * (test_engine's test_fetch_mem_default). */
 	CHECK(o.retries == RETRY_ATTEMPTS_DEFAULT);
 	CHECK(o.retry_time_s * 1000 == RETRY_TIME_DEFAULT_MS);
 	CHECK(o.stall_timeout_s == S3_STALL_DEFAULT_S);
@@ -342,8 +344,8 @@ static void test_usage(void)
 	static const char *const lines[] = {
 	    "  -o window=N            hinted objects fetched ahead (default "
 	    "4096)\n",
-	    "  -o fetch_mem=SIZE      memory for objects in flight (default "
-	    "512M)\n",
+	    "  -o fetch_mem=SIZE      memory for objects in flight; 0: 256M "
+	    "per network\n",
 	    "  -o no_sign             anonymous requests, for public buckets\n",
 	    "  -o shared_cache_put_mem=SIZE\n",
 	    "  -o credential_process_timeout=S\n",
