@@ -345,11 +345,11 @@ def sweep(root):
     root = os.path.realpath(root)
     found = []
     # Deepest first: a mount under another one goes before it.
-    for mnt in sorted((p for p in mount_points() if _under(p, root)),
-                      reverse=True):
+    points = (e.point for e in testbed.mounts() if _under(e.point, root))
+    for mnt in sorted(points, reverse=True):
         subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True,
                        check=False)
-        if mounted(mnt):
+        if testbed.mounted(mnt):
             subprocess.run(["umount", "-l", mnt], capture_output=True,
                            check=False)
         found.append(f"mount {mnt}")
@@ -453,19 +453,6 @@ def _page_cache_drops_are_serial(request, monkeypatch):
 # --------------------------------------------------------------------- mounts
 
 
-def mount_points():
-    """Every mount point, read from /proc/self/mountinfo so that a hung
-    daemon cannot hang the reader (os.path.ismount would stat it)."""
-    with open("/proc/self/mountinfo") as f:
-        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
-                       line.split(" ")[4]) for line in f]
-
-
-def mounted(path):
-    """True if @path is a mount point (without touching it)."""
-    return os.path.realpath(path) in mount_points()
-
-
 class Mount:
     """One run of the daemon. `path` is the mount point (str)."""
 
@@ -506,7 +493,7 @@ class Mount:
         return os.path.join(self.path, rel)
 
     def is_mounted(self):
-        return mounted(self.path)
+        return testbed.mounted(self.path)
 
     def wait_exit(self, timeout=EXIT_WAIT_S):
         """Waits for the daemon to exit by itself; returns its exit code or

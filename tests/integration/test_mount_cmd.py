@@ -98,7 +98,7 @@ class Mounts:
     def cleanup(self):
         leftovers = []
         for p in self.points:
-            if conftest.mounted(p):
+            if testbed.mounted(p):
                 subprocess.run(["umount", "-l", str(p)], check=False)
                 leftovers.append(f"{p} still mounted")
             deadline = time.monotonic() + conftest.EXIT_WAIT_S
@@ -168,7 +168,7 @@ def unmount_and_check_exit(mnt):
     while daemons_of(mnt) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not daemons_of(mnt), "the daemon outlived umount"
-    assert not conftest.mounted(mnt)
+    assert not testbed.mounted(mnt)
 
 
 def test_mount_t_fuse_hintfs_with_a_profile(s3, bucket, rgw, installed,
@@ -226,7 +226,7 @@ def test_a_failed_mount_t_says_why_and_exits_non_zero(s3, bucket, rgw,
     p = run(["mount", "-t", "fuse.hintfs", f"s3://{bucket}", mnt, "-o",
              opts + ",window=0"])
     assert p.returncode != 0 and "-o window=0" in p.stderr
-    assert not conftest.mounted(mnt) and not daemons_of(mnt)
+    assert not testbed.mounted(mnt) and not daemons_of(mnt)
 
 
 def test_an_fstab_line_mounts_with_mount_dir(s3, bucket, rgw, installed,

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import conftest
+import testbed
 import workload
 from dataset import upload
 from test_mount_cmd import (LOCK, INSTALLED, check_mount, clean_env,
@@ -142,14 +143,14 @@ class Target:
         while daemons_of(mnt) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not daemons_of(mnt), "the daemon outlived umount"
-        assert not conftest.mounted(self.host(mnt))
+        assert not testbed.mounted(self.host(mnt))
 
     def cleanup(self):
         """Unmounts and stops what a failed test left, removes the
         packages; returns what was left."""
         left = []
         for p in self.points:
-            if conftest.mounted(self.host(p)):
+            if testbed.mounted(self.host(p)):
                 subprocess.run(["umount", "-l", self.host(p)], check=False)
                 left.append(f"{p} still mounted")
             for pid in daemons_of(p):

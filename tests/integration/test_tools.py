@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import conftest
+import testbed
 from dataset import upload
 from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
                       listings)
@@ -132,10 +133,10 @@ def test_credentials_from_a_profile_file_only(s3, bucket, mount, rgw,
                          stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
-        while not conftest.mounted(mnt) and p.poll() is None and \
+        while not testbed.mounted(mnt) and p.poll() is None and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
-        assert conftest.mounted(mnt), p.stderr.read() if p.poll() else ""
+        assert testbed.mounted(mnt), p.stderr.read() if p.poll() else ""
         assert len(os.listdir(mnt)) == 3
     finally:
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
