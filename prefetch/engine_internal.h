@@ -62,6 +62,22 @@
 #define PF_CONN_SLACK 16
 /* One SlowDown cut per 100 ms: a burst of 503s is one signal, not many. */
 #define PF_CUT_GAP_NS 100000000ull
+/*
+ * The latency brake, for a server that queues what it cannot serve and
+ * answers no SlowDown (an RGW or a MinIO past its CPU: the RGW here stops
+ * near 1,600 GETs/s and queues the rest). Each growth of the limit is
+ * judged PF_BRAKE_JUDGE ticks on (a change shows in the completions one
+ * round trip later, and the ticks last a round trip at least): if the
+ * bytes a second rose less than 1/PF_BRAKE_GAIN while the latency rose
+ * 1/PF_BRAKE_LAT or more, the extra GETs only lengthened the server's
+ * queue, which every read then waits behind. The limit goes back to what
+ * it was before that growth and holds PF_BRAKE_HOLD ticks; then it probes
+ * again, by an eighth (ssthresh is set there).
+ */
+#define PF_BRAKE_JUDGE 2
+#define PF_BRAKE_GAIN  16
+#define PF_BRAKE_LAT   4
+#define PF_BRAKE_HOLD  8
 /* 4,096 hinted objects ahead: two seconds of a fast reader at 2,000
  * objects/s, so the window never runs dry between two wake-ups. */
 #define PF_WINDOW_DEFAULT 4096
@@ -402,18 +418,30 @@ struct pf {
 				  prefetch; lost_wakeups looks at it */
 	uint32_t over;	       /* running parts started past the bound */
 	/* The in-flight controller (engine_limit.c). */
-	uint32_t limit;		    /* parts that may run now: the target */
-	uint32_t cap;		    /* cfg.max_inflight: the target's ceiling */
-	uint32_t ssthresh;	    /* past it the target grows by an eighth a
-				       tick, not twice (set by SlowDown) */
-	uint64_t last_cut_ns;	    /* last SlowDown cut of the limit */
-	uint64_t tick_ns;	    /* when the current tick began */
-	uint32_t tick_done;	    /* parts ended well in it */
-	bool tick_bound;	    /* a queued part waited for a slot in it */
-	uint64_t lat_ns;	    /* EWMA of a good attempt's time in flight,
-				       0: none yet */
-	uint64_t len_avg;	    /* EWMA of their lengths, bytes */
-	uint32_t rate;		    /* parts ended well per second, last tick */
+	uint32_t limit;	      /* parts that may run now: the target */
+	uint32_t cap;	      /* cfg.max_inflight: the target's ceiling */
+	uint32_t ssthresh;    /* past it the target grows by an eighth a
+				 tick, not twice (set by SlowDown) */
+	uint64_t last_cut_ns; /* last SlowDown cut of the limit */
+	uint64_t tick_ns;     /* when the current tick began */
+	uint32_t tick_done;   /* parts ended well in it */
+	bool tick_bound;      /* a queued part waited for a slot in it */
+	uint64_t lat_ns;      /* EWMA of a good attempt's time in flight,
+				 0: none yet */
+	uint64_t len_avg;     /* EWMA of their lengths, bytes */
+	uint32_t rate;	      /* parts ended well per second, last tick */
+	uint64_t tick_bytes;  /* their bytes, this tick */
+	/* The brake's memory of the last PF_BRAKE_JUDGE ticks, oldest at
+	 * past_i: each one's growth (the limit before it, 0: none), bytes
+	 * a second and latency at its end. */
+	struct pf_limit_past {
+		uint32_t grew_from;
+		uint64_t bps;
+		uint64_t lat_ns;
+	} past[PF_BRAKE_JUDGE];
+	uint32_t past_i;
+	uint32_t hold;		    /* ticks the brake still holds */
+	uint64_t brakes;	    /* growths undone by the brake */
 	struct order_streams hints; /* per stream: current first, then the
 				       queue (order.h) */
 	uint8_t *opened_by;	    /* n_slots: 1 + the stream whose entry the

@@ -24,6 +24,11 @@
  * - SlowDown halves it (pf_limit_cut(), once per PF_CUT_GAP_NS) and sets
  *   ssthresh there: the server said where its limit is, so growth past it
  *   probes by an eighth a tick, and none while SlowDowns keep coming;
+ * - each growth is judged two ticks on (the brake, PF_BRAKE_*): if the
+ *   bytes a second did not follow it and the latency did, the server only
+ *   queued the extra GETs (one that answers no SlowDown), and every read
+ *   would wait behind that queue, so the limit goes back to where it was
+ *   before that growth and holds a while before it probes again;
  * - it never passes the cap (max_inflight) nor fetch_mem over the average
  *   part's length (whole fetches reserve their memory before their parts
  *   queue, so memory bounds the GETs anyway; this keeps the target honest).
@@ -34,6 +39,8 @@
  * test_engine).
  */
 #include "prefetch/engine_internal.h"
+
+#include <string.h>
 
 /* The cap that memory allows: fetch_mem over the average part, or the
  * configured cap before any part has ended. mu held. */
@@ -80,6 +87,7 @@ void pf_limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now)
 	uint64_t ns = now > p->att_ns ? now - p->att_ns : 0;
 
 	pf->tick_done++;
+	pf->tick_bytes += p->len;
 	/* EWMA, 1/8 per sample: a few ticks' worth of GETs, so one slow
 	 * GET moves it little and a real change shows within a tick. */
 	if (!pf->lat_ns) {
@@ -106,7 +114,10 @@ void pf_limit_cut(struct pf *pf)
 
 	pf->tick_ns = now;
 	pf->tick_done = 0;
+	pf->tick_bytes = 0;
 	pf->tick_bound = false;
+	/* The SlowDown rules take over from the brake's judgement. */
+	memset(pf->past, 0, sizeof(pf->past));
 	if (now - pf->last_cut_ns < PF_CUT_GAP_NS)
 		return;
 	pf->last_cut_ns = now;
@@ -117,13 +128,47 @@ void pf_limit_cut(struct pf *pf)
 }
 
 /*
+ * The brake's part of the next limit, at the end of a tick that carried
+ * @bps bytes a second: judges the growth made PF_BRAKE_JUDGE ticks ago
+ * (undone if the bytes a second did not follow while the latency did),
+ * holds after an undo, and notes this tick's growth to @up when
+ * @want_up. Returns the limit it sets, or 0 to leave the tick to the other
+ * rules. mu held.
+ */
+static uint64_t brake(struct pf *pf, bool want_up, uint64_t up, uint64_t bps)
+{
+	struct pf_limit_past *old = &pf->past[pf->past_i];
+	uint64_t next = 0;
+
+	if (pf->hold)
+		pf->hold--;
+	if (old->grew_from && bps < old->bps + old->bps / PF_BRAKE_GAIN &&
+	    pf->lat_ns >= old->lat_ns + old->lat_ns / PF_BRAKE_LAT) {
+		next = old->grew_from;
+		pf->brakes++;
+		pf->hold = PF_BRAKE_HOLD;
+		if (pf->ssthresh > next)
+			pf->ssthresh = (uint32_t)next;
+		memset(pf->past, 0, sizeof(pf->past));
+	} else if (want_up) {
+		next = pf->hold ? pf->limit : up;
+	}
+	old = &pf->past[pf->past_i];
+	old->grew_from = next > pf->limit ? pf->limit : 0;
+	old->bps = bps;
+	old->lat_ns = pf->lat_ns;
+	pf->past_i = (pf->past_i + 1) % PF_BRAKE_JUDGE;
+	return next;
+}
+
+/*
  * Ends the tick if its time has come and sets the next limit (the top
  * comment's rule). Any network thread, each round, mu held.
  */
 void pf_limit_tick(struct pf *pf, uint64_t now)
 {
 	uint64_t len = pf->lat_ns > PF_TICK_NS ? pf->lat_ns : PF_TICK_NS;
-	uint64_t span = now - pf->tick_ns, goal, up, next;
+	uint64_t span = now - pf->tick_ns, goal, up, next, braked;
 	uint32_t cap = limit_cap(pf), floor = limit_floor(pf);
 
 	if (now < pf->tick_ns || span < len)
@@ -133,11 +178,15 @@ void pf_limit_tick(struct pf *pf, uint64_t now)
 	goal = (uint64_t)pf->tick_done * pf->lat_ns * PF_HEADROOM / span;
 	up = pf->limit < pf->ssthresh ? (uint64_t)pf->limit * 2
 				      : pf->limit + (pf->limit / 8 ?: 1);
+	if (up > cap)
+		up = cap;
 	/* Waiting work grows the limit only when GETs are ending: a tick
 	 * in which none ended (a hung server or tier) says more of them
 	 * would only wait too, and the limit decays instead. */
-	if (pf->tick_bound && pf->tick_done)
-		next = up;
+	braked = brake(pf, pf->tick_bound && pf->tick_done, up,
+		       pf->tick_bytes * 1000000000u / span);
+	if (braked)
+		next = braked;
 	else if (goal > pf->limit)
 		next = goal < up ? goal : up;
 	else if (pf->limit > floor)
@@ -155,5 +204,6 @@ void pf_limit_tick(struct pf *pf, uint64_t now)
 	pf->limit = (uint32_t)next;
 	pf->tick_ns = now;
 	pf->tick_done = 0;
+	pf->tick_bytes = 0;
 	pf->tick_bound = false;
 }

@@ -31,6 +31,7 @@ void pf_get_stats(struct pf *pf, struct pf_stats *st)
 	st->inflight = pf->running;
 	st->inflight_limit = pf->limit;
 	st->inflight_cap = pf->cap;
+	st->inflight_brakes = pf->brakes;
 	st->writers = pf->n_writers;
 	st->get_latency_ns = pf->lat_ns;
 	st->get_rate = pf->rate;

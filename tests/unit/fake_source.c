@@ -68,6 +68,8 @@ struct fake_source {
 	pthread_cond_t idle_cv; /* a test waits for the engine to wait */
 	uint64_t now;
 	uint64_t latency[SIDES];  /* ns, UINT64_MAX: never */
+	uint64_t serve_ns;	  /* the origin's time per GET, 0: none */
+	uint64_t server_free;	  /* when it is free for the next (virtual) */
 	uint64_t run_until[NETS]; /* its wait ends then (virtual) */
 	bool waiting[NETS];	  /* its thread waits in run() */
 	bool woken[NETS];
@@ -221,6 +223,13 @@ static int f_start(struct pf_source *s, struct pf_get *g, bool retry,
 	fg->due = fs->latency[fg->side] == UINT64_MAX
 		      ? UINT64_MAX
 		      : fs->now + fs->latency[fg->side];
+	if (fg->side == SIDE_ORIGIN && fs->serve_ns && fg->due != UINT64_MAX) {
+		/* Its turn at the server, then the way back. */
+		if (fs->server_free < fs->now)
+			fs->server_free = fs->now;
+		fs->server_free += fs->serve_ns;
+		fg->due = fs->server_free + fs->latency[SIDE_ORIGIN];
+	}
 	fg->running = true;
 	fg->seq = fs->seq++;
 	fs->run[fs->n_run++] = fg;
@@ -612,6 +621,13 @@ static void set_latency(struct fake_source *fs, int side, uint64_t ms)
 void fake_source_latency(struct fake_source *fs, uint64_t ms)
 {
 	set_latency(fs, SIDE_ORIGIN, ms);
+}
+
+void fake_source_capacity(struct fake_source *fs, unsigned per_s)
+{
+	pthread_mutex_lock(&fs->mu);
+	fs->serve_ns = per_s ? 1000000000ull / per_s : 0;
+	pthread_mutex_unlock(&fs->mu);
 }
 
 void fake_source_tier_latency(struct fake_source *fs, uint64_t ms)

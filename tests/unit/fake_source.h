@@ -49,6 +49,12 @@ unsigned char fake_source_byte(const char *key, uint64_t off);
 /** GETs answer after @ms from now on (UINT64_MAX: never, until cancelled). */
 void fake_source_latency(struct fake_source *fs, uint64_t ms);
 
+/** The origin serves @per_s GETs a second at most, one after another in
+ *  the order they start: a GET waits for its turn, then takes the
+ *  latency (a server that queues what it cannot serve and answers no
+ *  SlowDown). 0: no bound (the default). */
+void fake_source_capacity(struct fake_source *fs, unsigned per_s);
+
 /** The next @times origin answers end with error kind @kind (-@err,
  *  retryable as @retryable) instead of the bytes. */
 void fake_source_fail(struct fake_source *fs, enum s3_err_kind kind, int err,

@@ -11,7 +11,9 @@
  * - GETs in flight follow the work (engine_limit.c): readers needing
  *   2,000 objects/s get them at 100 ms as at 20 ms; a cold start runs 64
  *   and ramps up; SlowDown cuts a grown limit and slows its growth; the
- *   limit never passes max_inflight nor what fetch_mem holds;
+ *   limit never passes max_inflight nor what fetch_mem holds; a server
+ *   that queues instead of answering SlowDown does not get the cap's
+ *   worth of GETs (the latency brake);
  * - the hint's prefetch is paced by its readers (PF_PACE_MIN at least);
  * - a reader waiting on the shared cache tier goes to the origin at the
  *   hedge, within the hedge budget;
@@ -987,6 +989,44 @@ static void test_latency_scaling(void)
 }
 
 /*
+ * A server that serves 1,000 GETs a second and queues the rest, answering
+ * no SlowDown (its latency grows with its queue): with a whole window of
+ * work waiting, the limit would double up to the cap, 2,048 GETs queued
+ * at the server and 2 s of it before every read. The brake undoes the
+ * growths that bought no bytes: in flight stays within 256, and the
+ * server is still kept busy (90% of its 1,000 a second).
+ */
+static void test_latency_brake(void)
+{
+	struct pf_stats st;
+	unsigned d0, d;
+	struct env e;
+
+	env_start(
+	    &e, 8000, 4 * KIB,
+	    (struct pf_config){.pace_ms = PF_PACE_OFF, .window_objects = 8000});
+	fake_source_latency(e.fs, 20);
+	fake_source_capacity(e.fs, 1000);
+	hint_all(&e, 8000);
+	fake_source_advance(e.fs, 1000);
+	d0 = gets_done(&e);
+	fake_source_advance(e.fs, 2000);
+	d = gets_done(&e) - d0;
+	pf_get_stats(e.pf, &st);
+	CHECK(d >= 1800);
+	CHECK(st.inflight_limit <= 256);
+	CHECK(fake_source_running(e.fs) <= 256);
+	CHECK(st.inflight_brakes >= 1);
+	if (d < 1800 || st.inflight_limit > 256)
+		fprintf(stderr,
+			"brake: %u GETs in 2 s, limit %u, %u running, %llu "
+			"brakes\n",
+			d, st.inflight_limit, fake_source_running(e.fs),
+			(unsigned long long)st.inflight_brakes);
+	env_stop(&e);
+}
+
+/*
  * A cold start with a whole window of work (no pacing) runs 64 GETs, not
  * the cap's 2,048 at once, and doubles each tick while work waits for a
  * slot: past 1,024 within a second at 100 ms, never past the cap.
@@ -1748,6 +1788,7 @@ int main(void)
 	test_tier_hung();
 	test_tier_breaker();
 	test_latency_scaling();
+	test_latency_brake();
 	test_cold_start_ramp();
 	test_hung_server_grows_nothing();
 	test_slowdown_cuts_grown();
@@ -1770,6 +1811,7 @@ int main(void)
 	test_tier_hung();
 	test_tier_breaker();
 	test_cold_start_ramp();
+	test_latency_brake();
 	test_limit_bounds();
 	block_tests();
 	return check_done();
