@@ -1,11 +1,13 @@
 /*
  * common/proc.c - a thread's process, read from /proc (proc.h). The one
  * place that maps a request's thread id to its process (the engine's
- * stream owner), and a control request's sender to its parent.
+ * stream owner), and a control request's sender to its parent; and the
+ * one place the daemon starts its threads.
  */
 #include "common/proc.h"
 #include "common/fileio.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,4 +42,22 @@ pid_t proc_tgid(pid_t tid)
 pid_t proc_ppid(pid_t pid)
 {
 	return status_field(pid, "\nPPid:");
+}
+
+int proc_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+		       void *(*fn)(void *), void *arg)
+{
+	sigset_t stop, old;
+	int rc;
+
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	sigaddset(&stop, SIGQUIT);
+	/* The new thread inherits the mask it is created under. */
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+	rc = pthread_create(thread, attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }

@@ -22,6 +22,7 @@
 #include "common/ctl_client.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -502,7 +503,7 @@ static void dispatch(struct fs_ctl_sock *cs, int fd)
 		c->fd = fd;
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		rc = pthread_create(&t, &attr, conn_main, c);
+		rc = proc_thread_create(&t, &attr, conn_main, c);
 		pthread_attr_destroy(&attr);
 	}
 	if (!rc)
@@ -594,7 +595,7 @@ int fs_ctl_sock_start(struct fs *fs, const char *path, char *err,
 			 strerror(-rc));
 		return rc;
 	}
-	rc = -pthread_create(&cs->thread, NULL, accept_main, cs);
+	rc = -proc_thread_create(&cs->thread, NULL, accept_main, cs);
 	if (rc) {
 		snprintf(err, err_len, "control socket: thread: %s",
 			 strerror(-rc));

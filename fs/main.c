@@ -11,6 +11,7 @@
 #include "fs/options.h"
 #include "fs/store.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +82,7 @@ static int session_loop(struct fuse_session *se, struct fs *fs,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w.cv, &ca);
 	pthread_condattr_destroy(&ca);
-	watching = !pthread_create(&th, NULL, exit_watch_main, &w);
+	watching = !proc_thread_create(&th, NULL, exit_watch_main, &w);
 	if (!watching)
 		log_warn("no stop watcher: a read blocked on the server may "
 			 "delay the exit");

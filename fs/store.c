@@ -31,6 +31,7 @@
 #include "fs/fs_ops.h"
 #include "fs/store.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -297,7 +298,7 @@ int fs_store_start(struct fs *fs, struct fuse_session *se, uint64_t budget)
 	pthread_cond_init(&s->pushed_cv, NULL);
 	rc = s->nlookup && s->pushed && s->use ? 0 : -ENOMEM;
 	if (!rc)
-		rc = -pthread_create(&s->thread, NULL, store_main, s);
+		rc = -proc_thread_create(&s->thread, NULL, store_main, s);
 	if (rc) {
 		pthread_cond_destroy(&s->pushed_cv);
 		pthread_cond_destroy(&s->cv);

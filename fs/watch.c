@@ -209,7 +209,7 @@ int fs_hint_watch_start(struct fs *fs)
 	fs->watch_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fs->watch_efd < 0)
 		return -errno;
-	rc = pthread_create(&fs->watcher, NULL, watch_main, fs);
+	rc = proc_thread_create(&fs->watcher, NULL, watch_main, fs);
 	if (rc) {
 		close(fs->watch_efd);
 		fs->watch_efd = -1;

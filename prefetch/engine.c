@@ -543,8 +543,8 @@ static int start_writers(struct pf *pf)
 	if (!pf->writers)
 		return -ENOMEM;
 	for (; pf->writers_started < pf->n_writers; pf->writers_started++) {
-		int rc = -pthread_create(&pf->writers[pf->writers_started],
-					 NULL, pf_writer_main, pf);
+		int rc = -proc_thread_create(&pf->writers[pf->writers_started],
+					     NULL, pf_writer_main, pf);
 
 		if (rc)
 			return rc;
@@ -653,8 +653,8 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 	if (rc)
 		goto fail;
 	for (unsigned int i = 0; i < pf->n_nets; i++) {
-		rc = -pthread_create(&pf->nets[i].thread, NULL, pf_net_main,
-				     &pf->nets[i]);
+		rc = -proc_thread_create(&pf->nets[i].thread, NULL, pf_net_main,
+					 &pf->nets[i]);
 		if (rc)
 			goto fail;
 		pf->nets[i].started = true;

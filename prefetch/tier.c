@@ -21,6 +21,7 @@
  */
 #include "prefetch/tier.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -953,8 +954,8 @@ int tier_start(const struct tier_config *cfg, struct tier **out)
 		return -ENOMEM;
 	}
 	for (; t->n_workers < TIER_PUT_WORKERS; t->n_workers++) {
-		rc = -pthread_create(&t->workers[t->n_workers], NULL,
-				     put_worker, t);
+		rc = -proc_thread_create(&t->workers[t->n_workers], NULL,
+					 put_worker, t);
 		if (rc)
 			break;
 	}

@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/retry.h"
 
 #include <errno.h>
@@ -521,7 +522,7 @@ int creds_start(struct creds_provider **chain, size_t n, struct creds **out,
 		return rc;
 	/* A refresh thread only where something can change. */
 	if (c->cur->pub.expires || c->p->changed) {
-		if (pthread_create(&c->th, NULL, refresh_main, c)) {
+		if (proc_thread_create(&c->th, NULL, refresh_main, c)) {
 			log_warn("credentials: no refresh thread; the "
 				 "credentials of %s will not be renewed",
 				 c->p->name);

@@ -9,6 +9,7 @@
 #include "prefetch/s3/s3_internal.h"
 #include "prefetch/s3/s3_xml.h"
 #include "prefetch/s3/sigv4.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -383,7 +384,7 @@ static int list_rest_parallel(struct s3_client *c, struct s3_xfer *x,
 			rc = -ENOMEM;
 	}
 	for (size_t i = 0; !rc && i < workers && i < pl.n_bounds; i++) {
-		if (pthread_create(&th[i], NULL, plist_worker, &pl))
+		if (proc_thread_create(&th[i], NULL, plist_worker, &pl))
 			break;
 		started++;
 	}

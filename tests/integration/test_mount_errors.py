@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,34 @@ def test_clean_unmount_exits_zero(s3, bucket, mount):
     rc = m.wait_exit()
     assert rc == 0, f"daemon exit code after fusermount3 -u: {rc}\n{m.log()}"
     assert not m.is_mounted()
+
+
+def test_stop_signals_go_to_the_main_thread(s3, bucket, mount):
+    """SIGINT, SIGTERM and SIGHUP reach only the main thread, which
+    libfuse's handlers wake from its wait for the session's end: taken by
+    another thread (a network thread, a cache writer), a Ctrl-C set the
+    session's flag while the main thread slept on, and the daemon ran on."""
+    s3.put_object(Bucket=bucket, Key="f.txt", Body=b"data")
+    m = mount(bucket)
+    with open(m / "f.txt", "rb") as f:  # the FUSE workers start
+        assert f.read() == b"data"
+    pid = m.proc.pid
+    stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1)) | \
+        (1 << (signal.SIGHUP - 1))
+    takers = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+            name = (task / "comm").read_text().strip()
+        except OSError:
+            continue  # a worker that ended
+        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status,
+                                re.M).group(1), 16)
+        if int(task.name) == pid:
+            assert blocked & stops == 0, "the main thread blocks a stop signal"
+        elif blocked & stops != stops:
+            takers.append(f"{task.name} ({name})")
+    assert takers == [], f"threads that may take a stop signal: {takers}"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM],
