@@ -6,8 +6,9 @@
  * file holds the design (below), the hints and the engine's lifecycle;
  * the jobs live apart (engine_internal.h lists them): the scheduler
  * (engine_sched.c), the fetch table (engine_fetch.c), the network threads
- * (engine_net.c), the tier hedge (engine_hedge.c), the read path
- * (engine_read.c) and the stats (engine_stats.c).
+ * (engine_net.c), the read path (engine_read.c) and the stats
+ * (engine_stats.c); the shared cache tier is a source of its own under
+ * the engine (tier_source.c).
  *
  * How it works. A *fetch* brings one object into memory as one or more
  * ranged GETs (*parts*), each with its own buffer, allocated when the part
@@ -59,38 +60,43 @@
  * position index of prefetch/order.c; the engine feeds it opens and hints
  * and asks it for the next ids to fetch.
  *
- * The tier. With a shared cache tier (-o shared_cache, tier.h), a whole
- * fetch of an object that fits in one part, and whose ETag (or the
- * cluster key) can prove a copy, reads the tier first: one attempt, no
- * If-Match (the tier object is named by the origin ETag), its answer
- * judged by tier_check() before any reader sees a byte. Whether it tries
- * the tier is decided when its GET starts (the breaker, tier_use()). A hit
- * completes the fetch as an origin GET would; a miss, a mismatch, an
- * error or a timeout turns the part into an origin GET with the whole
- * retry budget (the tier costs time, never a read), and after a miss or a
- * mismatch the writer PUTs the origin's bytes to the tier in the
- * background. A tier GET whose reader has itself waited past the hedge
- * (tier_hedge_ns()) is cancelled and the origin read instead, within the
- * hedge budget (tier_hedge_take()); while the breaker is open, or the tier
- * hung (tier_hung()), every tier GET is cancelled, prefetches included, so
+ * The tier. With a shared cache tier (-o shared_cache, tier.h), each
+ * network thread drives a tier source (tier_source.c) over its origin
+ * source and its tier sibling, and the engine sees nothing else: it marks
+ * a whole fetch of an object that fits in one part, and whose ETag (or
+ * the cluster key) can prove a copy (f->tier, pf_get.tier), and says
+ * since when a reader waits on it (pf_get.wait_ns). The tier source reads
+ * the tier first: one attempt, no If-Match (the tier object is named by
+ * the origin ETag), its answer judged by tier_check() before any reader
+ * sees a byte. Whether it tries the tier is decided when its GET starts
+ * (the breaker, tier_use()). A hit completes the fetch as an origin GET
+ * would; a miss, a mismatch, an error or a timeout turns the same GET
+ * into an origin GET at once, with the whole retry budget (the tier costs
+ * time, never a read: pf_get.fresh_ns), so the part counts once in the
+ * limits; after a miss or a mismatch the tier source queues the PUT of
+ * the origin's bytes to the tier, sent in the background. A tier GET
+ * whose reader has itself waited past the hedge (tier_hedge_ns()) is
+ * cancelled and the origin read instead, within the hedge budget
+ * (tier_hedge_take()); while the breaker is open, or the tier hung
+ * (tier_hung()), every tier GET is cancelled, prefetches included, so
  * that the hint keeps its lead. Read-throughs never use the tier. Hints drive
  * prefetches from the tier exactly as from the origin.
  *
  * Threads. The network path runs on N threads (-o net_threads; struct
  * pf_net), each with its own sources (a curl multi handle for the origin
- * and its sibling for the tier): what scales with objects/s (signing,
- * curl's work, judging a tier answer) runs on them in parallel, outside
- * mu. The scheduling stays one: under mu, each thread takes its share
- * of the queued parts (pf_take_parts(): the limit over N, demand first)
- * and owns them until their attempt ends (p->net): only it arms, cancels
+ * and its sibling for the tier, under its tier source): what scales with
+ * objects/s (signing, curl's work, judging a tier answer) runs on them in
+ * parallel, outside mu. The scheduling stays one: under mu, each thread takes
+ * its share of the queued parts (pf_take_parts(): the limit over N, demand
+ * first) and owns them until their attempt ends (p->net): only it arms, cancels
  * or reads their GETs. Prefetch picks run on one thread at a time
  * (sched_mu), the in-flight controller's tick once per tick whichever
- * thread sees it due, and a hedge a thread grants to another's tier GET
- * is carried out by that thread (cut_hedge). Wake-ups go to every thread.
- * Blocks and a jump's pages take no path of their own (engine_block.c):
- * a block a reader's read-ahead asks for waits in a ring (pf->ra) for
- * the prefetch picks, on whichever thread runs them, and becomes a whole
- * fetch in the table like a hinted one; the one GET of a jump's pages
+ * thread sees it due, and a hedge a thread's tier source grants to
+ * another's tier GET is carried out by that thread (cut_hedge). Wake-ups go to
+ * every thread. Blocks and a jump's pages take no path of their own
+ * (engine_block.c): a block a reader's read-ahead asks for waits in a ring
+ * (pf->ra) for the prefetch picks, on whichever thread runs them, and becomes a
+ * whole fetch in the table like a hinted one; the one GET of a jump's pages
  * (pf_read_range()) is out of the table, in pf->ranges, but its one part
  * waits in the demand queue like any reader's, so the thread that takes
  * it owns its GET until the attempt ends, a retry may run on another,
@@ -465,7 +471,9 @@ static int nets_create(struct pf *pf)
 		for (unsigned int i = 0; i < n; i++) {
 			struct pf_net *net = &pf->nets[i];
 
-			net->src = cfg->sources ? cfg->sources[i] : cfg->source;
+			net->origin =
+			    cfg->sources ? cfg->sources[i] : cfg->source;
+			net->src = net->origin;
 			net->tier_src = cfg->tier_sources ? cfg->tier_sources[i]
 							  : cfg->tier_source;
 		}
@@ -483,15 +491,45 @@ static int nets_create(struct pf *pf)
 	for (unsigned int i = 0; i < n; i++) {
 		struct pf_net *net = &pf->nets[i];
 
-		rc = cfg->make_source(cfg->s3, NULL, conns, &net->src);
+		rc = cfg->make_source(cfg->s3, NULL, conns, &net->origin);
+		net->src = net->origin;
 		if (!rc && cfg->tier_s3)
-			rc = cfg->make_source(cfg->tier_s3, net->src, conns,
+			rc = cfg->make_source(cfg->tier_s3, net->origin, conns,
 					      &net->tier_src);
 		if (rc)
 			return rc;
 	}
 	pf->src = pf->nets[0].src;
 	return 0;
+}
+
+/*
+ * Puts each network thread's sources under a tier source (tier_source.c):
+ * from now on the thread drives that one alone, and the tier's routing,
+ * proof, hedge and breaker are the tier source's.
+ */
+static int tier_sources(struct pf *pf)
+{
+	struct pf_source **origins, **tiers, **out;
+	int rc = -ENOMEM;
+
+	origins = calloc(pf->n_nets, sizeof(*origins));
+	tiers = calloc(pf->n_nets, sizeof(*tiers));
+	out = calloc(pf->n_nets, sizeof(*out));
+	if (origins && tiers && out) {
+		for (unsigned int i = 0; i < pf->n_nets; i++) {
+			origins[i] = pf->nets[i].origin;
+			tiers[i] = pf->nets[i].tier_src;
+		}
+		rc = tier_source_create(pf->tier, pf->n_nets, origins, tiers,
+					out);
+	}
+	for (unsigned int i = 0; !rc && i < pf->n_nets; i++)
+		pf->nets[i].src = out[i];
+	free(origins);
+	free(tiers);
+	free(out);
+	return rc;
 }
 
 /* Joins the network threads started (the stop is set). */
@@ -514,10 +552,15 @@ static void nets_join(struct pf *pf)
 static void nets_destroy(struct pf *pf)
 {
 	for (unsigned int i = 0; pf->nets && i < pf->n_nets; i++) {
+		struct pf_net *net = &pf->nets[i];
+
+		/* The tier source's own (it owns neither of its two). */
+		if (net->src != net->origin)
+			pf_source_destroy(net->src);
 		if (!pf->own_src)
-			break;
-		pf_source_destroy(pf->nets[i].tier_src);
-		pf_source_destroy(pf->nets[i].src);
+			continue;
+		pf_source_destroy(net->tier_src);
+		pf_source_destroy(net->origin);
 	}
 	free(pf->nets);
 	pf->nets = NULL;
@@ -648,6 +691,9 @@ int pf_start(const struct pf_config *cfg, struct pf **out)
 		rc = tier_start(&tc, &pf->tier);
 		if (rc)
 			goto fail;
+		rc = tier_sources(pf);
+		if (rc)
+			goto fail;
 	}
 	rc = start_writers(pf);
 	if (rc)
@@ -713,12 +759,10 @@ void pf_stop(struct pf *pf)
 	/* The network threads complete no more fetches: the writers commit
 	 * those done (disk writes, never the network), then end. */
 	stop_writers(pf);
-	/* Its PUTs under way end (within the tier client's budget); the
-	 * queued ones are dropped. */
-	tier_stop(pf->tier);
 
 	/* No reader is left (the session loop has ended): free every fetch,
-	 * which takes down what is still in flight (pf_get_release()). */
+	 * which takes down what is still in flight (pf_get_release(): a
+	 * PUT a GET still owed the tier is forgotten). */
 	for (uint32_t i = 0; i < pf->n_slots; i++) {
 		struct pf_fetch *f = pf->by_id[i];
 
@@ -731,6 +775,9 @@ void pf_stop(struct pf *pf)
 		pf->ranges = f->rt_next;
 		pf_fetch_free(f);
 	}
+	/* Its PUTs under way end (within the tier client's budget); the
+	 * queued ones are dropped. */
+	tier_stop(pf->tier);
 	order_streams_fini(&pf->hints);
 	free(pf->done);
 	free(pf->warm_ids);

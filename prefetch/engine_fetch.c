@@ -134,6 +134,7 @@ static struct pf_fetch *fetch_alloc(uint32_t id, const struct pf_object *o,
 	f->id = id;
 	f->size = size;
 	f->n_parts = (uint32_t)((size + part - 1) / part);
+	atomic_init(&f->wait_ns, PF_GET_NO_WAIT);
 	f->key = malloc(o->key_len + 1);
 	f->etag = strdup(o->etag);
 	f->parts = calloc(f->n_parts ? f->n_parts : 1, sizeof(*f->parts));
@@ -178,12 +179,11 @@ struct pf_fetch *pf_fetch_create(struct pf *pf, uint32_t id,
 	}
 	pf_mem_add(pf, f, o->size);
 	/* Whether it reads the tier is asked again when its GET starts
-	 * (pf_part_take(): the breaker may open or close meanwhile). A
+	 * (the tier source: the breaker may open or close meanwhile). A
 	 * block is not an object of the tier's (it names whole ones). */
 	f->tier = pf->tier && f->n_parts == 1 && f->name_len == f->key_len &&
 		  tier_wants(pf->tier, f->key, f->key_len, f->etag);
-	if (demand)
-		f->wait_ns = pf_now(pf);
+	atomic_store(&f->wait_ns, demand ? pf_now(pf) : PF_GET_NO_WAIT);
 	/* Readers move the parts they need to the front (pf_fetch_ask); the
 	 * rest keep the object's order, behind other readers' parts. */
 	for (uint32_t i = 0; i < f->n_parts; i++) {
@@ -329,10 +329,7 @@ void pf_whole_complete(struct pf *pf, struct pf_fetch *f)
 		pf->done[pf->n_done++] = f;
 		pthread_cond_signal(&pf->wcv);
 	} else {
-		/* No room to remember it: leave it uncached (and unwritten to
-		 * the tier). */
-		if (f->tier_put)
-			tier_put_forget(pf->tier);
+		/* No room to remember it: leave it uncached. */
 		pf->st.warm_failed += f->warm_refs;
 		pf_fetch_leave(pf, f);
 	}

@@ -10,7 +10,6 @@
  *   engine_fetch.c  the fetch table, fetch_mem, how a fetch ends
  *   engine_net.c    the network threads: arming parts, attempts' ends
  *   engine_limit.c  how many GETs run: the in-flight controller
- *   engine_hedge.c  tier GETs and the hedge to the origin
  *   engine_read.c   the read path (pf_read, pf_read_ref)
  *   engine_stats.c  pf_get_stats()
  *   engine_block.c  large objects cached by blocks: ids, keys, reads
@@ -130,10 +129,6 @@
 /* Queued parts looked at per start for one that may start (a read-through part
  * may wait for memory while the parts behind it could go). */
 #define PF_SCAN_MAX 64
-/* A tier GET's one attempt ends after 2 s: an 8 MiB part from a near tier
- * (>= 100 MB/s) takes 80 ms, so 2 s is a tier in trouble; the origin then
- * has the whole retry budget. */
-#define PF_TIER_TIMEOUT_MS 2000
 
 /*
  * The prefetch's lead in bytes (order_streams_lead_bytes(): what the
@@ -205,14 +200,6 @@ struct pf_part {
 	uint64_t due_ns;    /* when a retry may start */
 	struct pf_queue *q; /* the queue it is in, or NULL */
 	struct pf_part *prev, *next;
-	/* Running on the shared cache tier: in pf->tier_run since start_ns.
-	 * hedge_denied: the budget refused its hedge, its reader waits.
-	 * cut_hedge: another thread gave it the hedge; its own cuts it. */
-	bool on_tier;
-	bool hedge_denied;
-	bool cut_hedge;
-	uint64_t start_ns;
-	struct pf_part *tprev, *tnext;
 	/* The network thread that took it (index in pf->nets): only that
 	 * thread arms, cancels or reads the GET of a running part. Set at
 	 * each take; a retry may run on another thread (source.h). */
@@ -237,29 +224,28 @@ struct pf_fetch {
 	uint32_t n_parts;
 	uint32_t parts_done;
 	uint32_t parts_failed;
-	uint32_t running;      /* parts in the multi handle */
-	uint64_t mem;	       /* bytes of pf->mem this fetch holds */
-	int err;	       /* first fatal error, 0 if none */
-	enum s3_err_kind kind; /* ... and its kind */
-	bool read_through;     /* not cached: parts as asked (see the top) */
-	bool range;	       /* a read-through of the pages under one
-				  read of a block, outside the table, in
-				  pf->ranges (engine_block.c) */
-	bool demand;	       /* a reader waits: parts go first */
-	uint64_t wait_ns;      /* when a reader first waited on it (a tier
-				  hedge's clock), 0: none yet */
-	bool in_table;	       /* still in pf->by_id */
-	bool tier;	       /* its part is read from the shared cache
-				  tier (engine.c: "The tier") */
-	bool tier_put;	       /* the tier missed it: once fetched whole
-				  from the origin, the writer PUTs it */
-	uint32_t warm_refs;    /* warm-list entries waiting on this fetch */
-	int refs;	       /* readers holding it, + 1 for the table */
-	uint32_t waiters;      /* readers waiting on @cv for its parts */
-	bool cv_ready;	       /* @cv initialized (at the first wait) */
-	pthread_cond_t cv;     /* its parts' waiters: a part's end wakes only
-				  the readers of its fetch (CLOCK_MONOTONIC) */
-	uint32_t pos;	       /* read-through: first part of latest read */
+	uint32_t running;	  /* parts in the multi handle */
+	uint64_t mem;		  /* bytes of pf->mem this fetch holds */
+	int err;		  /* first fatal error, 0 if none */
+	enum s3_err_kind kind;	  /* ... and its kind */
+	bool read_through;	  /* not cached: parts as asked (see the top) */
+	bool range;		  /* a read-through of the pages under one
+				     read of a block, outside the table, in
+				     pf->ranges (engine_block.c) */
+	bool demand;		  /* a reader waits: parts go first */
+	_Atomic uint64_t wait_ns; /* when a reader first waited on it (a
+				     tier hedge's clock: its GET's wait_ns),
+				     PF_GET_NO_WAIT: none yet */
+	bool in_table;		  /* still in pf->by_id */
+	bool tier;		  /* its part may be read from the shared cache
+				     tier (pf_get.tier; engine.c: "The tier") */
+	uint32_t warm_refs;	  /* warm-list entries waiting on this fetch */
+	int refs;		  /* readers holding it, + 1 for the table */
+	uint32_t waiters;	  /* readers waiting on @cv for its parts */
+	bool cv_ready;		  /* @cv initialized (at the first wait) */
+	pthread_cond_t cv;	  /* its parts' waiters: a part's end wakes only
+				     the readers of its fetch (CLOCK_MONOTONIC) */
+	uint32_t pos;		  /* read-through: first part of latest read */
 	struct pf_fetch *rt_next, *rt_prev; /* in pf->read_throughs, or
 					       pf->ranges */
 };
@@ -356,13 +342,13 @@ struct pf_net {
 	unsigned int idx;	    /* in pf->nets */
 	pthread_t thread;	    /* runs pf_net_main() */
 	bool started;		    /* thread created (pf_stop() joins it) */
-	struct pf_source *src;	    /* its origin GETs (source.h) */
-	struct pf_source *tier_src; /* its tier GETs (a sibling of src:
-				       they end through src), or NULL */
+	struct pf_source *src;	    /* the one source it drives (source.h):
+				       its tier source with a tier
+				       (tier_source.c), else origin */
+	struct pf_source *origin;   /* its origin GETs */
+	struct pf_source *tier_src; /* its tier GETs (a sibling of origin:
+				       they end through origin), or NULL */
 	uint32_t running;	    /* parts it runs (mu): its share */
-	uint64_t polled_ns;	    /* its own: when its latest poll whose
-				       answers were all judged began
-				       (tier_hung()) */
 };
 
 struct pf {
@@ -467,12 +453,8 @@ struct pf {
 	unsigned int fail_next;		   /* the slot the next failure takes */
 	uint32_t *warm_ids; /* the warm list: fetch all, no window */
 	size_t warm_n, warm_cap;
-	size_t warm_next;	  /* next entry to look at */
-	struct tier *tier;	  /* the shared cache tier, or NULL */
-	struct pf_part *tier_run; /* parts running on the tier, oldest
-				     first (by tnext): what the hedge
-				     looks at */
-	struct pf_part *tier_run_tail;
+	size_t warm_next;   /* next entry to look at */
+	struct tier *tier;  /* the shared cache tier, or NULL */
 	struct pf_stats st; /* counters under mu, but for: */
 	/* The read path's counters, atomic (relaxed) so that a cache hit
 	 * takes no engine lock; pf_get_stats() adds them into its snapshot. */
@@ -564,14 +546,6 @@ void pf_limit_init(struct pf *pf, uint64_t now);
 void pf_limit_note_done(struct pf *pf, const struct pf_part *p, uint64_t now);
 void pf_limit_cut(struct pf *pf);
 void pf_limit_tick(struct pf *pf, uint64_t now);
-
-/* engine_hedge.c: the running tier GETs and the hedge */
-void pf_tier_run_add(struct pf *pf, struct pf_part *p, uint64_t now);
-void pf_tier_run_remove(struct pf *pf, struct pf_part *p);
-void pf_tier_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
-			enum tier_verdict v, enum tier_cut cut,
-			const struct s3_status *st);
-bool pf_tier_hedge(struct pf *pf, struct pf_net *net, int *timeout_ms);
 
 /* engine_net.c: the network threads */
 void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,

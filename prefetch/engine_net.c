@@ -1,15 +1,14 @@
 /*
  * prefetch/engine_net.c - the network threads: each arms the parts it
  * took (signing outside mu), drives its own sources (source.h: a curl
- * multi handle each in the daemon, for the origin and the tier), and
- * handles the end of each of its attempts (retry with back-off, or the
- * part done or failed). What starts next is the scheduler's, one for all
- * of them under mu (engine_sched.c).
+ * multi handle each in the daemon, under a tier source with a shared cache
+ * tier: tier_source.c), and handles the end of each of its attempts (retry
+ * with back-off, or the part done or failed). What starts next is the
+ * scheduler's, one for all of them under mu (engine_sched.c).
  *
  * Invariant: only the thread that took a part (p->net) drives the source
  * its GET runs on and touches the GET while it runs; a part's attempt
- * ends in pf_part_ended() (or, on the tier, pf_tier_part_ended())
- * exactly once, under mu.
+ * ends in pf_part_ended() exactly once, under mu.
  */
 #include "prefetch/prefetch.h"
 #include "prefetch/engine_internal.h"
@@ -35,7 +34,6 @@ void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 {
 	struct pf_fetch *f = p->f;
 
-	pf_tier_run_remove(pf, p);
 	pf->running--;
 	pf->nets[p->net].running--;
 	f->running--;
@@ -84,6 +82,20 @@ void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 }
 
 /*
+ * A tier source read the origin after the tier (pf_get.fresh_ns): the
+ * tier attempt cost the part time, never one of its attempts, so its
+ * budget counts from the origin's first. @p's thread.
+ */
+static void part_fresh(struct pf_part *p)
+{
+	if (!p->get.fresh_ns)
+		return;
+	p->first_ns = p->get.fresh_ns;
+	p->attempts = 1;
+	p->get.fresh_ns = 0;
+}
+
+/*
  * Signs the parts @net took and starts them on its sources, each attempt
  * with a deadline: what is left of its part's budget. @net's thread,
  * without mu: signing (an HMAC chain per request) is the costliest step
@@ -103,37 +115,24 @@ void pf_arm_parts(struct pf_net *net, struct pf_part *list)
 		struct pf_get *g = &p->get;
 		long left_ms;
 		int rc = p->buf ? 0 : -ENOMEM;
-		/* Its tier name lives as long as its GET (the source copies
-		 * what it needs at the first start). */
-		char name[TIER_NAME_MAX];
 
 		list = p->next;
 		p->next = NULL;
-		/* f->tier changes only on the thread that runs the part
-		 * (pf_tier_part_ended()). */
-		if (!rc && !g->src && f->tier) {
-			size_t nlen = tier_name(
-			    tier_prefix(pf->tier), tier_origin_bucket(pf->tier),
-			    f->key, f->key_len, f->etag, name, sizeof(name));
-
-			*g = (struct pf_get){.key = name,
-					     .key_len = nlen,
+		if (!rc && !g->src) {
+			/* A block's GET names its object (engine_block.c).
+			 * The tier source decides whether a GET f->tier
+			 * allows reads the tier first, and hedges on the
+			 * reader's wait. */
+			*g = (struct pf_get){.key = f->key,
+					     .key_len = f->name_len,
+					     .etag = f->etag,
+					     .off = f->base + p->off,
 					     .len = p->len,
 					     .buf = p->buf,
-					     .whole = true,
-					     .want_meta = true};
-			rc = nlen ? 0 : -ENOMEM;
-		} else if (!rc && !g->src) {
-			/* A block's GET names its object (engine_block.c). */
-			*g =
-			    (struct pf_get){.key = f->key,
-					    .key_len = f->name_len,
-					    .etag = f->etag,
-					    .off = f->base + p->off,
-					    .len = p->len,
-					    .buf = p->buf,
-					    .whole = f->n_parts == 1 &&
-						     f->name_len == f->key_len};
+					     .whole = f->n_parts == 1 &&
+						      f->name_len == f->key_len,
+					     .tier = f->tier,
+					     .wait_ns = &f->wait_ns};
 		}
 		if (!rc) {
 			/* The attempt ends with the budget, however slowly the
@@ -143,13 +142,10 @@ void pf_arm_parts(struct pf_net *net, struct pf_part *list)
 				      ? (long)((p->first_ns + budget_ns - now) /
 					       1000000u)
 				      : 0;
-			if (f->tier && left_ms > PF_TIER_TIMEOUT_MS)
-				left_ms = PF_TIER_TIMEOUT_MS;
 			/* A retry keeps what the broken attempt received,
 			 * on whichever thread took it (source.h: a GET not
 			 * running moves between siblings). */
-			rc = pf_source_start(f->tier ? net->tier_src : net->src,
-					     g, p->attempts > 1,
+			rc = pf_source_start(net->src, g, p->attempts > 1,
 					     left_ms > 0 ? left_ms : 1L);
 		}
 		if (rc) {
@@ -157,11 +153,8 @@ void pf_arm_parts(struct pf_net *net, struct pf_part *list)
 						   "cannot start a transfer"};
 
 			pthread_mutex_lock(&pf->mu);
-			if (f->tier)
-				pf_tier_part_ended(pf, p, rc, TIER_ERROR,
-						   TIER_CUT_NONE, &st);
-			else
-				pf_part_ended(pf, p, rc, false, &st);
+			part_fresh(p);
+			pf_part_ended(pf, p, rc, false, &st);
 			pthread_mutex_unlock(&pf->mu);
 		}
 	}
@@ -207,7 +200,7 @@ void *pf_net_main(void *arg)
 	bool ended = false;
 
 	for (;;) {
-		uint64_t busy0 = mono_ns(), busy, waited, poll0;
+		uint64_t busy0 = mono_ns(), busy, waited;
 		uint64_t gen;
 		struct pf_part *taken;
 		struct pf_get *g;
@@ -228,9 +221,6 @@ void *pf_net_main(void *arg)
 		pf_limit_tick(pf, pf_now(pf));
 		taken = pf_take_parts(pf, net);
 		timeout = poll_timeout_ms(pf);
-		/* A hedge put a part back in a queue: start it at once. */
-		if (pf->tier && pf_tier_hedge(pf, net, &timeout))
-			ended = true;
 		/* Prefetch waits for memory with nothing in flight: whoever
 		 * gives memory back must wake us (pf_mem_sub()). */
 		idle = held && !taken && !pf->running;
@@ -240,7 +230,6 @@ void *pf_net_main(void *arg)
 
 		/* Something ended last round: start the next at once rather
 		 * than after the timeout. */
-		poll0 = pf_now(pf);
 		waited =
 		    pf_source_run(net->src, ended ? 0 : timeout, &timed_out);
 		/* Room came back during a wait that still ran out: its
@@ -256,30 +245,15 @@ void *pf_net_main(void *arg)
 		while ((
 		    g = pf_source_next_done(net->src, &got, &retryable, &st))) {
 			struct pf_part *p = PF_PART_OF(g);
-			struct pf_fetch *f = p->f;
 
-			if (f->tier) {
-				/* Judged before mu: hashing the bytes may take
-				 * a while, and nobody else touches a running
-				 * part. */
-				enum tier_verdict v = tier_check(
-				    pf->tier, got, &st, pf_get_meta(g), f->key,
-				    f->key_len, f->etag, f->size, p->buf);
-
-				pthread_mutex_lock(&pf->mu);
-				pf_tier_part_ended(pf, p, got, v, TIER_CUT_NONE,
-						   &st);
-			} else {
-				pthread_mutex_lock(&pf->mu);
-				pf_part_ended(pf, p, got, retryable, &st);
-			}
+			pthread_mutex_lock(&pf->mu);
+			part_fresh(p);
+			pf_part_ended(pf, p, got, retryable, &st);
 			pthread_mutex_unlock(&pf->mu);
 			ended = true;
 		}
 		/* How long transfers waited on this thread's other work. */
 		busy = mono_ns() - busy0 - waited;
-		/* Every answer that came before poll0 has been judged. */
-		net->polled_ns = poll0;
 		pthread_mutex_lock(&pf->mu);
 		pf->st.engine_busy_ns += busy;
 		if (busy > pf->st.engine_busy_max_ns)

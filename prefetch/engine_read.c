@@ -45,7 +45,7 @@ static void part_span(const struct pf *pf, uint64_t off, size_t len,
 void pf_fetch_ask(struct pf *pf, struct pf_fetch *f, uint32_t a, uint32_t b)
 {
 	if (!f->demand)
-		f->wait_ns = pf_now(pf);
+		atomic_store(&f->wait_ns, pf_now(pf));
 	if (!f->demand && !f->read_through) {
 		/* A reader waits for it now: its parts leave the prefetch
 		 * queue for the demand queue, in order. */

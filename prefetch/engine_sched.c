@@ -409,27 +409,13 @@ void pf_part_take(struct pf *pf, struct pf_part *p, uint64_t now)
 		if (p->buf && f->read_through)
 			pf_mem_add(pf, f, p->len);
 	}
-	if (!p->attempts++) {
+	if (!p->attempts++)
 		p->first_ns = now;
-		if (f->tier && !tier_use(pf->tier)) {
-			/* The breaker is open: the origin's bytes are owed
-			 * to the tier, which holds the PUT until it answers
-			 * again, so that the object leaves the origin once
-			 * for the cluster. */
-			f->tier = false;
-			f->tier_put = true;
-			tier_put_expect(pf->tier);
-		}
-	}
 	p->att_ns = now;
 	p->state = PART_RUNNING;
 	if (++pf->running > pf->st.inflight_peak)
 		pf->st.inflight_peak = pf->running;
 	f->running++;
-	if (f->tier) {
-		tier_note_get(pf->tier);
-		pf_tier_run_add(pf, p, now);
-	}
 }
 
 /*

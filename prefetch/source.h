@@ -7,14 +7,18 @@
  * Every object-store call of the engine and of the tier (tier.c) goes
  * through one.
  *
- * Two implement it: the curl source (source_curl.c: s3_xfer transfers in
- * one curl multi handle driven by netloop.c, what the daemon runs), and
+ * Three implement it: the curl source (source_curl.c: s3_xfer transfers
+ * in one curl multi handle driven by netloop.c, what the daemon runs),
  * the fake of tests/unit/fake_source.c (objects in memory, answers when a
  * test's virtual clock says so), on which the engine's policies are
- * unit-tested without a mount or a server. The engine's clock is its
- * origin source's (pf_source_now()): retry due times, the SlowDown cut,
- * the hedge, the hint pacing and the tier's breaker all run on it; so
- * does its retry policy (pf_source_retry()).
+ * unit-tested without a mount or a server, and the tier source
+ * (tier_source.c), which wraps an origin source and its tier sibling and
+ * decides where each GET goes (the shared cache tier, tier.h): with a
+ * tier, the engine drives one tier source per network thread and sees
+ * the tier no more. The engine's clock is its origin source's
+ * (pf_source_now()): retry due times, the SlowDown cut, the hedge, the
+ * hint pacing and the tier's breaker all run on it; so does its retry
+ * policy (pf_source_retry()).
  *
  * Threads: pf_source_wake(), pf_source_now() and pf_source_retry() from
  * any thread; pf_source_put() from any thread but a network thread (the
@@ -33,12 +37,16 @@
 #include "prefetch/s3/s3.h"
 #include "common/retry.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 struct pf_source;
+
+/* pf_get.wait_ns while no reader waits. */
+#define PF_GET_NO_WAIT UINT64_MAX
 
 /**
  * One ranged GET as the engine asks for it: bytes [off, off + len) of
@@ -53,9 +61,21 @@ struct pf_get {
 	const char *etag; /**< If-Match, or NULL; as key */
 	uint64_t off;
 	size_t len;
-	void *buf;	       /**< len bytes; outlives the GET */
-	bool whole;	       /**< the range is the whole object */
-	bool want_meta;	       /**< keep the answer's metadata (the tier) */
+	void *buf;	/**< len bytes; outlives the GET */
+	bool whole;	/**< the range is the whole object */
+	bool want_meta; /**< keep the answer's metadata (the tier) */
+	/** May be read from the shared cache tier first: a whole object
+	 *  the tier can prove (a tier source decides, tier.h; any other
+	 *  source reads the origin). */
+	bool tier;
+	/** When a reader began to wait on it, PF_GET_NO_WAIT while none
+	 *  has: the caller stores it (any thread), a tier source hedges on
+	 *  it. NULL: no reader ever will. */
+	const _Atomic uint64_t *wait_ns;
+	/** Set by a source when the GET's origin attempts began after a try
+	 *  that costs the caller no attempt (a tier source's tier GET): its
+	 *  retry budget counts from then. The caller clears it. */
+	uint64_t fresh_ns;
 	struct pf_source *src; /**< the source it runs on; NULL: none yet */
 	void *h;	       /**< the source's own state for it */
 };

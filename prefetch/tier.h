@@ -11,12 +11,13 @@
  * origin's version (tier_judge()): the origin's ETag where it is an MD5,
  * else an HMAC under a key only the cluster holds; anything else is a
  * mismatch, never served, and an object nothing can bind skips the tier. The
- * engine (engine.c) decides where a GET goes and what its answer means; this
- * file owns the naming, the check, the background PUTs of objects the origin
- * served after a tier miss (a bounded queue: full drops and counts, a reader
- * never waits on it), the hedge budget, the breaker that sends fetches straight
- * to the origin while the tier fails or hangs, and the counters. hintfs never
- * deletes on the tier: its lifecycle rules evict.
+ * tier source (tier_source.c, tier_source_create()) decides where a GET goes
+ * and what its answer means, under the engine, which sees one source per
+ * network thread; this file (tier.c) owns the naming, the check, the background
+ * PUTs of objects the origin served after a tier miss (a bounded queue: full
+ * drops and counts, a reader never waits on it), the hedge budget, the breaker
+ * that sends fetches straight to the origin while the tier fails or hangs, and
+ * the counters. hintfs never deletes on the tier: its lifecycle rules evict.
  */
 #ifndef HINTFS_PREFETCH_TIER_H
 #define HINTFS_PREFETCH_TIER_H
@@ -270,5 +271,25 @@ int tier_put(struct tier *t, const char *key, size_t key_len, const char *etag,
 
 /** Fills @st. Any thread. */
 void tier_get_stats(struct tier *t, struct pf_tier_stats *st);
+
+/**
+ * The tier source: @n sources (into @out), one per network thread, the
+ * i-th over origin source @origins[i] and its tier sibling @tiers[i] (its
+ * GETs end through @origins[i]'s next_done), all over tier @t. A GET with
+ * pf_get.tier reads the tier first while tier_use() lets it (one attempt
+ * of 2 s at most), its answer proven by tier_check() before it is
+ * delivered; a miss, a mismatch, an error or a timeout starts its origin
+ * GET at once (pf_get.fresh_ns: the whole retry budget), as do the hedge
+ * (a reader waited past tier_hedge_ns(), within the budget), the breaker
+ * opening and the tier hanging, which cut the tier attempt; what the
+ * origin serves after a miss, a mismatch or a bypass is queued for PUT.
+ * Its clock, retry policy and PUTs are @origins[i]'s. Each is destroyed
+ * with pf_source_destroy() (the inner sources are not owned: destroy them
+ * after, and @t after every GET is released). Returns 0 or -ENOMEM. One
+ * thread; each source then as source.h says.
+ */
+int tier_source_create(struct tier *t, unsigned int n,
+		       struct pf_source *const *origins,
+		       struct pf_source *const *tiers, struct pf_source **out);
 
 #endif /* HINTFS_PREFETCH_TIER_H */

@@ -64,17 +64,6 @@ static void commit_batch(struct pf *pf, struct pf_fetch **fs, size_t n)
 	cache_put_commit_many(puts, m, rcs);
 	for (size_t k = 0; k < m; k++)
 		rc[which[k]] = rcs[k];
-	/* Objects the tier missed go to it, from the origin's bytes: the
-	 * fetch is complete, its single part never written again. */
-	for (size_t i = 0; i < n; i++) {
-		if (!fs[i]->tier_put)
-			continue;
-		if (!fs[i]->err && fs[i]->n_parts == 1)
-			tier_put(pf->tier, fs[i]->key, fs[i]->key_len,
-				 fs[i]->etag, fs[i]->size, fs[i]->parts[0].buf);
-		else
-			tier_put_forget(pf->tier);
-	}
 
 	pthread_mutex_lock(&pf->mu);
 	for (size_t i = 0; i < n; i++) {

@@ -4,7 +4,8 @@
  * tier GET returned, and a PUT and its read back through the tier's source
  * (fake_source.c: a bucket in memory, a virtual clock, no S3 client): what
  * the tier holds is served only when it is the origin's version, byte for
- * byte; the budget, the breaker and the hung tier on that clock.
+ * byte; the budget, the breaker and the hung tier on that clock; the tier
+ * source's routing (tier_source.c) over the fake's two sides.
  */
 #include "fake_source.h"
 #include "source_fail.h"
@@ -714,6 +715,98 @@ static void test_fail_wrapper(void)
 	fake_source_store_reset();
 }
 
+/* One GET of object "k/1" (version @etag, @len bytes into @buf) through
+ * tier source @ts as the engine sends it, @tier as pf_get.tier; returns
+ * what its end says (bytes, or -errno) and whether the origin's attempts
+ * began after a tier attempt (*@fresh). */
+static ssize_t ts_get(struct pf_source *ts, bool tier, const char *etag,
+		      void *buf, size_t len, bool *fresh)
+{
+	static _Atomic uint64_t no_wait = PF_GET_NO_WAIT;
+	struct pf_get g = {.key = "k/1",
+			   .key_len = 3,
+			   .etag = etag,
+			   .len = len,
+			   .buf = buf,
+			   .whole = true,
+			   .tier = tier,
+			   .wait_ns = &no_wait};
+	struct s3_status st = {0};
+	bool retryable;
+	ssize_t got = -EIO;
+
+	memset(buf, 0, len);
+	CHECK(pf_source_start(ts, &g, false, 30000) == 0);
+	/* Due at once: every attempt ends in this next_done(). */
+	CHECK(pf_source_next_done(ts, &got, &retryable, &st) == &g);
+	CHECK(!pf_source_next_done(ts, &got, &retryable, &st));
+	*fresh = g.fresh_ns != 0;
+	pf_get_release(&g);
+	return got;
+}
+
+/*
+ * The tier source routes each GET: one the engine does not let use the
+ * tier (pf_get.tier false: a block, a read-through) reads the origin
+ * alone; one that may reads the tier first, and on a miss the origin,
+ * whose bytes it PUTs to the tier; the next reads the tier alone (a hit,
+ * proven) and the same bytes reach the caller.
+ */
+static void test_tier_source_routes(void)
+{
+	struct tier_config tc = {
+	    .src = tier_src(), .origin_bucket = "origin", .prefix = "shared/"};
+	struct pf_source *origin = source_fail_origin(W);
+	struct pf_source *tside = source_fail_tier(W);
+	struct pf_source *ts = NULL;
+	struct pf_tier_stats st;
+	struct tier *t = NULL;
+	unsigned char want[5000], buf[5000];
+	unsigned int o0, t0;
+	char etag[48];
+	bool fresh;
+
+	fake_source_store_reset();
+	for (size_t i = 0; i < sizeof(want); i++)
+		want[i] = fake_source_byte("k/1", i);
+	etag_of(want, sizeof(want), 0, etag);
+	CHECK(tier_start(&tc, &t) == 0);
+	CHECK(tier_source_create(t, 1, &origin, &tside, &ts) == 0);
+
+	/* Not for the tier: the origin alone, nothing owed to the tier. */
+	o0 = fake_source_starts(F);
+	t0 = fake_source_tier_starts(F);
+	CHECK(ts_get(ts, false, etag, buf, sizeof(buf), &fresh) ==
+	      (ssize_t)sizeof(buf));
+	CHECK(!memcmp(buf, want, sizeof(buf)) && !fresh);
+	CHECK(fake_source_starts(F) == o0 + 1);
+	CHECK(fake_source_tier_starts(F) == t0);
+	tier_get_stats(t, &st);
+	CHECK(st.gets == 0 && st.put_pending == 0);
+
+	/* For the tier, which misses it: the tier, then the origin (a fresh
+	 * budget), whose bytes go to the tier. */
+	CHECK(ts_get(ts, true, etag, buf, sizeof(buf), &fresh) ==
+	      (ssize_t)sizeof(buf));
+	CHECK(!memcmp(buf, want, sizeof(buf)) && fresh);
+	CHECK(fake_source_starts(F) == o0 + 2);
+	CHECK(fake_source_tier_starts(F) == t0 + 1);
+	puts_settled(t, &st);
+	CHECK(st.gets == 1 && st.misses == 1 && st.puts == 1);
+
+	/* Now there: the tier alone, the origin's bytes. */
+	CHECK(ts_get(ts, true, etag, buf, sizeof(buf), &fresh) ==
+	      (ssize_t)sizeof(buf));
+	CHECK(!memcmp(buf, want, sizeof(buf)) && !fresh);
+	CHECK(fake_source_starts(F) == o0 + 2);
+	CHECK(fake_source_tier_starts(F) == t0 + 2);
+	tier_get_stats(t, &st);
+	CHECK(st.gets == 2 && st.hits == 1 && st.puts == 1);
+
+	pf_source_destroy(ts);
+	tier_stop(t);
+}
+
 int main(void)
 {
 	/* Its GETs answer at once (get_back()). */
@@ -734,6 +827,7 @@ int main(void)
 	test_slow_tier_stays_closed();
 	test_held_puts();
 	test_fail_wrapper();
+	test_tier_source_routes();
 	fake_source_store_reset();
 	source_fail_destroy(W);
 	fake_source_destroy(F);
