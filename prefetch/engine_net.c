@@ -84,13 +84,16 @@ void pf_part_ended(struct pf *pf, struct pf_part *p, ssize_t got,
 /*
  * A tier source read the origin after the tier (pf_get.fresh_ns): the
  * tier attempt cost the part time, never one of its attempts, so its
- * budget counts from the origin's first. @p's thread.
+ * budget counts from the origin's first, and so does the attempt's time
+ * that the in-flight controller averages (an origin GET's, not the
+ * tier's wait plus it). @p's thread.
  */
 static void part_fresh(struct pf_part *p)
 {
 	if (!p->get.fresh_ns)
 		return;
 	p->first_ns = p->get.fresh_ns;
+	p->att_ns = p->get.fresh_ns;
 	p->attempts = 1;
 	p->get.fresh_ns = 0;
 }
