@@ -29,7 +29,6 @@
  * called from any of them.
  */
 #include "prefetch/tier.h"
-#include "common/log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -64,7 +63,7 @@ struct ts_src {
 				     that did not start), for next_done */
 };
 
-/* The state a tier source keeps for one GET (pf_get.h). */
+/* The state a tier source keeps for one GET (source.h). */
 struct ts_get {
 	struct pf_get in;     /* the attempt on the origin or the tier */
 	struct pf_get *outer; /* the caller's */
@@ -82,9 +81,11 @@ struct ts_get {
 	struct ts_get *prev, *next;
 	/* The origin's bytes are owed to the tier (tier_put_expect()). */
 	bool put_owed;
-	/* Ended by the tier source itself: on its owner's done list. */
+	/* Ended by the tier source itself: on its owner's done list, with
+	 * done_err. Also the link of the list ts_hedge() cuts (why: cut). */
 	struct ts_get *done_next;
 	int done_err;
+	enum tier_cut cut;
 	char name[TIER_NAME_MAX]; /* its tier object */
 };
 
@@ -295,7 +296,7 @@ static void ts_hedge(struct ts_src *ts, int *timeout_ms)
 			    all ? TIER_CUT_BREAKER : TIER_CUT_HEDGE;
 
 			run_remove(grp, tg);
-			tg->done_err = (int)why;
+			tg->cut = why;
 			*cut_tail = tg;
 			cut_tail = &tg->done_next;
 			continue;
@@ -323,7 +324,7 @@ static void ts_hedge(struct ts_src *ts, int *timeout_ms)
 		}
 		if (mine) {
 			run_remove(grp, tg);
-			tg->done_err = (int)TIER_CUT_HEDGE;
+			tg->cut = TIER_CUT_HEDGE;
 			*cut_tail = tg;
 			cut_tail = &tg->done_next;
 		} else {
@@ -339,7 +340,7 @@ static void ts_hedge(struct ts_src *ts, int *timeout_ms)
 		ts_wake_others(ts);
 	for (tg = cut; tg; tg = next) {
 		next = tg->done_next;
-		ts_cut(ts, tg, (enum tier_cut)tg->done_err);
+		ts_cut(ts, tg, tg->cut);
 	}
 }
 
