@@ -123,9 +123,9 @@ void pf_arm_parts(struct pf_net *net, struct pf_part *list)
 		p->next = NULL;
 		if (!rc && !g->src) {
 			/* A block's GET names its object (engine_block.c).
-			 * The tier source decides whether a GET f->tier
-			 * allows reads the tier first, and hedges on the
-			 * reader's wait. */
+			 * With a tier, the tier source decides whether a GET
+			 * that f->tier lets use it reads the tier first, and
+			 * hedges on its reader's wait. */
 			*g = (struct pf_get){.key = f->key,
 					     .key_len = f->name_len,
 					     .etag = f->etag,

@@ -750,7 +750,8 @@ static ssize_t ts_get(struct pf_source *ts, bool tier, const char *etag,
  * tier (pf_get.tier false: a block, a read-through) reads the origin
  * alone; one that may reads the tier first, and on a miss the origin,
  * whose bytes it PUTs to the tier; the next reads the tier alone (a hit,
- * proven) and the same bytes reach the caller.
+ * proven) and the same bytes reach the caller; with the breaker open, the
+ * origin alone, its bytes owed to the tier.
  */
 static void test_tier_source_routes(void)
 {
@@ -802,6 +803,20 @@ static void test_tier_source_routes(void)
 	CHECK(fake_source_tier_starts(F) == t0 + 2);
 	tier_get_stats(t, &st);
 	CHECK(st.gets == 2 && st.hits == 1 && st.puts == 1);
+
+	/* 8 failures with nothing answered open the breaker: the origin
+	 * alone, and its bytes owed to the tier (held while it is open). */
+	jump(1000000ull);
+	for (int i = 0; i < 8; i++)
+		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, now());
+	CHECK(tier_open(t));
+	CHECK(ts_get(ts, true, etag, buf, sizeof(buf), &fresh) ==
+	      (ssize_t)sizeof(buf));
+	CHECK(!memcmp(buf, want, sizeof(buf)) && !fresh);
+	CHECK(fake_source_starts(F) == o0 + 3);
+	CHECK(fake_source_tier_starts(F) == t0 + 2);
+	tier_get_stats(t, &st);
+	CHECK(st.gets == 2 && st.bypassed == 1 && st.put_pending == 1);
 
 	pf_source_destroy(ts);
 	tier_stop(t);
