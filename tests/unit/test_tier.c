@@ -715,34 +715,47 @@ static void test_fail_wrapper(void)
 	fake_source_store_reset();
 }
 
-/* One GET of object "k/1" (version @etag, @len bytes into @buf) through
- * tier source @ts as the engine sends it, @tier as pf_get.tier; returns
- * what its end says (bytes, or -errno) and whether the origin's attempts
- * began after a tier attempt (*@fresh). */
-static ssize_t ts_get(struct pf_source *ts, bool tier, const char *etag,
-		      void *buf, size_t len, bool *fresh)
+/* Object "k/1"'s 5,000 bytes at the fake origin. */
+#define ROUTE_LEN 5000
+
+/*
+ * One GET of object "k/1" (version @etag) through tier source @ts as the
+ * engine sends it, @tier as pf_get.tier: checks that it delivers the
+ * origin's bytes, that it started @origin_gets GETs on the origin and
+ * @tier_gets on the tier, and whether its origin attempts began after a
+ * tier attempt (@fresh: pf_get.fresh_ns).
+ */
+static void routed(struct pf_source *ts, bool tier, const char *etag,
+		   unsigned int origin_gets, unsigned int tier_gets, bool fresh)
 {
 	static _Atomic uint64_t no_wait = PF_GET_NO_WAIT;
+	unsigned char buf[ROUTE_LEN] = {0};
 	struct pf_get g = {.key = "k/1",
 			   .key_len = 3,
 			   .etag = etag,
-			   .len = len,
+			   .len = sizeof(buf),
 			   .buf = buf,
 			   .whole = true,
 			   .tier = tier,
 			   .wait_ns = &no_wait};
+	unsigned int o0 = fake_source_starts(F);
+	unsigned int t0 = fake_source_tier_starts(F);
 	struct s3_status st = {0};
-	bool retryable;
+	bool retryable, same = true;
 	ssize_t got = -EIO;
 
-	memset(buf, 0, len);
 	CHECK(pf_source_start(ts, &g, false, 30000) == 0);
-	/* Due at once: every attempt ends in this next_done(). */
+	/* Due at once: every attempt ends in this next_done(), once. */
 	CHECK(pf_source_next_done(ts, &got, &retryable, &st) == &g);
+	CHECK(got == (ssize_t)sizeof(buf));
 	CHECK(!pf_source_next_done(ts, &got, &retryable, &st));
-	*fresh = g.fresh_ns != 0;
+	for (size_t i = 0; i < sizeof(buf); i++)
+		same = same && buf[i] == fake_source_byte("k/1", i);
+	CHECK(same);
+	CHECK((g.fresh_ns != 0) == fresh);
+	CHECK(fake_source_starts(F) == o0 + origin_gets);
+	CHECK(fake_source_tier_starts(F) == t0 + tier_gets);
 	pf_get_release(&g);
-	return got;
 }
 
 /*
@@ -762,10 +775,8 @@ static void test_tier_source_routes(void)
 	struct pf_source *ts = NULL;
 	struct pf_tier_stats st;
 	struct tier *t = NULL;
-	unsigned char want[5000], buf[5000];
-	unsigned int o0, t0;
+	unsigned char want[ROUTE_LEN];
 	char etag[48];
-	bool fresh;
 
 	fake_source_store_reset();
 	for (size_t i = 0; i < sizeof(want); i++)
@@ -775,32 +786,18 @@ static void test_tier_source_routes(void)
 	CHECK(tier_source_create(t, 1, &origin, &tside, &ts) == 0);
 
 	/* Not for the tier: the origin alone, nothing owed to the tier. */
-	o0 = fake_source_starts(F);
-	t0 = fake_source_tier_starts(F);
-	CHECK(ts_get(ts, false, etag, buf, sizeof(buf), &fresh) ==
-	      (ssize_t)sizeof(buf));
-	CHECK(!memcmp(buf, want, sizeof(buf)) && !fresh);
-	CHECK(fake_source_starts(F) == o0 + 1);
-	CHECK(fake_source_tier_starts(F) == t0);
+	routed(ts, false, etag, 1, 0, false);
 	tier_get_stats(t, &st);
 	CHECK(st.gets == 0 && st.put_pending == 0);
 
 	/* For the tier, which misses it: the tier, then the origin (a fresh
 	 * budget), whose bytes go to the tier. */
-	CHECK(ts_get(ts, true, etag, buf, sizeof(buf), &fresh) ==
-	      (ssize_t)sizeof(buf));
-	CHECK(!memcmp(buf, want, sizeof(buf)) && fresh);
-	CHECK(fake_source_starts(F) == o0 + 2);
-	CHECK(fake_source_tier_starts(F) == t0 + 1);
+	routed(ts, true, etag, 1, 1, true);
 	puts_settled(t, &st);
 	CHECK(st.gets == 1 && st.misses == 1 && st.puts == 1);
 
 	/* Now there: the tier alone, the origin's bytes. */
-	CHECK(ts_get(ts, true, etag, buf, sizeof(buf), &fresh) ==
-	      (ssize_t)sizeof(buf));
-	CHECK(!memcmp(buf, want, sizeof(buf)) && !fresh);
-	CHECK(fake_source_starts(F) == o0 + 2);
-	CHECK(fake_source_tier_starts(F) == t0 + 2);
+	routed(ts, true, etag, 0, 1, false);
 	tier_get_stats(t, &st);
 	CHECK(st.gets == 2 && st.hits == 1 && st.puts == 1);
 
@@ -810,11 +807,7 @@ static void test_tier_source_routes(void)
 	for (int i = 0; i < 8; i++)
 		tier_note_verdict(t, TIER_ERROR, TIER_CUT_NONE, false, now());
 	CHECK(tier_open(t));
-	CHECK(ts_get(ts, true, etag, buf, sizeof(buf), &fresh) ==
-	      (ssize_t)sizeof(buf));
-	CHECK(!memcmp(buf, want, sizeof(buf)) && !fresh);
-	CHECK(fake_source_starts(F) == o0 + 3);
-	CHECK(fake_source_tier_starts(F) == t0 + 2);
+	routed(ts, true, etag, 1, 0, false);
 	tier_get_stats(t, &st);
 	CHECK(st.gets == 2 && st.bypassed == 1 && st.put_pending == 1);
 
