@@ -16,7 +16,7 @@
 #            shipped ignores them.
 #   --passthrough  build against libfuse 3.17 (-Dlibfuse=bundled, in
 #            build-pt/; install-deps.sh --passthrough fetches it) and run
-#            the C unit tests, then the integration tests of the data paths
+#            the C unit tests built against libfuse (suite fuse), then the integration tests of the data paths
 #            that build adds: tests/integration/test_warm.py,
 #            test_passthrough.py and test_readonly.py (which fail, not skip, when a mount gets
 #            no passthrough on Linux 6.9+ as root). The rest of the suite
@@ -98,7 +98,12 @@ esac
 meson_args+=(-Dinvariants=$invariants)
 deps=()
 tests=(tests/integration)
+# The C unit tests: all of them, but on a passthrough build only those
+# built against libfuse (suite 'fuse', tests/unit/meson.build): the rest is
+# the same code built the same way as in the plain and sanitizer builds.
+unit_suite=unit
 if [ $passthrough -eq 1 ]; then
+	unit_suite=fuse
 	builddir=${builddir/build/build-pt}
 	meson_args+=(-Dlibfuse=bundled)
 	deps=(--passthrough)
@@ -141,12 +146,12 @@ elif [ ! -f "$builddir/build.ninja" ]; then
 	exit 1
 fi
 
-echo "== C unit tests ($builddir)"
+echo "== C unit tests ($builddir, suite $unit_suite)"
 # A UBSan report fails the unit test that made it (by default UBSan only
 # prints and goes on, and a misaligned load in the option parser passed the
 # unit suite this way; the integration fixtures fail on any report).
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
-	meson test -C "$builddir" --suite unit --print-errorlogs
+	meson test -C "$builddir" --suite "$unit_suite" --print-errorlogs
 [ $integration -eq 1 ] || exit 0
 
 echo "== integration tests ($builddir)"
