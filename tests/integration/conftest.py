@@ -67,6 +67,15 @@ import workload
 
 REPO = Path(__file__).resolve().parents[2]
 RGW_SH = testbed.RGW_SH
+
+# A shell without job control starts its background commands with SIGINT
+# ignored, and the daemons we start would inherit it: libfuse keeps an
+# ignored SIGINT ignored (as it should: a background job is not stopped by
+# a terminal's Ctrl-C), so a test of Ctrl-C on `hintfs -f` ran on for good
+# when the suite itself ran in the background (`.ci/run &`). The tests
+# stand for a foreground terminal: SIGINT as it is there.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # The pair rgw.sh creates unless told otherwise.
 DEFAULT_ACCESS_KEY = "hintfsaccesskey"
 DEFAULT_SECRET_KEY = "hintfssecretkey123"
