@@ -183,8 +183,10 @@ void pf_limit_tick(struct pf *pf, uint64_t now)
 	/* Waiting work grows the limit only when GETs are ending: a tick
 	 * in which none ended (a hung server or tier) says more of them
 	 * would only wait too, and the limit decays instead. */
+	/* In double: a long tick of many 8 MiB parts (16 GiB in one of 1 s)
+	 * times 10^9 passes 64 bits. */
 	braked = brake(pf, pf->tick_bound && pf->tick_done, up,
-		       pf->tick_bytes * 1000000000u / span);
+		       (uint64_t)((double)pf->tick_bytes * 1e9 / (double)span));
 	if (braked)
 		next = braked;
 	else if (goal > pf->limit)
