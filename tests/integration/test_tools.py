@@ -26,7 +26,7 @@ import conftest
 import testbed
 from dataset import upload
 from workload import (corrupt_first_blob, drop_page_cache, gets_settled,
-                      listings)
+                      listings_settled)
 
 REPO = Path(__file__).resolve().parents[2]
 import hintfs
@@ -524,7 +524,7 @@ def test_relist_is_used_by_the_next_mount(s3, bucket, mount, proxy, ctl_bin,
     p = ctl("relist", m.path, check=0)
     assert p.stdout.startswith(f"relist: s3://{bucket} listed again in ")
     assert stats(m)["listing"]["saved_at"] > saved
-    assert len(listings(proxy, bucket)) == 2
+    assert len(listings_settled(proxy, bucket, 2)) == 2
     # This mount keeps its snapshot...
     assert os.listdir(m.path) == ["one.bin"]
     m.unmount()
@@ -533,7 +533,7 @@ def test_relist_is_used_by_the_next_mount(s3, bucket, mount, proxy, ctl_bin,
     m2 = mount(bucket, endpoint=proxy.endpoint, options=opts)
     assert sorted(os.listdir(m2.path)) == ["one.bin", "two.bin"]
     assert stats(m2)["listing"]["from_cache"] is True
-    assert len(listings(proxy, bucket)) == 2
+    assert len(listings_settled(proxy, bucket)) == 2
 
 
 # ------------------------------------------------------------------ verify

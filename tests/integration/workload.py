@@ -183,21 +183,31 @@ def listings(px, bucket):
     return [r for r in px.requests() if r.is_listing and r.bucket == bucket]
 
 
-def gets_settled(px, bucket, want=None, timeout=10):
-    """The object GETs once the proxy's log has caught up: a line is
+def _settled(select, px, bucket, want, timeout):
+    """select(px, bucket) once the proxy's log has caught up: a line is
     written when a response ends, which may be just after the client has
-    its bytes. Waits for @want of them, or for the count to hold still."""
+    its bytes. Waits for @want lines, or for the count to hold still."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
-        n = len(object_gets(px, bucket))
+        n = len(select(px, bucket))
         if (want is not None and n >= want) or (want is None and n == last):
             break
         if time.monotonic() > deadline:
             break
         last = n
         time.sleep(0.2)
-    return object_gets(px, bucket)
+    return select(px, bucket)
+
+
+def gets_settled(px, bucket, want=None, timeout=10):
+    """The object GETs once the proxy's log has caught up (_settled)."""
+    return _settled(object_gets, px, bucket, want, timeout)
+
+
+def listings_settled(px, bucket, want=None, timeout=10):
+    """The listings once the proxy's log has caught up (_settled)."""
+    return _settled(listings, px, bucket, want, timeout)
 
 
 def rss_kb(pid):
