@@ -26,6 +26,7 @@
 #include "cache/cache_internal.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/test_hook.h"
 
 #include <errno.h>
@@ -328,6 +329,8 @@ static bool pin_put(struct cache *c, struct cache_pin *p, bool verified)
 	e = tab_by_id(&c->tab, p->id);
 	if (e && verified)
 		e->verified = true;
+	if (verified && !p->verified)
+		c->checked++; /* cache_read() hashed its copy */
 	if (p->seg)
 		dead = blob_seg_unref_locked(c, p->seg);
 	pthread_mutex_unlock(&c->lock);
@@ -444,6 +447,54 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
 }
 
 /*
+ * Checks pinned entry @p unless it was checked this session, one caller at
+ * a time: a caller that finds the check running (the checker thread, or
+ * another READ of the same object: the kernel sends a large file's first
+ * READs several at once) waits for its end and takes its result, instead
+ * of hashing the same bytes again; the checker thread (@ahead) passes
+ * instead, to the next entry. 0 once verified (or passed), -ENODATA when
+ * the entry left meanwhile, else pin_read()'s error; *@hashed (if given)
+ * says whether this caller did the hashing.
+ */
+static int pin_verify(struct cache *c, struct cache_pin *p, bool ahead,
+		      bool *hashed)
+{
+	struct cache_ent *e;
+	bool mine = false;
+	int rc;
+
+	if (hashed)
+		*hashed = false;
+	if (p->verified)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	while ((e = tab_by_id(&c->tab, p->id)) && e->verifying && !ahead)
+		pthread_cond_wait(&c->verify_cv, &c->lock);
+	if (e && e->verified)
+		p->verified = true;
+	else if (e && !e->verifying)
+		e->verifying = mine = true;
+	rc = e ? 0 : -ENODATA;
+	pthread_mutex_unlock(&c->lock);
+	if (mine) {
+		rc = pin_read(c, p, NULL, 0, 0, true);
+		pthread_mutex_lock(&c->lock);
+		e = tab_by_id(&c->tab, p->id);
+		if (e) {
+			e->verifying = false;
+			e->verified = !rc;
+		}
+		c->checked++;
+		pthread_cond_broadcast(&c->verify_cv);
+		pthread_mutex_unlock(&c->lock);
+		p->verified = !rc;
+		if (hashed)
+			*hashed = !rc;
+	}
+	return rc;
+}
+
+/*
  * The test hooks (common/test_hook.h: a test build's only): with
  * HINTFS_FAULT_CACHE_READ=N[:ERRNO] in the environment at open, every Nth
  * cache_read() fails with ERRNO (EIO by default) before touching the disk, as a
@@ -529,10 +580,103 @@ int cache_lookup(struct cache *c, const char *key, size_t key_len,
 	return e ? 0 : -ENODATA;
 }
 
-bool cache_contains(struct cache *c, const char *key, size_t key_len,
-		    const char *etag, uint64_t size)
+/* ---- checking ahead ---- */
+
+/*
+ * The checker thread: checks the entries cache_contains_ahead() queued, in
+ * the order queued, one at a time (reading a blob sequentially is what the
+ * disk does best; the readers' own checks still run beside it). A blob
+ * that fails is dropped as a reader would drop it.
+ */
+static void ahead_check(struct cache *c, uint64_t id)
 {
-	const struct cache_ent *e;
+	struct cache_pin p;
+	bool hashed;
+	int rc;
+
+	if (pin_get(c, id, &p, NULL, NULL))
+		return; /* dropped since it was queued */
+	rc = p.file && p.fd < 0 ? p.open_err : pin_verify(c, &p, true, &hashed);
+	if (!pin_put(c, &p, false))
+		return; /* dropped under the check: nothing to say */
+	if (rc) {
+		read_failed(c, id, rc);
+		return;
+	}
+	if (hashed) {
+		pthread_mutex_lock(&c->lock);
+		c->checked_ahead++;
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+static void *ahead_main(void *arg)
+{
+	struct cache *c = arg;
+
+	pthread_setname_np(pthread_self(), "hintfs-check");
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct cache_ent *e;
+		uint64_t id;
+
+		while (!c->ahead_stop && !c->ahead_n)
+			pthread_cond_wait(&c->ahead_cv, &c->lock);
+		if (c->ahead_stop)
+			break;
+		id = c->ahead_q[c->ahead_head];
+		c->ahead_head = (c->ahead_head + 1) % CACHE_AHEAD_QUEUE;
+		c->ahead_n--;
+		if ((e = tab_by_id(&c->tab, id)))
+			e->ahead = false;
+		cache_assert(cache_ok(c));
+		pthread_mutex_unlock(&c->lock);
+		ahead_check(c, id);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* Under c->lock: queues @e's check, starting the thread the first time.
+ * Nothing happens when the queue is full or the thread cannot start: the
+ * entry's first read checks it, as it would have anyway. */
+static void ahead_queue_locked(struct cache *c, struct cache_ent *e)
+{
+	if (e->verified || e->verifying || e->ahead || c->ahead_stop ||
+	    c->ahead_n == CACHE_AHEAD_QUEUE || e->size < CACHE_AHEAD_MIN)
+		return;
+	if (!c->ahead_started) {
+		if (proc_thread_create(&c->ahead_thread, NULL, ahead_main, c))
+			return;
+		c->ahead_started = true;
+	}
+	c->ahead_q[(c->ahead_head + c->ahead_n) % CACHE_AHEAD_QUEUE] = e->id;
+	c->ahead_n++;
+	e->ahead = true;
+	cache_assert(cache_ok(c));
+	pthread_cond_signal(&c->ahead_cv);
+}
+
+/* Stops the checker thread: the check it is in ends first (a read of one
+ * blob); those still queued are left to their first reads. */
+void cache_ahead_stop(struct cache *c)
+{
+	bool started;
+
+	pthread_mutex_lock(&c->lock);
+	c->ahead_stop = true;
+	started = c->ahead_started;
+	pthread_cond_signal(&c->ahead_cv);
+	pthread_mutex_unlock(&c->lock);
+	if (started)
+		pthread_join(c->ahead_thread, NULL);
+}
+
+static bool contains(struct cache *c, const char *key, size_t key_len,
+		     const char *etag, uint64_t size, bool ahead)
+{
+	struct cache_ent *e;
 	bool found;
 
 	if (!etag || !cache_valid_name(key, key_len, etag))
@@ -540,8 +684,22 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
 	pthread_mutex_lock(&c->lock);
 	e = tab_find(&c->tab, key, key_len, etag, strlen(etag));
 	found = e && e->size == size;
+	if (found && ahead)
+		ahead_queue_locked(c, e);
 	pthread_mutex_unlock(&c->lock);
 	return found;
+}
+
+bool cache_contains(struct cache *c, const char *key, size_t key_len,
+		    const char *etag, uint64_t size)
+{
+	return contains(c, key, key_len, etag, size, false);
+}
+
+bool cache_contains_ahead(struct cache *c, const char *key, size_t key_len,
+			  const char *etag, uint64_t size)
+{
+	return contains(c, key, key_len, etag, size, true);
 }
 
 bool cache_can_take(struct cache *c, size_t key_len, size_t etag_len,
@@ -640,15 +798,8 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 	if (!rc && p.file && p.fd < 0)
 		rc = p.open_err;
 	/* The first read in a session hashes the whole blob first. */
-	if (!rc && !p.verified)
-		rc = pin_read(c, &p, NULL, 0, 0, true);
-	if (!rc && !p.verified) {
-		pthread_mutex_lock(&c->lock);
-		e = tab_by_id(&c->tab, p.id);
-		if (e)
-			e->verified = true;
-		pthread_mutex_unlock(&c->lock);
-	}
+	if (!rc)
+		rc = pin_verify(c, &p, false, NULL);
 	if (!rc && pin_inline(&p)) {
 		struct inline_ref ir = {&p, n, off, cb, arg, 0};
 
@@ -706,13 +857,12 @@ static int open_file(struct cache *c, const char *key, size_t key_len,
 	 * to its end. */
 	if (!rc)
 		rc = pin_own_size(&p);
-	if (!rc && !p.verified)
-		rc = pin_read(c, &p, NULL, 0, 0, true);
+	if (!rc)
+		rc = pin_verify(c, &p, false, NULL);
 	if (!rc) {
 		pthread_mutex_lock(&c->lock);
 		e = tab_by_id(&c->tab, p.id);
 		if (e) {
-			e->verified = true;
 			e->tick = ++c->tick;
 			c->hits++;
 		}
@@ -880,6 +1030,8 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 	out->corrupt = c->corrupt;
 	out->write_errors = c->write_errors;
 	out->read_errors = c->read_errors;
+	out->checked = c->checked;
+	out->checked_ahead = c->checked_ahead;
 	pthread_mutex_unlock(&c->lock);
 }
 

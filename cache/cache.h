@@ -120,6 +120,17 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
 		    const char *etag, uint64_t size);
 
 /**
+ * cache_contains(), and when the entry is there, has not been checked this
+ * session and has 1 MiB or more, queues its check on the cache's checker
+ * thread: for what a hint names next, so that the first read of a large
+ * object after a restart finds it checked and its bytes in the page cache
+ * instead of hashing it whole before its first byte. A read that comes
+ * while the check runs waits for it rather than hashing again.
+ */
+bool cache_contains_ahead(struct cache *c, const char *key, size_t key_len,
+			  const char *etag, uint64_t size);
+
+/**
  * Whether an object with a key of @key_len bytes, an ETag of @etag_len
  * bytes and @size bytes could be cached at all: the index holds its name
  * and it is not larger than the capacity (which drops while the disk is
@@ -322,10 +333,15 @@ struct cache_stats {
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t evictions;
-	uint64_t corrupt;      /**< blobs dropped for a bad checksum */
-	uint64_t write_errors; /**< puts that failed (disk full, I/O) */
-	uint64_t read_errors;  /**< reads that failed otherwise (I/O error,
-				    LMDB busy) and were left to the server */
+	uint64_t corrupt;	/**< blobs dropped for a bad checksum */
+	uint64_t write_errors;	/**< puts that failed (disk full, I/O) */
+	uint64_t read_errors;	/**< reads that failed otherwise (I/O error,
+				     LMDB busy) and were left to the server */
+	uint64_t checked;	/**< entries hashed whole at their first
+				     read or open this session (once each,
+				     however many read at once) */
+	uint64_t checked_ahead; /**< of those, found good before their
+				     first read (cache_contains_ahead()) */
 };
 
 /** A snapshot of the counters. */

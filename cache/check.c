@@ -217,6 +217,22 @@ static bool holds_ok(const struct cache *c)
  * disk only lowers it, cache_recheck_disk() raises it back at most that
  * far).
  */
+/*
+ * Under c->lock: the checker thread's queue is a ring within its bounds,
+ * and every entry marked queued (ahead) has its id in it (an id in it may
+ * have left the table since: the thread passes over it).
+ */
+static bool ahead_ok(const struct cache *c, const struct cache_ent *e)
+{
+	if (!e->ahead)
+		return true;
+	for (unsigned i = 0; i < c->ahead_n; i++)
+		if (c->ahead_q[(c->ahead_head + i) % CACHE_AHEAD_QUEUE] ==
+		    e->id)
+			return true;
+	return false;
+}
+
 bool cache_ok(struct cache *c)
 {
 	size_t every = c->tab.n_ents / CACHE_CHECK_FULL + 1;
@@ -225,14 +241,15 @@ bool cache_ok(struct cache *c)
 	if (c->n_checks++ % every)
 		return true;
 
-	if (!tab_ok(&c->tab))
+	if (!tab_ok(&c->tab) || c->ahead_n > CACHE_AHEAD_QUEUE ||
+	    c->ahead_head >= CACHE_AHEAD_QUEUE)
 		return false;
 	for (uint32_t s = 0; s < c->tab.n_slots; s++) {
 		const struct cache_ent *e = c->tab.slots[s];
 
 		if (!e)
 			continue;
-		if (!ent_place_ok(c, e))
+		if (!ent_place_ok(c, e) || !ahead_ok(c, e))
 			return false;
 		used += e->size;
 	}

@@ -440,6 +440,8 @@ static void cache_free(struct cache *c)
 	if (c->dir_fd >= 0)
 		close(c->dir_fd);
 	pthread_rwlock_destroy(&c->punch_lock);
+	pthread_cond_destroy(&c->ahead_cv);
+	pthread_cond_destroy(&c->verify_cv);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->seg_lock);
 	pthread_mutex_destroy(&c->wlock);
@@ -483,6 +485,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->seg_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->verify_cv, NULL);
+	pthread_cond_init(&c->ahead_cv, NULL);
 	pthread_rwlockattr_init(&rwa);
 	pthread_rwlockattr_setkind_np(
 	    &rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -530,6 +534,7 @@ void cache_close(struct cache *c)
 
 	if (!c)
 		return;
+	cache_ahead_stop(c);
 	puts = atomic_load(&c->n_puts);
 	/* The caller's threads are done with it: no lock. With every put
 	 * finished, nothing is reserved. */

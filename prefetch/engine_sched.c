@@ -201,6 +201,21 @@ static void pick_warm(struct pf *pf, struct pf_candidates *c, size_t room)
 }
 
 /*
+ * Whether @o is cached. A hinted or read-ahead candidate that is has its
+ * checksum check queued ahead of its first read (cache_contains_ahead());
+ * a warm-listed one not: a warm list may name the whole dataset, and it
+ * asks for the objects to be cached, not read.
+ */
+static bool cached(struct pf *pf, const struct pf_object *o, bool warm)
+{
+	if (warm)
+		return cache_contains(pf->cfg.cache, o->key, o->key_len,
+				      o->etag, o->size);
+	return cache_contains_ahead(pf->cfg.cache, o->key, o->key_len, o->etag,
+				    o->size);
+}
+
+/*
  * Starts fetches for the blocks readers' read-ahead asked for, then
  * hinted, then warm-listed objects that are neither cached nor in flight, while
  * fetch memory lasts; a candidate that does not fit waits in pf->carry. Returns
@@ -250,9 +265,7 @@ static bool schedule_prefetch(struct pf *pf)
 
 			if (pf_describe(pf, id, key, sizeof(key), &o))
 				skip = 2;
-			else if (o.size == 0 ||
-				 cache_contains(pf->cfg.cache, o.key, o.key_len,
-						o.etag, o.size))
+			else if (o.size == 0 || cached(pf, &o, warm))
 				skip = 1;
 			else if (!pf_fetch_whole(pf, id, &o))
 				skip = 2;

@@ -169,6 +169,42 @@ def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
     assert st["reads"]["zero_copy"] >= 1, st["reads"]
 
 
+def settled_checks(path, want, timeout=30):
+    """stats.cache once @want entries were hashed (the checker thread works
+    beside the reads): a bounded wait, not a timing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = hintfs.stats(path)["cache"]
+        if st["checked"] >= want or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
+
+
+def test_a_hint_has_large_objects_checked_before_their_reads(s3, bucket,
+                                                             mount, proxy,
+                                                             tmp_path):
+    """After a restart the first read of a cached object hashes it whole
+    before its first byte. A hint has the large ones (1 MiB and more)
+    checked ahead, each once: a corrupted one is dropped before a read
+    meets it and fetched again, the others serve their bytes with no
+    second check."""
+    objects = {f"shard-{i}.tar": os.urandom(3 << 20) for i in range(3)}
+    cache = tmp_path / "cache"
+    opts = fill_cache(s3, bucket, mount, proxy, cache, objects)
+    assert corrupt_first_blob(cache), \
+        f"no blob segment in {sorted(os.listdir(cache))}"
+    before = len(gets_settled(proxy, bucket))
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts,
+              allowed_errors=[r"checksum"])
+    write_hint(m.path, sorted(objects))
+    st = settled_checks(m.path, 3)
+    assert (st["checked"], st["checked_ahead"], st["corrupt"]) == (3, 2, 1), st
+    read_all(m, objects)
+    st = hintfs.stats(m.path)["cache"]
+    assert (st["checked"], st["checked_ahead"]) == (3, 2), st
+    assert len(gets_settled(proxy, bucket, before + 1)) == before + 1
+
+
 @pytest.mark.parametrize("fault", ["5", "1:11"], ids=["eio", "eagain"])
 @pytest.mark.serial
 def test_cache_read_errors_fall_back_to_the_server(s3, bucket, mount, proxy,

@@ -1647,6 +1647,131 @@ static void test_read_ref(void)
 	free(dir);
 }
 
+/* Waits for the checker thread to have hashed @checked entries, or to have
+ * found @corrupt: a bound of 10 s, not a timing. */
+static void wait_checked(struct cache *c, uint64_t checked, uint64_t corrupt,
+			 struct cache_stats *st)
+{
+	for (int i = 0; i < 2000; i++) {
+		cache_get_stats(c, st);
+		if (st->checked >= checked && st->corrupt >= corrupt)
+			return;
+		usleep(5000);
+	}
+}
+
+/* Readers of one unchecked entry, all at once. */
+struct ahead_reader {
+	struct cache *c;
+	pthread_barrier_t *go;
+	uint64_t off;
+	ssize_t got;
+	bool right;
+};
+
+static void *ahead_read(void *arg)
+{
+	struct ahead_reader *r = arg;
+	unsigned char *want = malloc(16 * MIB), *got = malloc(128 * KIB);
+	struct ref_sink rs = {.buf = got};
+
+	fill(want, 16 * MIB, "m", "e");
+	pthread_barrier_wait(r->go);
+	r->got = cache_read_ref(r->c, "m", 1, "e", 16 * MIB, 128 * KIB, r->off,
+				ref_copy, &rs);
+	r->right = memcmp(got, want + r->off, 128 * KIB) == 0;
+	free(want);
+	free(got);
+	return NULL;
+}
+
+/*
+ * The first use of an entry in a session hashes it once: after a reopen,
+ * cache_contains_ahead() has the checker thread hash a large entry before
+ * any read (which then hashes nothing), leaves a small one to its read,
+ * and drops a corrupted one before a read could want it; eight readers of
+ * an unchecked entry at once hash it once, all getting its bytes.
+ */
+static void test_check_ahead(void)
+{
+	char *dir = mktmp(), *dir2 = mktmp(), blob[512];
+	struct cache *c = open_cache(dir, 256 * MIB, NULL, NULL);
+	unsigned char *want = malloc(3 * MIB), *got = malloc(3 * MIB);
+	struct ref_sink rs = {.buf = got};
+	struct ahead_reader r[8];
+	pthread_t th[8];
+	pthread_barrier_t go;
+	struct cache_stats st;
+	unsigned seed = 3;
+	unsigned char b;
+	int fd;
+
+	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 3, &seed) == 0);
+	CHECK(put_obj(c, "s", "e", 100 * KIB, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "m", "e", 16 * MIB, 0, 4, &seed) == 0);
+	cache_close(c);
+	c = open_cache(dir, 256 * MIB, NULL, NULL);
+	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
+	CHECK(cache_contains_ahead(c, "s", 1, "e", 100 * KIB));
+	CHECK(!cache_contains_ahead(c, "a", 1, "f", 3 * MIB));
+	wait_checked(c, 1, 0, &st);
+	CHECK(st.checked == 1 && st.checked_ahead == 1 && st.hits == 0);
+	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB)); /* done: none */
+	fill(want, 3 * MIB, "a", "e");
+	CHECK(cache_read_ref(c, "a", 1, "e", 3 * MIB, 3 * MIB, 0, ref_copy,
+			     &rs) == (ssize_t)(3 * MIB));
+	CHECK(memcmp(got, want, 3 * MIB) == 0);
+	CHECK(cache_read_ref(c, "s", 1, "e", 100 * KIB, 100 * KIB, 0, ref_copy,
+			     &rs) == (ssize_t)(100 * KIB));
+	cache_get_stats(c, &st);
+	CHECKF(st.checked == 2 && st.checked_ahead == 1,
+	       "checked %llu, ahead %llu", (unsigned long long)st.checked,
+	       (unsigned long long)st.checked_ahead);
+
+	CHECK(pthread_barrier_init(&go, NULL, 8) == 0);
+	for (int i = 0; i < 8; i++) {
+		r[i] = (struct ahead_reader){
+		    .c = c, .go = &go, .off = (uint64_t)i * 2 * MIB};
+		CHECK(pthread_create(&th[i], NULL, ahead_read, &r[i]) == 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(r[i].got == (ssize_t)(128 * KIB) && r[i].right);
+	}
+	pthread_barrier_destroy(&go);
+	cache_get_stats(c, &st);
+	CHECKF(st.checked == 3, "8 readers at once hashed %llu times",
+	       (unsigned long long)(st.checked - 2));
+	cache_close(c);
+
+	/* A flipped byte in a large blob: the checker drops it. */
+	c = open_cache(dir2, 64 * MIB, NULL, NULL);
+	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 1, &seed) == 0);
+	cache_close(c);
+	CHECK(seg_path(dir2, blob, sizeof(blob)) == 1);
+	fd = open(blob, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, &b, 1, 2 * MIB) == 1);
+	b ^= 0x01;
+	CHECK(pwrite(fd, &b, 1, 2 * MIB) == 1);
+	close(fd);
+	c = open_cache(dir2, 64 * MIB, NULL, NULL);
+	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
+	wait_checked(c, 1, 1, &st);
+	CHECK(st.corrupt == 1 && st.checked_ahead == 0 && st.objects == 0);
+	rs.calls = 0;
+	CHECK(cache_read_ref(c, "a", 1, "e", 3 * MIB, 10, 0, ref_copy, &rs) ==
+	      -ENODATA);
+	CHECK(rs.calls == 0);
+	cache_close(c);
+	free(want);
+	free(got);
+	rm_rf(dir);
+	rm_rf(dir2);
+	free(dir);
+	free(dir2);
+}
+
 /* ---- a file per object (file_per_object) ---- */
 
 /* Opens @dir with file_per_object @own and objects above @inline_max
@@ -2281,6 +2406,7 @@ static void run_both(void)
 	test_abort();
 	test_persist();
 	test_read_ref();
+	test_check_ahead();
 	test_read_errors();
 	test_source_and_size();
 	test_damaged_index();
