@@ -38,6 +38,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -52,6 +53,18 @@ static bool cache_valid_name(const char *key, size_t key_len, const char *etag)
 	       (!etag || strlen(etag) <= CACHE_ETAG_MAX);
 }
 
+/* Under c->lock: @e, checked ahead, is being read or leaves the cache: the
+ * checker thread may go that much further ("checking ahead", below). */
+static void ahead_read_locked(struct cache *c, struct cache_ent *e)
+{
+	if (!e->ahead_unread)
+		return;
+	e->ahead_unread = false;
+	c->ahead_unread -=
+	    e->size < c->ahead_unread ? e->size : c->ahead_unread;
+	pthread_cond_signal(&c->ahead_cv);
+}
+
 /* ---- dropping entries ---- */
 
 /*
@@ -63,6 +76,7 @@ void cache_unlink_locked(struct cache *c, struct cache_ent *e,
 {
 	tab_remove(&c->tab, e);
 	c->used -= e->size;
+	ahead_read_locked(c, e);
 	if (e->held) {
 		/* A reader holds its file open: unlinked, it keeps its
 		 * blocks until the release (cache_release_file()). */
@@ -252,9 +266,14 @@ struct cache_pin {
 	unsigned char k[IDX_KEY_MAX];
 };
 
-/* Under c->lock: pins entry @e into @p; pin_open() must follow. */
-static void pin_fill_locked(struct cache_ent *e, struct cache_pin *p)
+/*
+ * Under c->lock: pins entry @e into @p, for a read (the checker thread's
+ * own pins come before its check marks the entry); pin_open() must follow.
+ */
+static void pin_fill_locked(struct cache *c, struct cache_ent *e,
+			    struct cache_pin *p)
 {
+	ahead_read_locked(c, e);
 	p->id = e->id;
 	p->size = e->size;
 	p->off = e->off;
@@ -310,7 +329,7 @@ static int pin_get(struct cache *c, uint64_t id, struct cache_pin *p,
 		memcpy(*key_out, e->name, e->key_len);
 		*key_len = e->key_len;
 	}
-	pin_fill_locked(e, p);
+	pin_fill_locked(c, e, p);
 	pthread_mutex_unlock(&c->lock);
 	pin_open(c, p);
 	return 0;
@@ -604,10 +623,40 @@ static void ahead_check(struct cache *c, uint64_t id)
 		return;
 	}
 	if (hashed) {
+		struct cache_ent *e;
+
 		pthread_mutex_lock(&c->lock);
 		c->checked_ahead++;
+		e = tab_by_id(&c->tab, id);
+		if (e && !e->ahead_unread) {
+			e->ahead_unread = true;
+			c->ahead_unread += e->size;
+		}
+		cache_assert(cache_ok(c));
 		pthread_mutex_unlock(&c->lock);
 	}
+}
+
+/*
+ * Under c->lock: waits while the checks ahead are ahead_bytes beyond the
+ * reads, or until the stop. After CACHE_AHEAD_IDLE_S with no read of what
+ * was checked, it takes all of it as read (the entries' marks stay; their
+ * reads then give back no more than is counted). False at the stop.
+ */
+static bool ahead_pace_locked(struct cache *c)
+{
+	while (!c->ahead_stop && c->ahead_unread >= c->ahead_bytes) {
+		uint64_t before = c->ahead_unread;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += CACHE_AHEAD_IDLE_S;
+		if (pthread_cond_timedwait(&c->ahead_cv, &c->lock, &ts) ==
+			ETIMEDOUT &&
+		    c->ahead_unread == before)
+			c->ahead_unread = 0;
+	}
+	return !c->ahead_stop;
 }
 
 static void *ahead_main(void *arg)
@@ -622,7 +671,7 @@ static void *ahead_main(void *arg)
 
 		while (!c->ahead_stop && !c->ahead_n)
 			pthread_cond_wait(&c->ahead_cv, &c->lock);
-		if (c->ahead_stop)
+		if (!ahead_pace_locked(c))
 			break;
 		id = c->ahead_q[c->ahead_head];
 		c->ahead_head = (c->ahead_head + 1) % CACHE_AHEAD_QUEUE;
@@ -785,7 +834,7 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 	if (e) {
 		e->tick = ++c->tick;
 		c->hits++;
-		pin_fill_locked(e, &p);
+		pin_fill_locked(c, e, &p);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!e) {
@@ -847,7 +896,7 @@ static int open_file(struct cache *c, const char *key, size_t key_len,
 		return -ENOTSUP;
 	}
 	if (e)
-		pin_fill_locked(e, &p);
+		pin_fill_locked(c, e, &p);
 	pthread_mutex_unlock(&c->lock);
 	if (!e)
 		return -ENODATA;

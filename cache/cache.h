@@ -80,6 +80,9 @@ struct cache_config {
 				   of their own holding exactly their bytes
 				   (so the kernel can read it: FUSE
 				   passthrough); false: shared segments */
+	uint64_t ahead_bytes; /**< how far the checker thread may run ahead
+				   of the reads (cache_contains_ahead());
+				   0 = the default (1 GiB) */
 };
 
 struct cache;
@@ -125,7 +128,10 @@ bool cache_contains(struct cache *c, const char *key, size_t key_len,
  * thread: for what a hint names next, so that the first read of a large
  * object after a restart finds it checked and its bytes in the page cache
  * instead of hashing it whole before its first byte. A read that comes
- * while the check runs waits for it rather than hashing again.
+ * while the check runs waits for it rather than hashing again. The thread
+ * checks in the order queued and stays within ahead_bytes of the reads:
+ * past it, it waits for a read of an object it checked (or for 10 s
+ * without one, after which it takes what it checked as read).
  */
 bool cache_contains_ahead(struct cache *c, const char *key, size_t key_len,
 			  const char *etag, uint64_t size);

@@ -54,10 +54,20 @@
 /* Punching frees whole blocks only: extents start on 4 KiB so that an
  * evicted object gives back every block it used. */
 #define CACHE_ALIGN 4096ull
-/* Entries waiting for the checker thread, at most: the prefetcher offers
- * at most 64 candidates a round (engine_sched.c), so one round fits; an
- * entry offered when it is full is checked by its first read instead. */
-#define CACHE_AHEAD_QUEUE 64
+/* Entries waiting for the checker thread, at most: the prefetcher's window
+ * (PF_WINDOW_DEFAULT), which offers each hinted entry once; one offered
+ * when the queue is full is checked by its first read instead. */
+#define CACHE_AHEAD_QUEUE 4096
+/* How far the checker runs ahead of the reads by default, in bytes checked
+ * and not read yet: 5 objects of 200 MiB, enough to hide the next check of
+ * a few readers, small against a training node's memory; further ahead,
+ * what the checks put in the page cache could be pushed out before it is
+ * read, and be read from disk twice. */
+#define CACHE_AHEAD_BYTES_DEFAULT (1ull << 30)
+/* Readers that have read nothing the checker checked for this long have
+ * left it (a new hint, the end of a run): it takes those bytes as read,
+ * rather than wait for good. */
+#define CACHE_AHEAD_IDLE_S 10
 /* Entries checked ahead are those of 1 MiB and more: there a first read
  * waits for the whole entry's check (all its bytes from disk) before its
  * first byte, then reads them again from the page cache, one after the
@@ -100,6 +110,7 @@ struct cache_ent {
 	bool verifying;		 /* being checked by one caller; the others
 				    wait on verify_cv (lock) */
 	bool ahead;		 /* queued for the checker thread (lock) */
+	bool ahead_unread;	 /* checked by it, not read since (lock) */
 	bool punch;		 /* being dropped: punch its extent */
 	bool held;		 /* its file is held open (a cache_hold
 				    names it): never a victim (lock) */
@@ -217,6 +228,8 @@ struct cache {
 	 * first entry queued; under lock. */
 	uint64_t ahead_q[CACHE_AHEAD_QUEUE]; /* ids, a ring */
 	unsigned ahead_head, ahead_n;
+	uint64_t ahead_bytes;  /* the bound on ahead_unread (config) */
+	uint64_t ahead_unread; /* bytes of ahead_unread entries (at most) */
 	bool ahead_started, ahead_stop;
 	pthread_cond_t ahead_cv; /* an id queued, or the stop */
 	pthread_t ahead_thread;

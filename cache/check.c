@@ -220,7 +220,9 @@ static bool holds_ok(const struct cache *c)
 /*
  * Under c->lock: the checker thread's queue is a ring within its bounds,
  * and every entry marked queued (ahead) has its id in it (an id in it may
- * have left the table since: the thread passes over it).
+ * have left the table since: the thread passes over it). What it counts
+ * as checked and unread is at most the entries marked so (cache_ok()):
+ * less once it took them as read (CACHE_AHEAD_IDLE_S).
  */
 static bool ahead_ok(const struct cache *c, const struct cache_ent *e)
 {
@@ -236,7 +238,7 @@ static bool ahead_ok(const struct cache *c, const struct cache_ent *e)
 bool cache_ok(struct cache *c)
 {
 	size_t every = c->tab.n_ents / CACHE_CHECK_FULL + 1;
-	uint64_t used = 0;
+	uint64_t used = 0, unread = 0;
 
 	if (c->n_checks++ % every)
 		return true;
@@ -252,7 +254,8 @@ bool cache_ok(struct cache *c)
 		if (!ent_place_ok(c, e) || !ahead_ok(c, e))
 			return false;
 		used += e->size;
+		unread += e->ahead_unread ? e->size : 0;
 	}
-	return used == c->used && c->capacity <= c->capacity_cfg &&
-	       segs_ok(c) && holds_ok(c);
+	return used == c->used && c->ahead_unread <= unread &&
+	       c->capacity <= c->capacity_cfg && segs_ok(c) && holds_ok(c);
 }

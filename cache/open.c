@@ -455,6 +455,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 {
 	struct blob_found found = {0};
 	pthread_rwlockattr_t rwa;
+	pthread_condattr_t ca;
 	struct cache *c;
 	int ret;
 
@@ -476,6 +477,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	c->inline_max =
 	    cfg->inline_max ? cfg->inline_max : CACHE_INLINE_DEFAULT;
 	c->file_per_object = cfg->file_per_object;
+	c->ahead_bytes =
+	    cfg->ahead_bytes ? cfg->ahead_bytes : CACHE_AHEAD_BYTES_DEFAULT;
 	c->next_use = cfg->next_use;
 	c->next_use_arg = cfg->next_use_arg;
 	cache_fault_init(&c->fault_read, "HINTFS_FAULT_CACHE_READ", "read");
@@ -486,7 +489,11 @@ int cache_open(const struct cache_config *cfg, struct cache **out, char *err,
 	pthread_mutex_init(&c->seg_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->verify_cv, NULL);
-	pthread_cond_init(&c->ahead_cv, NULL);
+	/* The checker thread's idle wait counts on the monotonic clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->ahead_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_rwlockattr_init(&rwa);
 	pthread_rwlockattr_setkind_np(
 	    &rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);

@@ -1772,6 +1772,48 @@ static void test_check_ahead(void)
 	free(dir2);
 }
 
+/*
+ * The checker stays within ahead_bytes of the reads: at 4 MiB, of three
+ * entries of 3 MiB queued it checks two (the second takes it past the
+ * bound) and waits; a read of the first lets it check the third.
+ */
+static void test_check_ahead_paced(void)
+{
+	char *dir = mktmp();
+	struct cache_config cfg = {.dir = dir,
+				   .capacity = 64 * MIB,
+				   .file_per_object = fpo,
+				   .ahead_bytes = 4 * MIB};
+	unsigned char got[16];
+	struct ref_sink rs = {.buf = got};
+	struct cache_stats st;
+	struct cache *c = open_cfg(&cfg);
+	unsigned seed = 5;
+
+	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "b", "e", 3 * MIB, 0, 1, &seed) == 0);
+	CHECK(put_obj(c, "c", "e", 3 * MIB, 0, 1, &seed) == 0);
+	cache_close(c);
+	c = open_cfg(&cfg);
+	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
+	CHECK(cache_contains_ahead(c, "b", 1, "e", 3 * MIB));
+	CHECK(cache_contains_ahead(c, "c", 1, "e", 3 * MIB));
+	wait_checked(c, 2, 0, &st);
+	/* A check of 3 MiB from the page cache takes ~1 ms: 200 ms leave the
+	 * thread every chance to go past the bound, were it not held. */
+	usleep(200 * 1000);
+	cache_get_stats(c, &st);
+	CHECKF(st.checked_ahead == 2, "%llu checked ahead past 4 MiB",
+	       (unsigned long long)st.checked_ahead);
+	CHECK(cache_read_ref(c, "a", 1, "e", 3 * MIB, sizeof(got), 0, ref_copy,
+			     &rs) == (ssize_t)sizeof(got));
+	wait_checked(c, 3, 0, &st);
+	CHECK(st.checked == 3 && st.checked_ahead == 3);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* ---- a file per object (file_per_object) ---- */
 
 /* Opens @dir with file_per_object @own and objects above @inline_max
@@ -2407,6 +2449,7 @@ static void run_both(void)
 	test_persist();
 	test_read_ref();
 	test_check_ahead();
+	test_check_ahead_paced();
 	test_read_errors();
 	test_source_and_size();
 	test_damaged_index();
