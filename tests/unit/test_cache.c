@@ -226,6 +226,21 @@ static int seg_path(const char *dir, char *out, size_t len)
 	return n;
 }
 
+/* Flips the bits @mask of the byte at @off of file @path, as a bad disk
+ * would. True when done. */
+static bool flip_byte(const char *path, off_t off, unsigned char mask)
+{
+	unsigned char b;
+	int fd = open(path, O_RDWR);
+	bool ok = fd >= 0 && pread(fd, &b, 1, off) == 1;
+
+	b ^= mask;
+	ok = ok && pwrite(fd, &b, 1, off) == 1;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* ---- tests ---- */
 
 static void test_roundtrip(void)
@@ -439,9 +454,9 @@ static void test_corrupt(void)
 	struct cache *c = open_cache(dir, 64 * MIB, NULL, NULL);
 	struct cache_stats st;
 	struct cache_obj o;
-	unsigned char b, buf[64];
+	unsigned char buf[64];
 	unsigned seed = 4;
-	int fd, counts[2] = {0, 0};
+	int counts[2] = {0, 0};
 
 	/* Extents start at 0, then on 4 KiB: a at 0, v at 200 KiB. */
 	CHECK(put_obj(c, "a", "e", 200 * KIB, 0, 1, &seed) == 0);
@@ -449,15 +464,8 @@ static void test_corrupt(void)
 	CHECK(put_obj(c, "w", "e", 100 * KIB, 0, 1, &seed) == 0);
 	cache_close(c);
 	CHECK(seg_path(dir, seg, sizeof(seg)) == 1);
-	fd = open(seg, O_RDWR);
-	CHECK(fd >= 0);
-	CHECK(pread(fd, &b, 1, 100) == 1);
-	b ^= 0x40;
-	CHECK(pwrite(fd, &b, 1, 100) == 1);
-	CHECK(pread(fd, &b, 1, 200 * KIB + 5) == 1);
-	b ^= 0x01;
-	CHECK(pwrite(fd, &b, 1, 200 * KIB + 5) == 1);
-	close(fd);
+	CHECK(flip_byte(seg, 100, 0x40));
+	CHECK(flip_byte(seg, 200 * KIB + 5, 0x01));
 
 	c = open_cache(dir, 64 * MIB, NULL, NULL);
 	CHECK(cache_lookup(c, "a", 1, "e", 200 * KIB, &o) == 0);
@@ -1594,9 +1602,7 @@ static void test_read_ref(void)
 	unsigned char *want = malloc(200 * KIB), *got = malloc(200 * KIB);
 	struct ref_sink rs = {.buf = got};
 	struct cache_stats st;
-	unsigned char b;
 	unsigned seed = 9;
-	int fd;
 
 	CHECK(put_obj(c, "big", "e", 200 * KIB, 0, 1, &seed) == 0);
 	CHECK(put_obj(c, "small", "e", 5000, 0, 1, &seed) == 0);
@@ -1625,12 +1631,7 @@ static void test_read_ref(void)
 
 	/* After a restart a flipped byte is caught before any reference. */
 	CHECK(seg_path(dir, seg, sizeof(seg)) == 1);
-	fd = open(seg, O_RDWR);
-	CHECK(fd >= 0);
-	CHECK(pread(fd, &b, 1, 150 * KIB) == 1);
-	b ^= 0x10;
-	CHECK(pwrite(fd, &b, 1, 150 * KIB) == 1);
-	close(fd);
+	CHECK(flip_byte(seg, 150 * KIB, 0x10));
 	c = open_cache(dir, 64 * MIB, NULL, NULL);
 	CHECK(cache_read_ref(c, "big", 3, "e", 200 * KIB, 10, 0, ref_copy,
 			     &rs) == -ENODATA);
@@ -1703,8 +1704,6 @@ static void test_check_ahead(void)
 	pthread_barrier_t go;
 	struct cache_stats st;
 	unsigned seed = 3;
-	unsigned char b;
-	int fd;
 
 	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 3, &seed) == 0);
 	CHECK(put_obj(c, "s", "e", 100 * KIB, 0, 1, &seed) == 0);
@@ -1749,12 +1748,7 @@ static void test_check_ahead(void)
 	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 1, &seed) == 0);
 	cache_close(c);
 	CHECK(seg_path(dir2, blob, sizeof(blob)) == 1);
-	fd = open(blob, O_RDWR);
-	CHECK(fd >= 0);
-	CHECK(pread(fd, &b, 1, 2 * MIB) == 1);
-	b ^= 0x01;
-	CHECK(pwrite(fd, &b, 1, 2 * MIB) == 1);
-	close(fd);
+	CHECK(flip_byte(blob, 2 * MIB, 0x01));
 	c = open_cache(dir2, 64 * MIB, NULL, NULL);
 	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
 	wait_checked(c, 1, 1, &st);
@@ -2041,8 +2035,6 @@ static struct cache *open_damaged(const char *dir)
 	struct cache *c = open_mode(dir, 64 * MIB, true, 0);
 	char path[600], names[8][32];
 	unsigned seed = 33;
-	unsigned char b;
-	int fd;
 
 	for (int k = 0; k < 5; k++)
 		CHECK(put_obj(c, damaged_keys[k], "e", 100 * KIB, 0, 1,
@@ -2050,11 +2042,7 @@ static struct cache *open_damaged(const char *dir)
 	cache_close(c);
 	CHECK(own_files(dir, names, 8) == 5);
 	snprintf(path, sizeof(path), "%s/%s", dir, names[0]);
-	fd = open(path, O_RDWR);
-	CHECK(pread(fd, &b, 1, 99 * KIB) == 1);
-	b ^= 0x20;
-	CHECK(pwrite(fd, &b, 1, 99 * KIB) == 1);
-	close(fd);
+	CHECK(flip_byte(path, 99 * KIB, 0x20));
 	snprintf(path, sizeof(path), "%s/%s", dir, names[1]);
 	CHECK(truncate(path, 60 * KIB) == 0);
 	snprintf(path, sizeof(path), "%s/%s", dir, names[2]);
