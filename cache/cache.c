@@ -470,20 +470,17 @@ static int pin_read(struct cache *c, const struct cache_pin *p, void *buf,
  * a time: a caller that finds the check running (the checker thread, or
  * another READ of the same object: the kernel sends a large file's first
  * READs several at once) waits for its end and takes its result, instead
- * of hashing the same bytes again; the checker thread (@ahead) passes
- * instead, to the next entry. 0 once verified (or passed), -ENODATA when
- * the entry left meanwhile, else pin_read()'s error; *@hashed (if given)
- * says whether this caller did the hashing.
+ * of hashing the same bytes again. The checker thread (@ahead) passes
+ * instead, to the next entry, and marks what it found good as checked and
+ * unread. 0 once verified (or passed), -ENODATA when the entry left
+ * meanwhile, else pin_read()'s error.
  */
-static int pin_verify(struct cache *c, struct cache_pin *p, bool ahead,
-		      bool *hashed)
+static int pin_verify(struct cache *c, struct cache_pin *p, bool ahead)
 {
 	struct cache_ent *e;
 	bool mine = false;
 	int rc;
 
-	if (hashed)
-		*hashed = false;
 	if (p->verified)
 		return 0;
 	pthread_mutex_lock(&c->lock);
@@ -503,12 +500,18 @@ static int pin_verify(struct cache *c, struct cache_pin *p, bool ahead,
 			e->verifying = false;
 			e->verified = !rc;
 		}
+		/* Marked before the lock goes: a read that waited for this
+		 * check unmarks it at its pin, after. */
+		if (e && ahead && !rc) {
+			e->ahead_unread = true;
+			c->ahead_unread += e->size;
+			c->checked_ahead++;
+		}
 		c->checked++;
+		cache_assert(cache_ok(c));
 		pthread_cond_broadcast(&c->verify_cv);
 		pthread_mutex_unlock(&c->lock);
 		p->verified = !rc;
-		if (hashed)
-			*hashed = !rc;
 	}
 	return rc;
 }
@@ -610,31 +613,15 @@ int cache_lookup(struct cache *c, const char *key, size_t key_len,
 static void ahead_check(struct cache *c, uint64_t id)
 {
 	struct cache_pin p;
-	bool hashed;
 	int rc;
 
 	if (pin_get(c, id, &p, NULL, NULL))
 		return; /* dropped since it was queued */
-	rc = p.file && p.fd < 0 ? p.open_err : pin_verify(c, &p, true, &hashed);
+	rc = p.file && p.fd < 0 ? p.open_err : pin_verify(c, &p, true);
 	if (!pin_put(c, &p, false))
 		return; /* dropped under the check: nothing to say */
-	if (rc) {
+	if (rc)
 		read_failed(c, id, rc);
-		return;
-	}
-	if (hashed) {
-		struct cache_ent *e;
-
-		pthread_mutex_lock(&c->lock);
-		c->checked_ahead++;
-		e = tab_by_id(&c->tab, id);
-		if (e && !e->ahead_unread) {
-			e->ahead_unread = true;
-			c->ahead_unread += e->size;
-		}
-		cache_assert(cache_ok(c));
-		pthread_mutex_unlock(&c->lock);
-	}
 }
 
 /*
@@ -848,7 +835,7 @@ ssize_t cache_read_ref(struct cache *c, const char *key, size_t key_len,
 		rc = p.open_err;
 	/* The first read in a session hashes the whole blob first. */
 	if (!rc)
-		rc = pin_verify(c, &p, false, NULL);
+		rc = pin_verify(c, &p, false);
 	if (!rc && pin_inline(&p)) {
 		struct inline_ref ir = {&p, n, off, cb, arg, 0};
 
@@ -907,7 +894,7 @@ static int open_file(struct cache *c, const char *key, size_t key_len,
 	if (!rc)
 		rc = pin_own_size(&p);
 	if (!rc)
-		rc = pin_verify(c, &p, false, NULL);
+		rc = pin_verify(c, &p, false);
 	if (!rc) {
 		pthread_mutex_lock(&c->lock);
 		e = tab_by_id(&c->tab, p.id);

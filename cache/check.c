@@ -211,13 +211,6 @@ static bool holds_ok(const struct cache *c)
 }
 
 /*
- * Under c->lock: the whole cache. used is the sum of the entries' sizes;
- * the table, the entries' places, the segments' accounting and the holds
- * are as above; the capacity never passes what was configured (a full
- * disk only lowers it, cache_recheck_disk() raises it back at most that
- * far).
- */
-/*
  * Under c->lock: the checker thread's queue is a ring within its bounds,
  * and every entry marked queued (ahead) has its id in it (an id in it may
  * have left the table since: the thread passes over it). What it counts
@@ -235,6 +228,13 @@ static bool ahead_ok(const struct cache *c, const struct cache_ent *e)
 	return false;
 }
 
+/*
+ * Under c->lock: the whole cache. used is the sum of the entries' sizes;
+ * the table, the entries' places, the segments' accounting, the holds and
+ * the checker thread's queue are as above; the capacity never passes what was
+ * configured (a full disk only lowers it, cache_recheck_disk() raises it back
+ * at most that far).
+ */
 bool cache_ok(struct cache *c)
 {
 	size_t every = c->tab.n_ents / CACHE_CHECK_FULL + 1;
