@@ -486,6 +486,10 @@ static int pin_verify(struct cache *c, struct cache_pin *p, bool ahead)
 	pthread_mutex_lock(&c->lock);
 	while ((e = tab_by_id(&c->tab, p->id)) && e->verifying && !ahead)
 		pthread_cond_wait(&c->verify_cv, &c->lock);
+	/* A read that waited for the checker's check (it pinned before the
+	 * check marked the entry) reads it now. */
+	if (e && !ahead)
+		ahead_read_locked(c, e);
 	if (e && e->verified)
 		p->verified = true;
 	else if (e && !e->verifying)
@@ -500,8 +504,7 @@ static int pin_verify(struct cache *c, struct cache_pin *p, bool ahead)
 			e->verifying = false;
 			e->verified = !rc;
 		}
-		/* Marked before the lock goes: a read that waited for this
-		 * check unmarks it at its pin, after. */
+		/* Marked before the waiting reads wake (above). */
 		if (e && ahead && !rc) {
 			e->ahead_unread = true;
 			c->ahead_unread += e->size;

@@ -1808,6 +1808,50 @@ static void test_check_ahead_paced(void)
 	free(dir);
 }
 
+/*
+ * A read that waits for the checker's check of its object counts as its
+ * read: at a bound of 4 MiB, a 64 MiB entry checked ahead and read while
+ * the checker hashes it leaves the bound free for the next entry (else the
+ * checker would wait 10 s for a read that came already).
+ */
+static void test_check_ahead_waited(void)
+{
+	char *dir = mktmp();
+	struct cache_config cfg = {.dir = dir,
+				   .capacity = 128 * MIB,
+				   .file_per_object = fpo,
+				   .ahead_bytes = 4 * MIB};
+	unsigned char got[16];
+	struct ref_sink rs = {.buf = got};
+	struct cache_stats st;
+	struct cache *c = open_cfg(&cfg);
+	unsigned seed = 6;
+
+	CHECK(put_obj(c, "m", "e", 64 * MIB, 0, 8, &seed) == 0);
+	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 1, &seed) == 0);
+	cache_close(c);
+	c = open_cfg(&cfg);
+	CHECK(cache_contains_ahead(c, "m", 1, "e", 64 * MIB));
+	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
+	/* The thread is into its 64 MiB hash (tens of ms) by then: the read
+	 * finds it running and waits for it. */
+	usleep(2 * 1000);
+	CHECK(cache_read_ref(c, "m", 1, "e", 64 * MIB, sizeof(got), 0, ref_copy,
+			     &rs) == (ssize_t)sizeof(got));
+	/* 5 s: inside the checker's 10 s wait for reads that never come. */
+	for (int i = 0; i < 1000; i++) {
+		cache_get_stats(c, &st);
+		if (st.checked >= 2)
+			break;
+		usleep(5000);
+	}
+	CHECKF(st.checked == 2, "checked %llu: the waited read was not counted",
+	       (unsigned long long)st.checked);
+	cache_close(c);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* ---- a file per object (file_per_object) ---- */
 
 /* Opens @dir with file_per_object @own and objects above @inline_max
@@ -2438,6 +2482,7 @@ static void run_both(void)
 	test_read_ref();
 	test_check_ahead();
 	test_check_ahead_paced();
+	test_check_ahead_waited();
 	test_read_errors();
 	test_source_and_size();
 	test_damaged_index();
