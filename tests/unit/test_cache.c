@@ -1649,16 +1649,17 @@ static void test_read_ref(void)
 }
 
 /* Waits for the checker thread to have hashed @checked entries, or to have
- * found @corrupt: a bound of 10 s, not a timing. */
+ * found @corrupt: a bound of @bound_ms, not a timing. */
 static void wait_checked(struct cache *c, uint64_t checked, uint64_t corrupt,
-			 struct cache_stats *st)
+			 int bound_ms, struct cache_stats *st)
 {
-	for (int i = 0; i < 2000; i++) {
+	for (int ms = 0; ms < bound_ms; ms += 5) {
 		cache_get_stats(c, st);
 		if (st->checked >= checked && st->corrupt >= corrupt)
 			return;
 		usleep(5000);
 	}
+	cache_get_stats(c, st);
 }
 
 /* Readers of one unchecked entry, all at once. */
@@ -1713,7 +1714,7 @@ static void test_check_ahead(void)
 	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
 	CHECK(cache_contains_ahead(c, "s", 1, "e", 100 * KIB));
 	CHECK(!cache_contains_ahead(c, "a", 1, "f", 3 * MIB));
-	wait_checked(c, 1, 0, &st);
+	wait_checked(c, 1, 0, 10000, &st);
 	CHECK(st.checked == 1 && st.checked_ahead == 1 && st.hits == 0);
 	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB)); /* done: none */
 	fill(want, 3 * MIB, "a", "e");
@@ -1751,7 +1752,7 @@ static void test_check_ahead(void)
 	CHECK(flip_byte(blob, 2 * MIB, 0x01));
 	c = open_cache(dir2, 64 * MIB, NULL, NULL);
 	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
-	wait_checked(c, 1, 1, &st);
+	wait_checked(c, 1, 1, 10000, &st);
 	CHECK(st.corrupt == 1 && st.checked_ahead == 0 && st.objects == 0);
 	rs.calls = 0;
 	CHECK(cache_read_ref(c, "a", 1, "e", 3 * MIB, 10, 0, ref_copy, &rs) ==
@@ -1767,6 +1768,39 @@ static void test_check_ahead(void)
 }
 
 /*
+ * Opens the cache @cfg describes with the @n objects @keys of @sizes bytes
+ * (ETag "e") put, closed and reopened, so unchecked, then queues each on
+ * the checker thread in that order.
+ */
+static struct cache *open_queued(const struct cache_config *cfg,
+				 const char *const *keys, const uint64_t *sizes,
+				 int n, unsigned seed)
+{
+	struct cache *c = open_cfg(cfg);
+
+	for (int i = 0; i < n; i++)
+		CHECK(put_obj(c, keys[i], "e", sizes[i], 0,
+			      (int)(sizes[i] / (8 * MIB)) + 1, &seed) == 0);
+	cache_close(c);
+	c = open_cfg(cfg);
+	for (int i = 0; i < n; i++)
+		CHECK(cache_contains_ahead(c, keys[i], strlen(keys[i]), "e",
+					   sizes[i]));
+	return c;
+}
+
+/* Reads the first bytes of @key (@size bytes) by reference: true when
+ * they came. */
+static bool read_head(struct cache *c, const char *key, uint64_t size)
+{
+	unsigned char got[16];
+	struct ref_sink rs = {.buf = got};
+
+	return cache_read_ref(c, key, strlen(key), "e", size, sizeof(got), 0,
+			      ref_copy, &rs) == (ssize_t)sizeof(got);
+}
+
+/*
  * The checker stays within ahead_bytes of the reads: at 4 MiB, of three
  * entries of 3 MiB queued it checks two (the second takes it past the
  * bound) and waits; a read of the first lets it check the third.
@@ -1778,30 +1812,20 @@ static void test_check_ahead_paced(void)
 				   .capacity = 64 * MIB,
 				   .file_per_object = fpo,
 				   .ahead_bytes = 4 * MIB};
-	unsigned char got[16];
-	struct ref_sink rs = {.buf = got};
+	const char *const keys[] = {"a", "b", "c"};
+	const uint64_t sizes[] = {3 * MIB, 3 * MIB, 3 * MIB};
 	struct cache_stats st;
-	struct cache *c = open_cfg(&cfg);
-	unsigned seed = 5;
+	struct cache *c = open_queued(&cfg, keys, sizes, 3, 5);
 
-	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 1, &seed) == 0);
-	CHECK(put_obj(c, "b", "e", 3 * MIB, 0, 1, &seed) == 0);
-	CHECK(put_obj(c, "c", "e", 3 * MIB, 0, 1, &seed) == 0);
-	cache_close(c);
-	c = open_cfg(&cfg);
-	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
-	CHECK(cache_contains_ahead(c, "b", 1, "e", 3 * MIB));
-	CHECK(cache_contains_ahead(c, "c", 1, "e", 3 * MIB));
-	wait_checked(c, 2, 0, &st);
+	wait_checked(c, 2, 0, 10000, &st);
 	/* A check of 3 MiB from the page cache takes ~1 ms: 200 ms leave the
 	 * thread every chance to go past the bound, were it not held. */
 	usleep(200 * 1000);
 	cache_get_stats(c, &st);
 	CHECKF(st.checked_ahead == 2, "%llu checked ahead past 4 MiB",
 	       (unsigned long long)st.checked_ahead);
-	CHECK(cache_read_ref(c, "a", 1, "e", 3 * MIB, sizeof(got), 0, ref_copy,
-			     &rs) == (ssize_t)sizeof(got));
-	wait_checked(c, 3, 0, &st);
+	CHECK(read_head(c, "a", 3 * MIB));
+	wait_checked(c, 3, 0, 10000, &st);
 	CHECK(st.checked == 3 && st.checked_ahead == 3);
 	cache_close(c);
 	rm_rf(dir);
@@ -1821,30 +1845,17 @@ static void test_check_ahead_waited(void)
 				   .capacity = 128 * MIB,
 				   .file_per_object = fpo,
 				   .ahead_bytes = 4 * MIB};
-	unsigned char got[16];
-	struct ref_sink rs = {.buf = got};
+	const char *const keys[] = {"m", "a"};
+	const uint64_t sizes[] = {64 * MIB, 3 * MIB};
 	struct cache_stats st;
-	struct cache *c = open_cfg(&cfg);
-	unsigned seed = 6;
+	struct cache *c = open_queued(&cfg, keys, sizes, 2, 6);
 
-	CHECK(put_obj(c, "m", "e", 64 * MIB, 0, 8, &seed) == 0);
-	CHECK(put_obj(c, "a", "e", 3 * MIB, 0, 1, &seed) == 0);
-	cache_close(c);
-	c = open_cfg(&cfg);
-	CHECK(cache_contains_ahead(c, "m", 1, "e", 64 * MIB));
-	CHECK(cache_contains_ahead(c, "a", 1, "e", 3 * MIB));
 	/* The thread is into its 64 MiB hash (tens of ms) by then: the read
 	 * finds it running and waits for it. */
 	usleep(2 * 1000);
-	CHECK(cache_read_ref(c, "m", 1, "e", 64 * MIB, sizeof(got), 0, ref_copy,
-			     &rs) == (ssize_t)sizeof(got));
+	CHECK(read_head(c, "m", 64 * MIB));
 	/* 5 s: inside the checker's 10 s wait for reads that never come. */
-	for (int i = 0; i < 1000; i++) {
-		cache_get_stats(c, &st);
-		if (st.checked >= 2)
-			break;
-		usleep(5000);
-	}
+	wait_checked(c, 2, 0, 5000, &st);
 	CHECKF(st.checked == 2, "checked %llu: the waited read was not counted",
 	       (unsigned long long)st.checked);
 	cache_close(c);
