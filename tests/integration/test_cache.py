@@ -145,18 +145,25 @@ def test_object_changed_after_listing_fails_with_estale(s3, bucket, mount,
     assert hintfs.stats(m.path)["errors"]["stale"] >= 1
 
 
+def remount_corrupted(s3, bucket, mount, proxy, cache, objects):
+    """fill_cache(), then one byte flipped inside the first object's blob
+    and a new mount on that cache. Returns the mount and the GETs the proxy
+    had seen before it."""
+    opts = fill_cache(s3, bucket, mount, proxy, cache, objects)
+    assert corrupt_first_blob(cache), \
+        f"no blob segment in {sorted(os.listdir(cache))}"
+    before = len(gets_settled(proxy, bucket))
+    m = mount(bucket, endpoint=proxy.endpoint, options=opts,
+              allowed_errors=[r"checksum"])
+    return m, before
+
+
 @pytest.mark.serial
 def test_corrupted_blob_is_detected_and_fetched_again(s3, bucket, mount, proxy,
                                                       tmp_path):
     objects = objects_of(5, 100000)
-    cache = tmp_path / "cache"
-    opts = fill_cache(s3, bucket, mount, proxy, cache, objects)
-    # Flip one byte inside the first object's blob.
-    assert corrupt_first_blob(cache), \
-        f"no blob segment in {sorted(os.listdir(cache))}"
-    before = len(gets_settled(proxy, bucket))
-    m2 = mount(bucket, endpoint=proxy.endpoint, options=opts,
-               allowed_errors=[r"checksum"])
+    m2, before = remount_corrupted(s3, bucket, mount, proxy,
+                                   tmp_path / "cache", objects)
     drop_page_cache()
     read_all(m2, objects)
     assert len(gets_settled(proxy, bucket, before + 1)) == before + 1
@@ -189,13 +196,8 @@ def test_a_hint_has_large_objects_checked_before_their_reads(s3, bucket,
     meets it and fetched again, the others serve their bytes with no
     second check."""
     objects = {f"shard-{i}.tar": os.urandom(3 << 20) for i in range(3)}
-    cache = tmp_path / "cache"
-    opts = fill_cache(s3, bucket, mount, proxy, cache, objects)
-    assert corrupt_first_blob(cache), \
-        f"no blob segment in {sorted(os.listdir(cache))}"
-    before = len(gets_settled(proxy, bucket))
-    m = mount(bucket, endpoint=proxy.endpoint, options=opts,
-              allowed_errors=[r"checksum"])
+    m, before = remount_corrupted(s3, bucket, mount, proxy,
+                                  tmp_path / "cache", objects)
     write_hint(m.path, sorted(objects))
     st = settled_checks(m.path, 3)
     assert (st["checked"], st["checked_ahead"], st["corrupt"]) == (3, 2, 1), st
